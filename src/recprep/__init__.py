@@ -1,0 +1,65 @@
+"""recprep: training data into sharded RecordIO files, and back.
+
+Example
+-------
+>>> from recprep import convert, RecordIO
+>>> result = convert("memory://doc/init", [(i, i * 0.5) for i in range(6)], 2, "toy")
+>>> list(RecordIO("memory://doc/init/toy-*-of-*")())
+[(0, 0.0), (1, 0.5), (2, 1.0), (3, 1.5), (4, 2.0), (5, 2.5)]
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ._version import __version__
+from .codecs import Codec, available_codecs, get_codec, register_codec
+from .containers import available_formats, get_format, register_format
+from .convert import ConvertResult, convert
+from .errors import (
+    ChunkTooLargeError,
+    CorruptDataError,
+    DecodeError,
+    EncodeError,
+    InvalidArgumentError,
+    MissingDependencyError,
+    MissingShardsError,
+    NotFoundError,
+    OutputExistsError,
+    PickleRefusedError,
+    RecprepError,
+    TaskFailedError,
+    WriteError,
+)
+from .manifest import Manifest
+from .reader import RecordIO
+
+__all__ = [
+    "ChunkTooLargeError",
+    "Codec",
+    "ConvertResult",
+    "CorruptDataError",
+    "DecodeError",
+    "EncodeError",
+    "InvalidArgumentError",
+    "Manifest",
+    "MissingDependencyError",
+    "MissingShardsError",
+    "NotFoundError",
+    "OutputExistsError",
+    "PickleRefusedError",
+    "RecordIO",
+    "RecprepError",
+    "TaskFailedError",
+    "WriteError",
+    "__version__",
+    "available_codecs",
+    "available_formats",
+    "convert",
+    "get_codec",
+    "get_format",
+    "register_codec",
+    "register_format",
+]
+
+logging.getLogger("recprep").addHandler(logging.NullHandler())

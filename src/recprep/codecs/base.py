@@ -1,0 +1,56 @@
+"""The codec contract: one instance in, one record (bytes) out, and back.
+
+A codec turns what a reader yields (an *instance*: a value or a tuple of values) into
+the bytes of one record, and a record back into an equal instance. Codecs never touch
+files; containers never look inside records.
+
+Rules every codec keeps:
+
+* ``decode(encode(x))`` equals ``x`` for every instance the codec accepts, in type and
+  value; an instance it can't represent raises :class:`~recprep.errors.EncodeError`.
+* ``encode`` is deterministic: the same instance gives the same bytes, in any process.
+* ``decode`` of bytes that aren't a valid encoding raises
+  :class:`~recprep.errors.DecodeError`, never a bare ``struct.error`` or a wrong value.
+* Nothing is unpickled unless ``allow_pickle`` is true; a pickled value met without it
+  raises :class:`~recprep.errors.PickleRefusedError`.
+* Codec objects pickle (they travel to workers).
+
+Example
+-------
+>>> from recprep.codecs import get_codec
+>>> codec = get_codec("raw")
+>>> codec.decode(codec.encode(b"abc"))
+b'abc'
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+
+class Codec(abc.ABC):
+    """Base class of codecs. Subclass it and register it with
+    :func:`recprep.codecs.register_codec` to add one."""
+
+    #: the name the codec is registered under and recorded in manifests
+    name: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def encode(self, instance: Any) -> bytes:
+        """Return the record bytes of ``instance``."""
+
+    @abc.abstractmethod
+    def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
+        """Return the instance held by ``record``."""
+
+    def schema(self) -> dict[str, Any]:
+        """What the manifest's ``schema`` object records for data this codec wrote."""
+        return {}
+
+    def with_schema(self, schema: dict[str, Any]) -> Codec:
+        """Return a codec configured from a manifest's ``schema`` (for reading)."""
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

@@ -1,0 +1,224 @@
+"""Compression of chunk payloads, with decompression bounded by a size limit.
+
+Each :class:`Compression` pairs a ``compress`` with a ``decompress(data, limit)`` that
+never produces (or allocates) more than ``limit`` bytes: a chunk of a few bytes that
+claims to inflate to gigabytes fails with :class:`~recprep.errors.ChunkTooLargeError`
+before any such allocation. Containers map their own on-disk ids to these by name.
+
+The work is done by cramjam (snappy, gzip) and zlib; Python only walks the snappy
+framing's frame headers (one per 64 KiB) to learn the output size in advance.
+
+Example
+-------
+>>> from recprep.compression import get_compression
+>>> snappy = get_compression("snappy-framed")
+>>> snappy.decompress(snappy.compress(b"abc" * 10), limit=1024)
+b'abcabcabcabcabcabcabcabcabcabc'
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cramjam
+
+from .errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
+
+__all__ = ["Compression", "available_compressions", "get_compression", "register_compression"]
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class Compression:
+    """A named way to compress a payload and to decompress it within a limit."""
+
+    name: str
+    compress: Callable[[Buffer], bytes]
+    decompress: Callable[[Buffer, int], bytes]
+
+
+_REGISTRY: dict[str, Compression] = {}
+
+
+def register_compression(compression: Compression) -> None:
+    """Add (or replace) a compression under its name."""
+    _REGISTRY[compression.name] = compression
+
+
+def available_compressions() -> list[str]:
+    """The registered compression names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_compression(name: str) -> Compression:
+    """Return the compression called ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InvalidArgumentError(
+            f"unknown compression {name!r}; valid ones are {available_compressions()}"
+        ) from None
+
+
+def _check_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise ChunkTooLargeError(size, limit)
+
+
+def _corrupt(what: str, err: Exception) -> CorruptDataError:
+    return CorruptDataError(f"{what} payload does not decompress: {err}")
+
+
+# -- none ---------------------------------------------------------------------------
+
+
+def _identity(data: Buffer) -> bytes:
+    return bytes(data)
+
+
+def _identity_bounded(data: Buffer, limit: int) -> bytes:
+    _check_size(len(data), limit)
+    return bytes(data)
+
+
+# -- snappy, raw block format (pyrecordio 0.0.4) ---------------------------------------
+
+
+def _snappy_raw_compress(data: Buffer) -> bytes:
+    return bytes(cramjam.snappy.compress_raw(data))
+
+
+def _snappy_raw_decompress(data: Buffer, limit: int) -> bytes:
+    try:
+        size = cramjam.snappy.decompress_raw_len(data)
+    except Exception as err:  # cramjam raises its own DecompressionError
+        raise _corrupt("snappy", err) from None
+    _check_size(size, limit)
+    try:
+        return bytes(cramjam.snappy.decompress_raw(data))
+    except Exception as err:
+        raise _corrupt("snappy", err) from None
+
+
+# -- snappy, framing format (Go recordio) ------------------------------------------------
+
+_STREAM_ID = b"\xff\x06\x00\x00sNaPpY"
+_MAX_FRAME_OUTPUT = 65536
+
+
+def _varint(data: Buffer, pos: int, end: int) -> int:
+    """Decode the little-endian base-128 varint at ``pos`` (at most 5 bytes)."""
+    result = shift = 0
+    for i in range(pos, min(pos + 5, end)):
+        byte = data[i]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result
+        shift += 7
+    raise CorruptDataError(f"snappy frame at payload byte {pos} has a bad length varint")
+
+
+def framed_output_size(data: Buffer) -> int:
+    """Walk the frame headers of a snappy framing stream; return the decompressed size.
+
+    Only headers are read (one per frame of at most 64 KiB of output), so this is cheap,
+    and it tells a bomb from a real chunk before anything is decompressed.
+    """
+    view = memoryview(data)
+    end = len(view)
+    pos = total = 0
+    while pos < end:
+        if pos + 4 > end:
+            raise CorruptDataError(f"snappy frame header cut off at payload byte {pos}")
+        kind = view[pos]
+        length = view[pos + 1] | view[pos + 2] << 8 | view[pos + 3] << 16
+        body = pos + 4
+        if body + length > end:
+            raise CorruptDataError(
+                f"snappy frame at payload byte {pos} claims {length} bytes; "
+                f"only {end - body} remain"
+            )
+        if kind == 0x00:  # compressed: 4-byte masked CRC-32C, then a raw snappy block
+            if length < 5:
+                raise CorruptDataError(f"snappy frame at payload byte {pos} is too short")
+            total += _varint(view, body + 4, body + length)
+        elif kind == 0x01:  # uncompressed: 4-byte masked CRC-32C, then the data
+            if length < 4:
+                raise CorruptDataError(f"snappy frame at payload byte {pos} is too short")
+            total += length - 4
+        elif kind == 0xFF:
+            if bytes(view[pos : body + length]) != _STREAM_ID:
+                raise CorruptDataError(f"bad snappy stream identifier at payload byte {pos}")
+        elif 0x02 <= kind <= 0x7F:
+            raise CorruptDataError(
+                f"reserved unskippable snappy frame type 0x{kind:02x} at payload byte {pos}"
+            )
+        # 0x80-0xfe: skippable (padding and the like)
+        pos = body + length
+    return total
+
+
+def _snappy_framed_compress(data: Buffer) -> bytes:
+    return bytes(cramjam.snappy.compress(data))
+
+
+def _snappy_framed_decompress(data: Buffer, limit: int) -> bytes:
+    if len(data) and data[0] != 0xFF:
+        raise CorruptDataError("snappy payload does not start with the stream identifier")
+    _check_size(framed_output_size(data), limit)
+    try:
+        return bytes(cramjam.snappy.decompress(data))
+    except Exception as err:
+        raise _corrupt("snappy", err) from None
+
+
+# -- gzip / zlib ------------------------------------------------------------------------
+
+
+def _gzip_compress(data: Buffer) -> bytes:
+    return bytes(cramjam.gzip.compress(data))
+
+
+def _zlib_compress(data: Buffer) -> bytes:
+    return zlib.compress(data)
+
+
+def _inflate(data: Buffer, limit: int, wbits: int, what: str) -> bytes:
+    """Inflate every member of a gzip/zlib stream, never past ``limit`` bytes."""
+    out: list[bytes] = []
+    size = 0
+    rest = bytes(data)
+    try:
+        while rest:
+            inflater = zlib.decompressobj(wbits)
+            piece = inflater.decompress(rest, limit - size + 1)
+            size += len(piece)
+            _check_size(size, limit)
+            out.append(piece)
+            if not inflater.eof:
+                raise CorruptDataError(f"{what} payload ends before its stream does")
+            rest = inflater.unused_data
+    except zlib.error as err:
+        raise _corrupt(what, err) from None
+    return b"".join(out)
+
+
+def _gzip_decompress(data: Buffer, limit: int) -> bytes:
+    return _inflate(data, limit, 31, "gzip")
+
+
+def _zlib_decompress(data: Buffer, limit: int) -> bytes:
+    return _inflate(data, limit, 15, "zlib")
+
+
+for _c in (
+    Compression("none", _identity, _identity_bounded),
+    Compression("snappy-framed", _snappy_framed_compress, _snappy_framed_decompress),
+    Compression("snappy-raw", _snappy_raw_compress, _snappy_raw_decompress),
+    Compression("gzip", _gzip_compress, _gzip_decompress),
+    Compression("zlib", _zlib_compress, _zlib_decompress),
+):
+    register_compression(_c)

@@ -1,0 +1,80 @@
+"""The container contract: record bytes in, file bytes out, and back.
+
+A container frames records (opaque ``bytes``) into a file and reads them back chunk by
+chunk, verifying every checksum. It never looks inside a record and never opens a file
+itself: it is handed file objects (anything with ``read``/``write``).
+
+A :class:`Format` is registered under the name users pass as ``format=``; it lists the
+``compressor=`` names it accepts, writes through a :class:`RecordWriter`, and reads with
+:meth:`Format.read_chunks`, which yields :class:`Chunk` objects in file order.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, ClassVar
+
+DEFAULT_MAX_CHUNK_BYTES = 256 * 1024 * 1024
+"""What one chunk may claim, or decompress to, unless the reader raises the bound."""
+
+
+@dataclass
+class Chunk:
+    """The records of one chunk and where the chunk starts in its file."""
+
+    offset: int
+    records: list[bytes] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """A chunk header as the index sees it: where it is and how many records it has."""
+
+    offset: int
+    num_records: int
+    stored_size: int
+
+
+class RecordWriter(abc.ABC):
+    """Writes records into one open file; :meth:`close` flushes (the file stays open)."""
+
+    num_records: int = 0
+
+    @abc.abstractmethod
+    def write(self, record: bytes) -> None:
+        """Append one record."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Write out what is buffered."""
+
+
+class Format(abc.ABC):
+    """A container format, registered under :attr:`name`."""
+
+    name: ClassVar[str] = ""
+    #: the ``compressor=`` names this format accepts
+    compressors: ClassVar[tuple[str, ...]] = ()
+    #: what ``compressor=`` defaults to
+    default_compressor: ClassVar[str] = "none"
+
+    @abc.abstractmethod
+    def writer(self, file: BinaryIO, compressor: str, chunk_bytes: int) -> RecordWriter:
+        """Return a writer of records into ``file`` (positioned at the end)."""
+
+    @abc.abstractmethod
+    def read_chunks(
+        self, file: BinaryIO, *, path: str, max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES
+    ) -> Iterator[Chunk]:
+        """Yield the chunks of ``file`` from its start, verifying checksums.
+
+        Damage raises :class:`~recprep.errors.CorruptDataError` naming ``path`` and the
+        byte offset.
+        """
+
+    @classmethod
+    def sniff(cls, head: bytes) -> bool:
+        """Whether a file starting with ``head`` (up to 64 bytes) looks like this format."""
+        return False

@@ -1,0 +1,244 @@
+"""RecordIO containers: golden files, spec decoding, pyrecordio interop, damage."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+import zlib
+
+import cramjam
+import google_crc32c
+import pytest
+import recordio as pyrecordio  # pyrecordio==0.0.4, the legacy-format oracle
+from recordio.recordio.header import Compressor as PyCompressor
+from recordio.recordio.writer import Writer as PyWriter
+
+from recprep.containers import ChunkInfo, get_format
+from recprep.containers.recordio import MAGIC, iter_chunks, scan_index
+from recprep.errors import ChunkTooLargeError, CorruptDataError, RecprepError
+
+from .conftest import DATA
+
+
+def read_all(data: bytes, *, max_chunk_bytes: int = 256 << 20) -> list[bytes]:
+    fmt = get_format("recordio")
+    chunks = fmt.read_chunks(io.BytesIO(data), path="f", max_chunk_bytes=max_chunk_bytes)
+    return [r for c in chunks for r in c.records]
+
+
+def write_all(records, fmt="recordio", compressor="snappy", chunk_bytes=1 << 20) -> bytes:
+    buf = io.BytesIO()
+    writer = get_format(fmt).writer(buf, compressor, chunk_bytes)
+    for r in records:
+        writer.write(r)
+    writer.close()
+    return buf.getvalue()
+
+
+def spec_decode_go(data: bytes) -> list[tuple[int, list[bytes]]]:
+    """An independent decoder written from FORMATS.md §1: (compressor id, records) a chunk."""
+    out, pos = [], 0
+    while pos < len(data):
+        magic, crc, comp, size, count = struct.unpack_from("<5I", data, pos)
+        assert magic == 0x01020304
+        payload = data[pos + 20 : pos + 20 + size]
+        assert len(payload) == size and zlib.crc32(payload) == crc
+        raw = {0: bytes, 1: lambda p: bytes(cramjam.snappy.decompress(p)), 2: gzip.decompress}[
+            comp
+        ](payload)
+        records, p = [], 0
+        for _ in range(count):
+            (n,) = struct.unpack_from("<I", raw, p)
+            records.append(raw[p + 4 : p + 4 + n])
+            p += 4 + n
+        assert p == len(raw)
+        out.append((comp, records))
+        pos += 20 + size
+    return out
+
+
+# -- golden files ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["go-recordio/none", "go-recordio/snappy", "go-recordio/gzip", "pyrecordio-0.0.4/snappy"],
+)
+def test_reads_reference_files(name, records):
+    data = (DATA / f"{name}.recordio").read_bytes()
+    assert read_all(data) == records
+
+
+def test_reads_go_example_file_same_bytes_as_tfrecord():
+    data = (DATA / "example" / "examples.recordio").read_bytes()
+    tf = (DATA / "example" / "examples.tfrecord").read_bytes()
+    tf_records, pos = [], 0
+    while pos < len(tf):
+        (n,) = struct.unpack_from("<Q", tf, pos)
+        tf_records.append(tf[pos + 12 : pos + 12 + n])
+        pos += 16 + n
+    assert read_all(data) == tf_records and len(tf_records) == 25
+
+
+def test_index_of_reference_file_hops_headers():
+    with open(DATA / "go-recordio" / "none.recordio", "rb") as f:
+        index = scan_index(f, path="none")
+    assert sum(c.num_records for c in index) == 44
+    assert index[0] == ChunkInfo(0, index[0].num_records, index[0].stored_size)
+    assert [c.offset for c in index[1:]] == [
+        c.offset + 20 + c.stored_size for c in index[:-1]
+    ]
+
+
+# -- what we write decodes per the spec ---------------------------------------------------
+
+
+@pytest.mark.parametrize("compressor,comp_id", [("none", 0), ("snappy", 1), ("gzip", 2)])
+def test_written_go_files_decode_per_spec(records, compressor, comp_id):
+    data = write_all(records, compressor=compressor, chunk_bytes=4096)
+    chunks = spec_decode_go(data)
+    assert len(chunks) > 1 and {c for c, _ in chunks} == {comp_id}
+    assert [r for _, rs in chunks for r in rs] == records
+    assert read_all(data) == records
+
+
+def test_chunks_cut_at_chunk_bytes_and_big_records_alone():
+    recs = [b"a" * 100] * 10 + [b"b" * 5000] + [b"c" * 10] * 3
+    chunks = spec_decode_go(write_all(recs, compressor="none", chunk_bytes=250))
+    sizes = [len(rs) for _, rs in chunks]
+    assert sizes == [2, 2, 2, 2, 2, 1, 3]
+    assert [r for _, rs in chunks for r in rs] == recs
+
+
+def test_empty_records_and_empty_file():
+    assert write_all([]) == b""
+    assert read_all(b"") == []
+    assert read_all(write_all([b"", b"", b""])) == [b"", b"", b""]
+
+
+# -- pyrecordio 0.0.4 interop, both ways --------------------------------------------------
+
+
+@pytest.mark.parametrize("compressor", ["none", "snappy", "gzip"])
+def test_pyrecordio_reads_what_we_write(tmp_path, records, compressor):
+    path = tmp_path / "legacy.recordio"
+    path.write_bytes(write_all(records, "recordio-legacy", compressor, chunk_bytes=2048))
+    with pyrecordio.File(str(path), "r") as f:
+        assert f.count() == len(records)
+        assert list(f.get_reader()) == records
+
+
+@pytest.mark.parametrize("compressor", list(PyCompressor))
+def test_we_read_what_pyrecordio_writes(tmp_path, records, compressor):
+    path = tmp_path / "by-pyrecordio.recordio"
+    with open(path, "wb") as f:
+        writer = PyWriter(f, 3000, compressor)
+        for r in records:
+            writer.write(r)
+        writer.flush()
+    data = path.read_bytes()
+    assert read_all(data) == records
+    with open(path, "rb") as f:
+        assert sum(c.num_records for c in scan_index(f, path="x")) == len(records)
+
+
+# -- damage -------------------------------------------------------------------------------
+
+
+def chunk(payload: bytes, count: int, comp: int = 0, crc: int | None = None) -> bytes:
+    crc = zlib.crc32(payload) if crc is None else crc
+    return struct.pack("<5I", MAGIC, crc, comp, len(payload), count) + payload
+
+
+def damage(data: bytes, **kw) -> CorruptDataError:
+    with pytest.raises(CorruptDataError) as info:
+        read_all(data, **kw)
+    err = info.value
+    assert isinstance(err, RecprepError) and err.path == "f"
+    return err
+
+
+def test_flipped_payload_byte_is_a_checksum_error_at_its_chunk(records):
+    data = bytearray(write_all(records, compressor="snappy", chunk_bytes=4096))
+    second = scan_index(io.BytesIO(bytes(data)), path="f")[1].offset
+    data[second + 30] ^= 0x40
+    err = damage(bytes(data))
+    assert err.offset == second and "checksum mismatch" in str(err)
+    assert f"f at byte {second}" in str(err)
+
+
+def test_bad_magic():
+    err = damage(chunk(b"\0\0\0\0", 1) + b"\x00" * 24)
+    assert err.offset == 24 and "magic" in str(err) and "0x01020304" in str(err)
+
+
+@pytest.mark.parametrize("cut", [1, 10, 19])
+def test_truncated_header_is_a_torn_chunk(cut):
+    good = chunk(struct.pack("<I", 1) + b"x", 1)
+    err = damage(good + good[:cut])
+    assert err.offset == len(good) and "torn last chunk" in str(err)
+
+
+def test_truncated_payload():
+    good = chunk(struct.pack("<I", 5) + b"hello", 1)
+    err = damage(good[:-2])
+    assert err.offset == 0 and "cut off" in str(err)
+
+
+def test_record_running_past_its_chunk():
+    err = damage(chunk(struct.pack("<I", 50) + b"short", 1))
+    assert "runs past the end" in str(err) and err.record_index == 0
+
+
+def test_more_records_claimed_than_present():
+    err = damage(chunk(struct.pack("<I", 1) + b"x", 3))
+    assert "holds 3 records" in str(err)
+
+
+def test_stray_bytes_after_records():
+    err = damage(chunk(struct.pack("<I", 1) + b"xyz", 1))
+    assert "stray bytes" in str(err)
+
+
+def test_unknown_compressor_id():
+    payload = struct.pack("<I", 1) + b"x"
+    err = damage(struct.pack("<5I", MAGIC, zlib.crc32(payload), 9, len(payload), 1) + payload)
+    assert "compressor id" in str(err)
+
+
+def test_size_claim_over_the_bound_fails_before_reading():
+    header = struct.pack("<5I", MAGIC, 0, 0, 2**32 - 1, 1)
+    with pytest.raises(ChunkTooLargeError) as info:
+        read_all(header + b"tiny")
+    assert info.value.limit == 256 << 20 and info.value.size == 2**32 - 1
+
+
+def test_snappy_bomb_is_refused_from_frame_headers():
+    # a framed stream whose compressed frame claims a 4 GiB output
+    body = b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff\x0f" + b"\x00" * 8
+    payload = b"\xff\x06\x00\x00sNaPpY" + bytes([0, len(body), 0, 0]) + body
+    with pytest.raises(ChunkTooLargeError) as info:
+        read_all(chunk(payload, 1, comp=1))
+    assert info.value.size == 2**32 - 1
+
+
+def test_gzip_bomb_stops_at_the_bound():
+    payload = gzip.compress(b"\0" * (8 << 20))
+    with pytest.raises(ChunkTooLargeError):
+        read_all(chunk(payload, 1, comp=2), max_chunk_bytes=1 << 20)
+
+
+def test_legacy_checksum_is_crc32c():
+    payload = struct.pack("<I", 2) + b"ok"
+    good = struct.pack("<5I", MAGIC, 1, google_crc32c.value(payload), 1, len(payload)) + payload
+    assert read_all(good) == [b"ok"]
+    bad = bytearray(good)
+    bad[-1] ^= 1
+    assert "CRC-32C" in str(damage(bytes(bad)))
+
+
+def test_iter_chunks_without_decoding_reports_counts(records):
+    data = write_all(records, chunk_bytes=2048)
+    infos = [info for info, c in iter_chunks(io.BytesIO(data), path="f", decode=False)]
+    assert sum(i.num_records for i in infos) == 44 and len(infos) > 2
