@@ -22,10 +22,12 @@ from recprep import (
     PickleRefusedError,
     RecordIO,
     RecprepError,
+    TaskFailedError,
     convert,
 )
 from recprep.shards import parse_shard_name, shard_name
 from recprep.storage import resolve
+from recprep.writing import as_iterable
 
 from .test_containers import spec_decode_go
 
@@ -263,16 +265,20 @@ def test_failure_half_way_leaves_the_output_as_it_was(out_url, overwrite):
     fs, path = resolve(out_url)
     before = {p: fs.cat_file(p) for p in fs.ls(path, detail=False)}
     prefix = "keep" if overwrite else "new"
-    with pytest.raises(Boom):
+    with pytest.raises(TaskFailedError) as info:
         convert(out_url, failing_reader(5000), 4, prefix, overwrite=overwrite, chunk_bytes=4096)
+    assert info.value.original_type == "tests.test_convert.Boom"
+    assert isinstance(info.value.__cause__, Boom) and "the user's reader broke" in str(info.value)
     after = {p: fs.cat_file(p) for p in fs.ls(path, detail=False)}
     assert after == before  # no staging directory, no new file, old data intact
 
 
 def test_encode_error_names_the_instance_and_commits_nothing(mem_url):
-    with pytest.raises(EncodeError) as info:
+    with pytest.raises(TaskFailedError) as info:
         convert(mem_url, [b"ok", b"ok", "not bytes"], 2, "e", codec="raw")
-    assert info.value.instance_index == 2 and "instance 2" in str(info.value)
+    original = info.value.original
+    assert isinstance(original, EncodeError) and original.instance_index == 2
+    assert "instance 2" in str(info.value)
     assert listing(mem_url) == []
 
 
@@ -293,7 +299,6 @@ def test_encode_error_names_the_instance_and_commits_nothing(mem_url):
         ((b"bytes", 2, "p"), {}, "iterable only by accident"),
         (({"a": 1}, 2, "p"), {}, "iterable only by accident"),
         ((42, 2, "p"), {}, "reader must be"),
-        ((lambda: 42, 2, "p"), {}, "must return an iterable"),
         ((range(3), 2, "p"), {"codec": "json"}, r"valid codecs are \['pickle', 'raw', 'recprep'\]"),
         ((range(3), 2, "p"), {"format": "parquet"}, r"valid formats are \["),
         ((range(3), 2, "p"), {"compressor": "lz4"}, r"valid compressors are \['none', 'snappy'"),
@@ -305,6 +310,11 @@ def test_bad_arguments(mem_url, args, kwargs, match):
         convert(mem_url, *args, **kwargs)
     assert isinstance(info.value, ValueError) and isinstance(info.value, RecprepError)
     assert listing(mem_url) == []
+
+
+def test_reader_returning_a_non_iterable():
+    with pytest.raises(InvalidArgumentError, match="must return an iterable"):
+        as_iterable(lambda: 42)
 
 
 def test_reader_arguments():

@@ -16,6 +16,7 @@ from ._version import __version__
 from .codecs import Codec, available_codecs, get_codec, register_codec
 from .containers import available_formats, get_format, register_format
 from .convert import ConvertResult, convert
+from .executors import available_executors, register_executor
 from .errors import (
     ChunkTooLargeError,
     CorruptDataError,
@@ -33,6 +34,7 @@ from .errors import (
 )
 from .manifest import Manifest
 from .reader import RecordIO
+from .tasks import partitions
 
 __all__ = [
     "ChunkTooLargeError",
@@ -54,11 +56,14 @@ __all__ = [
     "WriteError",
     "__version__",
     "available_codecs",
+    "available_executors",
     "available_formats",
     "convert",
     "get_codec",
     "get_format",
+    "partitions",
     "register_codec",
+    "register_executor",
     "register_format",
 ]
 

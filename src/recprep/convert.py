@@ -2,43 +2,41 @@
 
 Instance ``i`` goes to shard ``i % num_shards``, at position ``i // num_shards``, so
 shards are balanced to within one instance and a round-robin read gives the instances
-back in their original order.
+back in their original order. The same holds for :func:`~recprep.partitions` input, as
+if its partitions were one reader, whichever executor runs the work (``tasks.py``).
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codecs import Codec, get_codec
-from .containers import Format, get_format
-from .errors import EncodeError, InvalidArgumentError, OutputExistsError, WriteError
+from .codecs import Codec
+from .errors import OutputExistsError
+from .executors import Backend, get_backend, serialize
+from .executors.base import failed
 from .manifest import Manifest, ShardInfo
 from .progress import Progress, ProgressArg
 from .shards import check_prefix, manifest_name, shard_name
-from .storage import ChecksumWriter, Staging, display, existing_set_files, resolve
+from .storage import Staging, display, existing_set_files, resolve
+from .tasks import Partitions, assemble_task, pieces_task, plan_assembly, stream_task
+from .writing import FileFacts, check_options, check_reader
 
 __all__ = ["ConvertResult", "convert"]
 
 log = logging.getLogger("recprep")
-
-DEFAULT_CHUNK_BYTES = 1 << 20
-"""Records per chunk are cut at this many uncompressed bytes (see benchmarks/RESULTS.md)."""
-WRITE_BUFFER_BUDGET = 256 << 20
-"""Chunk buffers of all open shards together stay under this: many shards, smaller chunks."""
-MIN_CHUNK_BYTES = 64 << 10
-_PROGRESS_EVERY = 1024
 
 
 @dataclass
 class ConvertResult:
     """What :func:`convert` wrote.
 
-    ``paths`` are the final shard paths in shard order (URLs for remote storage),
+    ``paths`` are the final shard paths in shard order (URLs for remote storage);
     ``records_per_shard`` and ``bytes_per_shard`` line up with them.
     """
 
@@ -65,118 +63,72 @@ class ConvertResult:
         )
 
 
-def as_iterable(reader: Any) -> Iterable[Any]:
-    """The instances of a PaddlePaddle-style reader (callable) or a one-shot iterable."""
-    accidental = (str, bytes, bytearray, memoryview, Mapping)
-    if isinstance(reader, accidental):
-        raise InvalidArgumentError(
-            f"reader is a {type(reader).__name__}, which is iterable only by accident; pass "
-            "a no-argument callable returning an iterable of instances, or an iterable"
-        )
-    if callable(reader):
-        made = reader()
-        if isinstance(made, accidental) or not hasattr(made, "__iter__"):
-            raise InvalidArgumentError(
-                f"calling the reader returned a {type(made).__name__}; a reader must "
-                "return an iterable of instances (e.g. be a generator function)"
-            )
-        return made
-    if hasattr(reader, "__iter__"):
-        return reader
-    raise InvalidArgumentError(
-        f"reader must be a no-argument callable returning an iterable (a PaddlePaddle "
-        f"reader) or an iterable of instances, got {type(reader).__name__}"
-    )
-
-
 @dataclass(frozen=True)
-class WriteOptions:
-    """How records are written; plain data, so it travels to workers."""
-
-    format: str
-    compressor: str
-    codec: Codec
-    chunk_bytes: int
-
-    def container(self) -> Format:
-        return get_format(self.format)
+class _Task:
+    description: str
+    fn: Any
+    args: tuple[Any, ...]
+    live: bool = False  # takes a tick callback when run in this process
 
 
-def check_options(
-    format: str, compressor: str | None, codec: str | Codec, num_shards: Any, chunk_bytes: Any
-) -> WriteOptions:
-    """Validate the writing arguments (before any file is touched)."""
-    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-        raise InvalidArgumentError(f"num_shards must be an int >= 1, got {num_shards!r}")
-    container = get_format(format)
-    compressor = container.default_compressor if compressor is None else compressor
-    if compressor not in container.compressors:
-        raise InvalidArgumentError(
-            f"format {format!r} has no compressor {compressor!r}; valid compressors are "
-            f"{list(container.compressors)}"
-        )
-    if chunk_bytes is None:
-        share = WRITE_BUFFER_BUDGET // num_shards
-        chunk_bytes = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, share))
-    elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
-        raise InvalidArgumentError(f"chunk_bytes must be an int >= 1, got {chunk_bytes!r}")
-    return WriteOptions(format, compressor, get_codec(codec), chunk_bytes)
-
-
-def write_shards(
-    instances: Iterable[Any],
-    staging: Staging,
-    names: list[str],
-    options: WriteOptions,
-    progress: Progress,
-) -> list[ShardInfo]:
-    """Encode ``instances`` round-robin into the staged files ``names``; return their facts."""
-    fs, container = staging.fs, options.container()
-    files, sinks, writers = [], [], []
-    try:
-        for name in names:
-            files.append(fs.open(staging.file(name), "wb"))
-            sinks.append(ChecksumWriter(files[-1]))
-            writers.append(container.writer(sinks[-1], options.compressor, options.chunk_bytes))
-        _fill(instances, options.codec.encode, writers, staging, names, progress)
-        for name, writer, file in zip(names, writers, files, strict=True):
+def _run_tasks(backend: Backend, tasks: Sequence[_Task], progress: Progress) -> list[Any]:
+    """Run ``tasks`` on ``backend``; their results in task order."""
+    results: list[Any] = [None] * len(tasks)
+    if backend.in_process:
+        for index, task in enumerate(tasks):
+            extra = (progress.add_instances,) if task.live else ()
             try:
-                writer.close()
-                file.close()
-            except OSError as err:
-                raise WriteError(staging.file(name), err) from err
-            progress.add_shards()
-    finally:
-        for file in files:
-            if not file.closed:
-                file.close()
-    return [
-        ShardInfo(name, writer.num_records, sink.size, sink.crc32c)
-        for name, writer, sink in zip(names, writers, sinks, strict=True)
-    ]
+                results[index] = task.fn(*task.args, *extra)
+            except Exception as err:
+                failed(err).unwrap(task.description)
+        return results
+    payloads = [serialize(t.fn, t.args, t.description) for t in tasks]
+    for index, outcome in backend.run(payloads):
+        results[index] = outcome.unwrap(tasks[index].description)
+        if tasks[index].live:
+            progress.add_instances(sum(f.records for f in results[index] if f is not None))
+    return results
 
 
-def _fill(
-    instances: Iterable[Any],
-    encode: Callable[[Any], bytes],
-    writers: list[Any],
+def _write(
+    reader: Any,
+    backend: Backend,
+    fs: Any,
     staging: Staging,
     names: list[str],
+    options: Any,
     progress: Progress,
-) -> None:
-    writes = [w.write for w in writers]
-    n = len(writes)
-    index = -1
-    try:
-        for index, instance in enumerate(instances):
-            writes[index % n](encode(instance))
-            if not index % _PROGRESS_EVERY:
-                progress.add_instances(index + 1 - progress.instances)
-    except EncodeError as err:
-        raise EncodeError(err.detail, instance_index=index) from err
-    except OSError as err:
-        raise WriteError(staging.file(names[index % n]), err) from err
-    progress.add_instances(index + 1 - progress.instances)
+) -> list[FileFacts]:
+    """Run the tasks that produce the staged shards; their facts in shard order."""
+    if not isinstance(reader, Partitions):
+        if not callable(reader) and not backend.in_process:
+            log.info("recprep: a one-shot iterable is read once, in this process")
+            backend = get_backend("serial")
+        elif not backend.in_process:
+            log.info(
+                "recprep: a single reader runs as one task on %s; pass partitions([...]) "
+                "for parallel work",
+                backend.name or type(backend).__name__,
+            )
+        task = _Task("the reader", stream_task, (reader, fs, staging.path, names, options), True)
+        (facts,) = _run_tasks(backend, [task], progress)
+        progress.add_shards(len(names))
+        return list(facts)
+    n = len(names)
+    piece_tasks = [
+        _Task(f"partition {p}", pieces_task, (p, r, fs, staging.path, n, options), True)
+        for p, r in enumerate(reader.readers)
+    ]
+    pieces = _run_tasks(backend, piece_tasks, progress)
+    assemble = [
+        _Task(f"shard {s} ({names[s]})", assemble_task, (names[s], parts, fs, staging.path))
+        for s, parts in enumerate(plan_assembly(pieces, n))
+    ]
+    shards: list[FileFacts] = []
+    for facts in _run_tasks(backend, assemble, progress):
+        shards.append(facts)
+        progress.add_shards()
+    return shards
 
 
 def convert(
@@ -192,6 +144,9 @@ def convert(
     storage_options: Mapping[str, Any] | None = None,
     progress: ProgressArg = None,
     chunk_bytes: int | None = None,
+    executor: str | cf.Executor | Backend = "serial",
+    num_workers: int | None = None,
+    executor_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Write the instances of ``reader`` into ``num_shards`` shard files.
 
@@ -199,10 +154,12 @@ def convert(
     ----------
     output_path
         A directory, local or an fsspec URL (``s3://bucket/ds``, ``memory://x``); created
-        if missing.
+        if missing. With a cluster executor, storage every worker reaches.
     reader
         A PaddlePaddle-style reader (a no-argument callable returning an iterable of
-        instances) or a one-shot iterable. Each instance is a value or a tuple of values.
+        instances), a one-shot iterable (read once, in this process), or
+        :func:`~recprep.partitions` of readers (each read by its own task). Each instance
+        is a value or a tuple of values.
     num_shards
         How many shard files to write; instance ``i`` goes to shard ``i % num_shards``.
         A shard that gets no instance is an empty (zero-byte) file.
@@ -216,7 +173,7 @@ def convert(
         ``"recprep"`` (typed, exact), ``"pickle"``, ``"raw"`` (bytes as is), a registered
         name or a :class:`~recprep.codecs.Codec`.
     compressor
-        ``"snappy"`` (the default for RecordIO), ``"gzip"`` or ``"none"``.
+        ``None`` for the format's default (``"snappy"`` for RecordIO), ``"gzip"``, ``"none"``.
     overwrite
         Replace an existing set with this prefix, once the new one is complete. Without
         it, an existing set raises :class:`~recprep.errors.OutputExistsError`.
@@ -228,6 +185,15 @@ def convert(
     chunk_bytes
         Uncompressed bytes per chunk (default 1 MiB, less when there are many shards, so
         that all chunk buffers together stay under 256 MiB).
+    executor
+        ``"serial"`` (default), ``"processes"``, ``"spark"``, ``"ray"``, a registered name,
+        or a ``concurrent.futures.Executor`` (never shut down by recprep). The output is
+        byte-identical whichever runs it.
+    num_workers
+        Parallelism for executors recprep starts (processes: CPU count by default).
+    executor_options
+        Engine settings: ``{"start_method": "spawn"}`` for processes; ``master``/``conf``
+        for Spark; ``ray.init`` arguments (``address``, ``num_cpus``...) for Ray.
 
     Returns
     -------
@@ -252,33 +218,43 @@ def convert(
     started = time.perf_counter()
     options = check_options(format, compressor, codec, num_shards, chunk_bytes)
     check_prefix(name_prefix)
-    instances = as_iterable(reader)
+    if not isinstance(reader, Partitions):
+        check_reader(reader)
+    backend = get_backend(executor, num_workers, executor_options)
     fs, out = resolve(output_path, storage_options)
-    if not overwrite:
-        _refuse_existing(fs, out, name_prefix)
-    names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
-    fs.makedirs(out, exist_ok=True)
-    staging = Staging(fs, out, name_prefix)
-    bar = Progress(progress, total_shards=num_shards, desc=name_prefix)
     try:
-        shards = write_shards(instances, staging, names, options, bar)
-        manifest = Manifest(
-            name_prefix=name_prefix,
-            format=options.format,
-            codec=options.codec.name,
-            compressor=options.compressor,
-            shards=shards,
-            schema=options.codec.schema(),
-        )
         if not overwrite:
-            _refuse_existing(fs, out, name_prefix)  # a set may have appeared meanwhile
-        replaced = existing_set_files(fs, out, name_prefix) if overwrite else []
-        staging.commit(names, manifest.to_json(), replaced=replaced)
-    except BaseException:
-        staging.remove()
-        raise
+            _refuse_existing(fs, out, name_prefix)
+        names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
+        fs.makedirs(out, exist_ok=True)
+        staging = Staging(fs, out, name_prefix)
+        bar = Progress(progress, total_shards=num_shards, desc=name_prefix)
+        try:
+            facts = _write(reader, backend, fs, staging, names, options, bar)
+            shards = [
+                ShardInfo(name, f.records, f.bytes, f.crc32c)
+                for name, f in zip(names, facts, strict=True)
+            ]
+            manifest = Manifest(
+                name_prefix=name_prefix,
+                format=options.format,
+                codec=options.codec.name,
+                compressor=options.compressor,
+                shards=shards,
+                schema=options.codec.schema(),
+            )
+            if not overwrite:
+                _refuse_existing(fs, out, name_prefix)  # a set may have appeared meanwhile
+            replaced = existing_set_files(fs, out, name_prefix) if overwrite else []
+            staged = {name: f.path for name, f in zip(names, facts, strict=True)}
+            staging.commit(staged, manifest.to_json(), replaced=replaced)
+        except BaseException:
+            staging.remove()
+            raise
+        finally:
+            bar.close()
     finally:
-        bar.close()
+        backend.close()
     result = ConvertResult(
         output_path=display(fs, out),
         manifest_path=display(fs, posixpath.join(out, manifest_name(name_prefix))),

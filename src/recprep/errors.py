@@ -38,8 +38,22 @@ __all__ = [
 ]
 
 
+def _rebuild(cls: type, args: tuple, state: dict) -> RecprepError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
 class RecprepError(Exception):
-    """Base class of every error recprep raises on purpose."""
+    """Base class of every error recprep raises on purpose.
+
+    Errors pickle with their attributes, so they travel back from worker processes and
+    cluster tasks intact.
+    """
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (type(self), self.args, self.__dict__))
 
 
 class InvalidArgumentError(RecprepError, ValueError):

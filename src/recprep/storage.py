@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 import fsspec
 import google_crc32c
 
-from .shards import MANIFEST_SUFFIX, manifest_name, parse_shard_name
+from .shards import manifest_name, parse_shard_name
 
 log = logging.getLogger("recprep")
 
@@ -89,22 +89,22 @@ class Staging:
         fs.makedirs(self.path, exist_ok=True)
 
     def file(self, name: str) -> str:
-        """The staged path of the file that will be committed as ``name``."""
+        """A path inside the staging directory."""
         return posixpath.join(self.path, name)
 
     def commit(
-        self, names: Iterable[str], manifest: bytes, *, replaced: Iterable[str] = ()
+        self, staged: Mapping[str, str], manifest: bytes, *, replaced: Iterable[str] = ()
     ) -> None:
-        """Move the staged ``names`` to final names, drop ``replaced`` leftovers, then
-        write the manifest last."""
-        fs, names = self.fs, list(names)
-        final = {posixpath.join(self.output, n) for n in names}
+        """Move each staged file (final name -> staged path) to its final name, drop the
+        ``replaced`` leftovers of an old set, then write the manifest last."""
+        fs = self.fs
+        final = {posixpath.join(self.output, name) for name in staged}
         replaced = list(replaced)
         manifest_final = posixpath.join(self.output, manifest_name(self.prefix))
         if manifest_final in replaced:
             fs.rm(manifest_final)  # uncommit the old set before touching its shards
-        for name in names:
-            fs.mv(self.file(name), posixpath.join(self.output, name))
+        for name, path in staged.items():
+            fs.mv(path, posixpath.join(self.output, name))
         for old in replaced:
             if old not in final and old != manifest_final and fs.exists(old):
                 fs.rm(old)
@@ -121,8 +121,3 @@ class Staging:
                 self.fs.rm(self.path, recursive=True)
         except Exception:  # cleanup must not hide the error that led here
             log.warning("could not remove staging directory %s", self.path, exc_info=True)
-
-
-def is_manifest(path: str) -> bool:
-    """Whether ``path`` names a manifest file."""
-    return path.endswith(MANIFEST_SUFFIX)

@@ -9,6 +9,10 @@ only with ``allow_pickle=True``. Tuples and lists of ``bool``/``int``/``float``/
 ``bytes`` are *packed*: one struct holds all their fixed-width fields. The byte-level
 format is specified in ``docs/format.md``.
 
+Encoding and decoding are iterative (nesting costs no Python stack) and the common
+shapes run through code generated once per item signature, which keeps this pure-Python
+codec within reach of ``pickle``'s C speed.
+
 Example
 -------
 >>> codec = RecprepCodec()
@@ -26,6 +30,7 @@ import pickle
 import re
 import struct
 from collections.abc import Callable
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -42,7 +47,7 @@ FORMAT_TAG = 0xF1
 #: containers nested deeper than this are refused (EncodeError / DecodeError)
 MAX_DEPTH = 1000
 
-# value tags
+# value tags (see docs/format.md)
 T_NONE, T_FALSE, T_TRUE, T_INT, T_BIGINT, T_FLOAT, T_COMPLEX = range(7)
 T_STR, T_BYTES, T_BYTEARRAY, T_LIST, T_TUPLE, T_DICT, T_PLIST, T_PTUPLE = range(7, 15)
 T_NDARRAY, T_NPSCALAR, T_NPSTR, T_NPBYTES, T_PICKLE = range(0x10, 0x15)
@@ -52,90 +57,211 @@ _TAG_U32 = struct.Struct("<BI")
 _TAG_Q = struct.Struct("<Bq")
 _TAG_D = struct.Struct("<Bd")
 _TAG_DD = struct.Struct("<Bdd")
+_pack_tag_u32 = _TAG_U32.pack
 _u32 = struct.Struct("<I").unpack_from
 _q = struct.Struct("<q").unpack_from
 _d = struct.Struct("<d").unpack_from
 _dd = struct.Struct("<dd").unpack_from
 _u8u8 = struct.Struct("<BB").unpack_from
-_pack_tag_u32 = _TAG_U32.pack
-_U32_MAX = 0xFFFFFFFF
-
-# packed sequences: item codes (ASCII) and the struct field each one has in the body
-_PACK_CODE = {bool: b"?", int: b"q", float: b"d", str: b"s", bytes: b"y"}
-_VAR_CODES = frozenset(b"sy")
-_FIELD_OF_CODE = bytes.maketrans(b"s?yqd", b"I?Iqd")
-_NOT_CODES = bytes(c for c in range(256) if c not in b"?qdsy")
-_PLAN_CACHE_MAX = 2048
+_SHAPE = [struct.Struct(f"<BB{n}QQ") for n in range(65)]  # ndim, order, dims, nbytes
+_CACHE_MAX = 512  # entries per cache (plans, dtypes); a full cache is cleared
+_CACHE_ITEMS = 1024  # packed sequences longer than this get no cached plan
+_GEN_ITEMS = 64  # packed sequences up to this long get generated code
 
 
 class _Fail(Exception):
-    """Internal: a malformed record, with the detail for the DecodeError."""
+    """Internal: a malformed record; the message becomes a DecodeError's."""
 
 
-# ---------------------------------------------------------------------------- encoding
+def _cache_put(cache: dict, key: Any, value: Any) -> Any:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
-def _plan(key: tuple[type, ...], tag: int) -> tuple[bytes, struct.Struct, tuple[int, ...]] | None:
-    """The packed layout of a tuple/list whose items have the types ``key`` (or None)."""
-    try:
-        codes = b"".join([_PACK_CODE[t] for t in key])
-    except KeyError:
-        return None
+# ------------------------------------------------------------------ packed sequences
+# Body: u32 n, n item codes, one struct of the fixed-width fields (a u32 length for
+# str/bytes items), then the str/bytes data in item order.
+
+_CODE_OF = {bool: "?", int: "q", float: "d", str: "s", bytes: "y"}
+_FIELD_OF_CODE = bytes.maketrans(b"?qdsy", b"?qdII")
+
+
+def _fields(codes: bytes) -> struct.Struct:
     fields = codes.translate(_FIELD_OF_CODE)
-    if len(set(fields)) == 1:  # homogeneous: a short format even for long sequences
+    if fields.count(fields[:1]) == len(fields):  # homogeneous: '784d', not 784 letters
         fields = b"%d%c" % (len(fields), fields[0])
-    var = tuple(i for i, c in enumerate(codes) if c in _VAR_CODES)
-    return _pack_tag_u32(tag, len(key)) + codes, struct.Struct(b"<" + fields), var
+    return struct.Struct(b"<" + fields)
 
 
-_EPLANS: dict[int, dict[tuple[type, ...], Any]] = {T_PTUPLE: {}, T_PLIST: {}}
-
-
-def _packed(x: tuple | list, tag: int) -> list[bytes] | None:
-    """The pieces of ``x`` in packed form, or None if it can't be packed."""
-    key = tuple(map(type, x))
-    cache = _EPLANS[tag]
-    plan = cache.get(key, False)
-    if plan is False:
-        plan = _plan(key, tag) if key else None
-        if len(cache) >= _PLAN_CACHE_MAX:
-            cache.clear()
-        if len(key) <= 256:
-            cache[key] = plan
-    if plan is None:
-        return None
-    prefix, fields, var = plan
+def _new_encoder(t: type, key: tuple[type, ...]) -> tuple:
+    """Cache and return ``(encode, prefix, prefix_with_format_tag)`` for items of ``key``."""
+    tag = T_PTUPLE if t is tuple else T_PLIST
     try:
-        if not var:
-            return [prefix, fields.pack(*x)]
-        vals = list(x)
-        tails = []
-        for i in var:
-            b = vals[i]
-            if type(b) is str:
-                b = b.encode("utf-8", "surrogatepass")
-            vals[i] = len(b)
-            tails.append(b)
-        return [prefix, fields.pack(*vals), *tails]
-    except struct.error:  # an int beyond int64 or a length beyond 4 GiB-1
+        kinds = set(key)
+        if not key:
+            raise KeyError  # () and [] take the plain container form
+        if len(kinds) == 1:
+            codes = _CODE_OF[key[0]] * len(key)
+        else:
+            codes = "".join(map(_CODE_OF.__getitem__, key))
+    except KeyError:
+        plan: tuple = (None, b"", b"")
+    else:
+        pack, n = _fields(codes.encode()).pack, len(key)
+        var = []
+        if "s" in codes or "y" in codes:
+            var = [i for i, c in enumerate(codes) if c in "sy"]
+        fn = partial(_enc_packed_long, pack, var) if n > _GEN_ITEMS else _gen_encoder(key, pack)
+        prefix = _pack_tag_u32(tag, n) + codes.encode()
+        plan = (fn, prefix, _F1 + prefix)
+    if len(key) > _CACHE_ITEMS:
+        return plan
+    return _cache_put(_EPLANS[t], key, plan)
+
+
+def _gen_encoder(key: tuple[type, ...], pack: Callable) -> Callable[[Any, bytes], bytes | None]:
+    """Generate ``enc(x, head)``: the packed record of ``x``, None if its types aren't ``key``.
+
+    The type check lets callers try the plan used last for a sequence of the same length
+    without computing ``key``.
+    """
+    n = len(key)
+    names = ", ".join(f"a{i}" for i in range(n)) + ","
+    lines = [f"def enc(x, head):\n    {names} = x"]
+    lines.append("    if " + " or ".join(f"type(a{i}) is not T{i}" for i in range(n)) + ":")
+    lines.append("        return None")
+    var = [i for i, t in enumerate(key) if t is str or t is bytes]
+    lines += [f"    a{i} = a{i}.encode('utf-8', 'surrogatepass')" for i in var if key[i] is str]
+    args = ", ".join(f"len(a{i})" if i in var else f"a{i}" for i in range(n))
+    if var:
+        tails = "".join(f", a{i}" for i in var)
+        lines.append(f"    return b''.join((head, pack({args}){tails}))")
+    else:
+        lines.append(f"    return head + pack({args})")
+    namespace = {"pack": pack, **{f"T{i}": t for i, t in enumerate(key)}}
+    exec("\n".join(lines), namespace)  # only our identifiers: no data in the source
+    return namespace["enc"]
+
+
+def _enc_packed_long(pack: Callable, var: list[int], x: Any, head: bytes) -> bytes:
+    if not var:
+        return head + pack(*x)
+    vals = list(x)
+    pieces = [head, b""]
+    for i in var:
+        b = vals[i]
+        if type(b) is str:
+            b = b.encode("utf-8", "surrogatepass")
+        vals[i] = len(b)
+        pieces.append(b)
+    pieces[1] = pack(*vals)
+    return b"".join(pieces)
+
+
+_EPLANS: dict[type, dict[tuple[type, ...], tuple]] = {tuple: {}, list: {}}
+# the plan last used for each length of packed sequence, tried first
+_RECENT: dict[type, list[tuple | None]] = {t: [None] * (_GEN_ITEMS + 1) for t in (tuple, list)}
+
+
+def _encode_packed(x: tuple | list, t: type, top: bool) -> bytes | None:
+    """The packed form of ``x`` (after the format tag if ``top``), or None."""
+    n = len(x)
+    recent = _RECENT[t]
+    try:
+        if n <= _GEN_ITEMS:
+            plan = recent[n]
+            if plan is not None:
+                b = plan[0](x, plan[2] if top else plan[1])
+                if b is not None:
+                    return b
+        key = tuple(map(type, x))
+        plan = _EPLANS[t].get(key) or _new_encoder(t, key)
+        if plan[0] is None:
+            return None
+        if n <= _GEN_ITEMS:
+            recent[n] = plan
+        return plan[0](x, plan[2] if top else plan[1])
+    except struct.error:  # an int beyond int64, or too long: the plain form
         return None
 
 
-def _enc_bytes(tag: int) -> Callable[[Any, list], None]:
+def _new_decoder(codes: bytes, as_tuple: bool) -> Callable[[bytes, int], tuple[Any, int]]:
+    """Cache and return the decoder of the packed fields of items ``codes``."""
+    if not codes or codes.translate(None, b"?qdsy"):
+        raise _Fail(f"bad packed item codes {codes[:16]!r}")
+    fields = _fields(codes)
+    var = []
+    if b"s" in codes or b"y" in codes:
+        var = [(i, c == 115) for i, c in enumerate(codes) if c in b"sy"]
+    n = len(codes)
+    if n > _GEN_ITEMS:
+        fn = partial(_dec_packed_long, fields.unpack_from, fields.size, var, as_tuple)
+    else:
+        names = ", ".join(f"a{i}" for i in range(n)) + ","
+        lines = ["def dec(buf, off):", f"    {names} = unpack(buf, off)"]
+        lines.append(f"    p = off + {fields.size}")
+        for i, is_str in var:
+            lines.append(f"    e = p + a{i}")
+            conv = ".decode('utf-8', 'surrogatepass')" if is_str else ""
+            lines.append(f"    a{i} = buf[p:e]{conv}\n    p = e")
+        lines.append("    if p > len(buf):\n        raise Fail('truncated packed sequence')")
+        lines.append(f"    return {'(' if as_tuple else '['}{names}{')' if as_tuple else ']'}, p")
+        namespace = {"unpack": fields.unpack_from, "Fail": _Fail}
+        exec("\n".join(lines), namespace)  # only our identifiers: no data in the source
+        fn = namespace["dec"]
+    if n > _CACHE_ITEMS:
+        return fn
+    return _cache_put(_DPLANS[as_tuple], codes, fn)
+
+
+def _dec_packed_long(unpack: Callable, size: int, var: list, as_tuple: bool, buf: bytes,
+                     off: int) -> tuple[Any, int]:
+    vals = list(unpack(buf, off))
+    p = off + size
+    for i, is_str in var:
+        e = p + vals[i]
+        vals[i] = buf[p:e].decode("utf-8", "surrogatepass") if is_str else buf[p:e]
+        p = e
+    if p > len(buf):
+        raise _Fail("truncated packed sequence")
+    return (tuple(vals) if as_tuple else vals), p
+
+
+_DPLANS: dict[bool, dict[bytes, Callable]] = {True: {}, False: {}}
+_TUPLE_DECODERS = _DPLANS[True]
+
+
+def _no_decoder(buf: bytes, off: int) -> tuple[Any, int]:
+    raise _Fail("a packed tuple of 0 items")
+
+
+# (header, decoder) of the whole-record packed tuple decoded last, tried first
+_LAST_TOP: list[tuple[bytes, Callable]] = [(b"\xf1\x0e\x00\x00\x00\x00", _no_decoder)]
+
+
+def _dec_packed(buf: bytes, off: int, as_tuple: bool) -> tuple[Any, int]:
+    p = off + 5 + _u32(buf, off + 1)[0]
+    codes = buf[off + 5 : p]
+    fn = _DPLANS[as_tuple].get(codes) or _new_decoder(codes, as_tuple)
+    return fn(buf, p)
+
+
+# ------------------------------------------------------------------ other encoders
+
+
+def _enc_sized(tag: int, to_bytes: Callable[[Any], Any] | None = None) -> Callable:
     def enc(x: Any, out: list) -> None:
-        out.append(_pack_tag_u32(tag, len(x)))
-        out.append(x)
-
-    return enc
-
-
-def _enc_str(tag: int) -> Callable[[str, list], None]:
-    def enc(x: str, out: list) -> None:
-        b = x.encode("utf-8", "surrogatepass")
+        b = to_bytes(x) if to_bytes else x
         out.append(_pack_tag_u32(tag, len(b)))
         out.append(b)
 
     return enc
+
+
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "surrogatepass")
 
 
 def _enc_bigint(x: int) -> bytes:
@@ -155,23 +281,27 @@ def _enc_pickle(x: Any, out: list) -> None:
     out.append(body)
 
 
-_ND_KINDS = frozenset("biufcmMUS")
-_ND_INFO: dict[str, tuple[bytes, type] | None] = {}
-_SHAPE = [struct.Struct(f"<BB{n}QQ") for n in range(65)]
+_ND_KINDS = "biufcmMUS"
+_ND_INFO: dict[str, bytes | None] = {}
 
 
 def _dtype_prefix(dt: np.dtype, tag: int) -> bytes | None:
-    """Tag + dtype string, if ``dt`` round-trips exactly through ``dt.str``, else None."""
+    """Tag + dtype string, if ``dt`` comes back from ``dt.str``, else None (pickle it).
+
+    ``np.longlong``/``np.ulonglong`` (``'q'``/``'Q'``) come back as ``np.int64``/
+    ``np.uint64``, as they do from numpy's own pickles: ``dt.str`` doesn't tell them apart.
+    """
     key = dt.str
     info = _ND_INFO.get(key, False)
     if info is False:
         info = None
-        if dt.kind in _ND_KINDS and dt.fields is None and dt.subdtype is None:
-            info = (key.encode("ascii"), np.dtype(key).type)
-        _ND_INFO[key] = info
-    if info is None or info[1] is not dt.type or dt.metadata is not None:
+        if dt.kind in _ND_KINDS and dt.fields is None and dt.subdtype is None and dt.itemsize:
+            text = key.encode("ascii")
+            info = bytes((len(text),)) + text
+        info = _cache_put(_ND_INFO, key, info)
+    if info is None or dt.metadata is not None:
         return None
-    return bytes((tag, len(info[0]))) + info[0]
+    return bytes((tag,)) + info
 
 
 def _enc_ndarray(a: np.ndarray, out: list) -> None:
@@ -181,11 +311,11 @@ def _enc_ndarray(a: np.ndarray, out: list) -> None:
     if a.flags.c_contiguous:
         order, data = 0, a
     elif a.flags.f_contiguous:
-        order, data = 1, a.T
+        order, data = 1, a.T  # C-contiguous, its bytes in a's Fortran order
     else:
         order, data = 0, np.ascontiguousarray(a)
     out.append(prefix + _SHAPE[a.ndim].pack(a.ndim, order, *a.shape, a.nbytes))
-    out.append(data)
+    out.append(data)  # join reads the buffer: no intermediate copy
 
 
 def _enc_npscalar(x: np.generic, out: list) -> None:
@@ -193,22 +323,28 @@ def _enc_npscalar(x: np.generic, out: list) -> None:
     if prefix is None:
         return _enc_pickle(x, out)
     out.append(prefix)
-    out.append(x)
+    out.append(x)  # numpy scalars export their bytes as a buffer
 
 
 _ENCODERS: dict[type, Callable[[Any, list], None]] = {
     type(None): lambda x, out: out.append(b"\x00"),
     bool: lambda x, out: out.append(b"\x02" if x else b"\x01"),
     complex: lambda x, out: out.append(_TAG_DD.pack(T_COMPLEX, x.real, x.imag)),
-    bytes: _enc_bytes(T_BYTES),
-    bytearray: _enc_bytes(T_BYTEARRAY),
-    np.bytes_: _enc_bytes(T_NPBYTES),
-    np.str_: _enc_str(T_NPSTR),
+    bytes: _enc_sized(T_BYTES),
+    bytearray: _enc_sized(T_BYTEARRAY),
+    np.bytes_: _enc_sized(T_NPBYTES),
+    np.str_: _enc_sized(T_NPSTR, _utf8),
     np.ndarray: _enc_ndarray,
 }
 for _t in set(np.sctypeDict.values()):
-    if issubclass(_t, np.generic) and _t not in _ENCODERS and _t.__name__ not in ("void", "object_"):
+    if issubclass(_t, np.generic) and _t not in _ENCODERS and _t not in (np.void, np.object_):
         _ENCODERS[_t] = _enc_npscalar
+
+
+def _too_deep() -> EncodeError:
+    return EncodeError(
+        f"the value nests containers deeper than {MAX_DEPTH} levels (or contains itself)"
+    )
 
 
 def _encode_into(value: Any, out: list) -> None:
@@ -231,18 +367,15 @@ def _encode_into(value: Any, out: list) -> None:
                 out.append(b)
             elif t is tuple or t is list or t is dict:
                 if len(stack) >= MAX_DEPTH:
-                    raise EncodeError(
-                        f"the value nests containers deeper than {MAX_DEPTH} levels "
-                        "(or contains itself); flatten it"
-                    )
+                    raise _too_deep()
                 if t is dict:
                     out.append(_pack_tag_u32(T_DICT, len(x)))
                     stack.append(it)
                     it = chain.from_iterable(x.items())
                     break
-                pieces = _packed(x, T_PTUPLE if t is tuple else T_PLIST)
-                if pieces is not None:
-                    out += pieces
+                packed = _encode_packed(x, t, False)
+                if packed is not None:
+                    out.append(packed)
                     continue
                 out.append(_pack_tag_u32(T_TUPLE if t is tuple else T_LIST, len(x)))
                 stack.append(it)
@@ -256,54 +389,53 @@ def _encode_into(value: Any, out: list) -> None:
             it = stack.pop()
 
 
-# ---------------------------------------------------------------------------- decoding
+# ------------------------------------------------------------------ decoding
 
 _DTYPE_RE = re.compile(rb"[<>|][biufcmMUS]\d{1,10}(\[\d{0,10}[A-Za-z]{1,3}\])?")
 _DTYPES: dict[bytes, np.dtype] = {}
 
 
-def _read_dtype(buf: Any, off: int, kinds: str) -> tuple[np.dtype, int]:
-    """Read a length-prefixed dtype string at ``off``; refuse anything not in ``kinds``."""
+def _read_dtype(buf: bytes, off: int, kinds: str) -> tuple[np.dtype, int]:
+    """Read the length-prefixed dtype string at ``off``; refuse kinds not in ``kinds``."""
     end = off + 1 + buf[off]
-    text = bytes(buf[off + 1 : end])
+    text = buf[off + 1 : end]
     if end > len(buf):
         raise _Fail("truncated dtype string")
     dt = _DTYPES.get(text)
     if dt is None:
-        try:
-            ok = _DTYPE_RE.fullmatch(text) is not None
-            dt = np.dtype(text.decode("ascii")) if ok else None
+        try:  # the pattern first: np.dtype() parses far more than dtype.str forms
+            dt = np.dtype(text.decode("ascii")) if _DTYPE_RE.fullmatch(text) else None
         except (TypeError, ValueError):
             dt = None
-        if dt is None or dt.str != text.decode() or dt.hasobject or dt.fields is not None:
-            raise _Fail(f"invalid dtype string {text!r}") from None
-        if len(_DTYPES) < _PLAN_CACHE_MAX:
-            _DTYPES[text] = dt
+        if (dt is None or dt.str != text.decode() or dt.hasobject or dt.fields is not None
+                or not dt.itemsize):
+            raise _Fail(f"invalid dtype string {text!r}")
+        _cache_put(_DTYPES, text, dt)
     if dt.kind not in kinds:
         raise _Fail(f"dtype {text!r} is not allowed here")
     return dt, end
 
 
-def _dec_ndarray(buf: Any, off: int) -> tuple[np.ndarray, int]:
-    dt, p = _read_dtype(buf, off + 1, "biufcmMUS")
+def _dec_ndarray(buf: bytes, off: int) -> tuple[np.ndarray, int]:
+    dt, p = _read_dtype(buf, off + 1, _ND_KINDS)
     ndim, order = _u8u8(buf, p)
     if ndim > 64 or order > 1:
         raise _Fail(f"array header has ndim={ndim}, order flag={order}")
     *shape, nbytes = _SHAPE[ndim].unpack_from(buf, p)[2:]
     p += _SHAPE[ndim].size
-    count = math.prod(shape)
-    if count * dt.itemsize != nbytes:
-        raise _Fail(f"array of shape {tuple(shape)} and dtype {dt.str} can't hold {nbytes} bytes")
+    if math.prod(shape) * dt.itemsize != nbytes:
+        raise _Fail(f"an array of shape {tuple(shape)} and dtype {dt.str} isn't {nbytes} bytes")
     end = p + nbytes
     if end > len(buf):
         raise _Fail(f"array data needs {nbytes} bytes, the record has {len(buf) - p}")
     o = "F" if order else "C"
     if nbytes == 0:
         return np.empty(shape, dt, order=o), end
-    return np.frombuffer(buf, dt, count, p).reshape(shape, order=o).copy(order=o), end
+    flat = np.frombuffer(buf, dt, math.prod(shape), p)
+    return flat.reshape(shape, order=o).copy(order=o), end  # writable, owns its data
 
 
-def _dec_npscalar(buf: Any, off: int) -> tuple[np.generic, int]:
+def _dec_npscalar(buf: bytes, off: int) -> tuple[np.generic, int]:
     dt, p = _read_dtype(buf, off + 1, "biufcmM")
     end = p + dt.itemsize
     if end > len(buf):
@@ -311,102 +443,58 @@ def _dec_npscalar(buf: Any, off: int) -> tuple[np.generic, int]:
     return np.frombuffer(buf, dt, 1, p)[0], end
 
 
-def _dec_sized(convert: Callable[[Any], Any]) -> Callable[[Any, int], tuple[Any, int]]:
-    def dec(buf: Any, off: int) -> tuple[Any, int]:
+def _dec_sized(convert: Callable[[bytes], Any]) -> Callable[[bytes, int], tuple[Any, int]]:
+    def dec(buf: bytes, off: int) -> tuple[Any, int]:
         start = off + 5
         end = start + _u32(buf, off + 1)[0]
         if end > len(buf):
-            raise _Fail(f"value needs {end - start} bytes, the record has {len(buf) - start}")
+            raise _Fail(f"a value needs {end - start} bytes, the record has {len(buf) - start}")
         return convert(buf[start:end]), end
 
     return dec
 
 
-def _utf8(b: Any) -> str:
-    return str(b, "utf-8", "surrogatepass")
+def _str(b: bytes) -> str:
+    return b.decode("utf-8", "surrogatepass")
 
 
-def _dec_packed(buf: Any, off: int, as_tuple: bool) -> tuple[Any, int]:
-    n = _u32(buf, off + 1)[0]
-    p = off + 5 + n
-    codes = bytes(buf[off + 5 : p])
-    if len(codes) != n or not n:
-        raise _Fail("truncated or empty packed sequence")
-    plan = _DPLANS.get(codes)
-    if plan is None:
-        if codes.translate(None, b"?qdsy"):
-            raise _Fail(f"packed sequence has unknown item codes {codes!r}")
-        fields = codes.translate(_FIELD_OF_CODE)
-        if len(set(fields)) == 1:
-            fields = b"%d%c" % (len(fields), fields[0])
-        var = tuple((i, c == 115) for i, c in enumerate(codes) if c in _VAR_CODES)
-        plan = struct.Struct(b"<" + fields), var
-        if n <= 256:
-            if len(_DPLANS) >= _PLAN_CACHE_MAX:
-                _DPLANS.clear()
-            _DPLANS[codes] = plan
-    fields, var = plan
-    vals = fields.unpack_from(buf, p)
-    p += fields.size
-    if var:
-        vals = list(vals)
-        size = len(buf)
-        for i, is_str in var:
-            end = p + vals[i]
-            if end > size:
-                raise _Fail("truncated packed sequence")
-            vals[i] = str(buf[p:end], "utf-8", "surrogatepass") if is_str else bytes(buf[p:end])
-            p = end
-        return (tuple(vals) if as_tuple else vals), p
-    return (vals if as_tuple else list(vals)), p
-
-
-_DPLANS: dict[bytes, tuple[struct.Struct, tuple[tuple[int, bool], ...]]] = {}
-
-
-def _dec_fixed(value: Any, size: int) -> Callable[[Any, int], tuple[Any, int]]:
-    return lambda buf, off: (value, off + size)
-
-
-def _dec_bigint(buf: Any, off: int) -> tuple[int, int]:
-    b, end = _dec_sized(bytes)(buf, off)
-    return int.from_bytes(b, "little", signed=True), end
-
-
-_DECODERS: list[Callable[[Any, int], tuple[Any, int]] | None] = [None] * 256
-_DECODERS[T_NONE] = _dec_fixed(None, 1)
-_DECODERS[T_FALSE] = _dec_fixed(False, 1)
-_DECODERS[T_TRUE] = _dec_fixed(True, 1)
+_DECODERS: list[Callable[[bytes, int], tuple[Any, int]] | None] = [None] * 256
+_DECODERS[T_NONE] = lambda buf, off: (None, off + 1)
+_DECODERS[T_FALSE] = lambda buf, off: (False, off + 1)
+_DECODERS[T_TRUE] = lambda buf, off: (True, off + 1)
 _DECODERS[T_INT] = lambda buf, off: (_q(buf, off + 1)[0], off + 9)
-_DECODERS[T_BIGINT] = _dec_bigint
+_DECODERS[T_BIGINT] = _dec_sized(lambda b: int.from_bytes(b, "little", signed=True))
 _DECODERS[T_FLOAT] = lambda buf, off: (_d(buf, off + 1)[0], off + 9)
 _DECODERS[T_COMPLEX] = lambda buf, off: (complex(*_dd(buf, off + 1)), off + 17)
-_DECODERS[T_STR] = _dec_sized(_utf8)
+_DECODERS[T_STR] = _dec_sized(_str)
 _DECODERS[T_BYTES] = _dec_sized(bytes)
 _DECODERS[T_BYTEARRAY] = _dec_sized(bytearray)
-_DECODERS[T_PLIST] = lambda buf, off: _dec_packed(buf, off, False)
-_DECODERS[T_PTUPLE] = lambda buf, off: _dec_packed(buf, off, True)
+_DECODERS[T_PLIST] = partial(_dec_packed, as_tuple=False)
+_DECODERS[T_PTUPLE] = partial(_dec_packed, as_tuple=True)
 _DECODERS[T_NDARRAY] = _dec_ndarray
 _DECODERS[T_NPSCALAR] = _dec_npscalar
-_DECODERS[T_NPSTR] = _dec_sized(lambda b: np.str_(_utf8(b)))
-_DECODERS[T_NPBYTES] = _dec_sized(lambda b: np.bytes_(bytes(b)))
-_DECODERS[T_PICKLE] = _dec_sized(bytes)  # unpickled by _decode_value, after the policy check
+_DECODERS[T_NPSTR] = _dec_sized(lambda b: np.str_(_str(b)))
+_DECODERS[T_NPBYTES] = _dec_sized(np.bytes_)
+_DECODERS[T_PICKLE] = _dec_sized(bytes)  # unpickled by _decode_value after the policy check
 
 
 def _build_dict(items: list) -> dict:
     it = iter(items)
-    return dict(zip(it, it))
+    return dict(zip(it, it, strict=True))
 
 
 _BUILD = {T_LIST: lambda items: items, T_TUPLE: tuple, T_DICT: _build_dict}
 _EMPTY = {T_LIST: list, T_TUPLE: tuple, T_DICT: dict}
+_BAD_INPUT = (_Fail, struct.error, IndexError, UnicodeDecodeError, ValueError, TypeError,
+              OverflowError, MemoryError)
 
 
-def _decode_value(buf: Any, off: int, allow_pickle: bool) -> tuple[Any, int]:
+def _decode_value(buf: bytes, off: int, allow_pickle: bool) -> tuple[Any, int]:
     """Decode the value at ``off``; return it and the offset after it."""
     size = len(buf)
     stack: list = []
-    kind = items = None
+    kind: int | None = None
+    items: list = []
     remaining = 0
     start = off
     try:
@@ -423,7 +511,7 @@ def _decode_value(buf: Any, off: int, allow_pickle: bool) -> tuple[Any, int]:
                 end = off + 5 + _u32(buf, off + 1)[0]
                 if end > size:
                     raise _Fail("truncated string")
-                value = str(buf[off + 5 : end], "utf-8", "surrogatepass")
+                value = buf[off + 5 : end].decode("utf-8", "surrogatepass")
                 off = end
             elif tag == T_LIST or tag == T_TUPLE or tag == T_DICT:
                 if len(stack) >= MAX_DEPTH:
@@ -432,7 +520,7 @@ def _decode_value(buf: Any, off: int, allow_pickle: bool) -> tuple[Any, int]:
                 off += 5
                 if count:
                     if count > size - off:
-                        raise _Fail(f"container claims {count} values, more than the record holds")
+                        raise _Fail(f"a container claims {count} values, the record has less")
                     stack.append((kind, items, remaining))
                     kind, items, remaining = tag, [], count
                     continue
@@ -448,23 +536,22 @@ def _decode_value(buf: Any, off: int, allow_pickle: bool) -> tuple[Any, int]:
                     if not allow_pickle:
                         raise PickleRefusedError()
                     value = _unpickle(value, start)
-            while True:  # hand the value to its container, closing finished ones
+            while True:  # hand the value to its container, closing the finished ones
                 if kind is None:
                     return value, off
-                items.append(value)  # type: ignore[union-attr]
+                items.append(value)
                 remaining -= 1
                 if remaining:
                     break
                 value = _BUILD[kind](items)
                 kind, items, remaining = stack.pop()
-    except _Fail as e:
-        raise _decode_error(str(e), start) from None
-    except (struct.error, IndexError, UnicodeDecodeError, ValueError, TypeError, OverflowError,
-            MemoryError) as e:
+    except _BAD_INPUT as e:
         if isinstance(e, DecodeError):
             raise
+        if isinstance(e, _Fail):
+            raise _decode_error(str(e), start) from None
         if isinstance(e, (struct.error, IndexError)):
-            raise _decode_error(f"truncated record ({e})", start) from None
+            raise _decode_error("the record is truncated", start) from None
         raise _decode_error(f"malformed value ({type(e).__name__}: {e})", start) from None
 
 
@@ -490,6 +577,9 @@ def _not_recprep(first: int) -> DecodeError:
     )
 
 
+_FAST_FAIL = (_Fail, struct.error, IndexError, UnicodeDecodeError, TypeError)
+
+
 class RecprepCodec(Codec):
     """Typed, exact, deterministic encoding of Python and ``numpy`` values.
 
@@ -512,28 +602,40 @@ codec="pickle" or codec="raw"
     def encode(self, instance: Any) -> bytes:
         """Return the record of ``instance``: ``0xF1`` then the encoded value."""
         t = type(instance)
-        if t is tuple or t is list:
-            pieces = _packed(instance, T_PTUPLE if t is tuple else T_PLIST)
-            if pieces is not None:
-                return b"".join([_F1, *pieces])
+        if t is tuple or t is list:  # fast path: a packed sequence is the whole record
+            packed = _encode_packed(instance, t, True)
+            if packed is not None:
+                return packed
         out = [_F1]
         try:
             _encode_into(instance, out)
         except struct.error:
             raise EncodeError(
-                f"a str, bytes or container is too long for recprep (limit {_U32_MAX} bytes or "
+                "a str, bytes or container is too long for recprep (limit 2**32-1 bytes or "
                 "items); split it"
             ) from None
         return b"".join(out)
 
     def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
         """Return the value held by ``record`` (a pickled part only if ``allow_pickle``)."""
-        buf = record
-        if type(buf) is not bytes:
-            buf = memoryview(buf)
-            if buf.format != "B" or buf.ndim != 1:
-                buf = buf.cast("B") if buf.c_contiguous else memoryview(buf.tobytes())
-        if not len(buf):
+        buf = record if type(record) is bytes else memoryview(record).tobytes()
+        try:  # fast path: a whole-record packed tuple whose decoder exists
+            head, fn = _LAST_TOP[0]
+            if buf.startswith(head):
+                value, off = fn(buf, len(head))
+                if off == len(buf):
+                    return value
+            elif buf[1] == T_PTUPLE and buf[0] == FORMAT_TAG:
+                p = 6 + _u32(buf, 2)[0]
+                fn = _TUPLE_DECODERS.get(buf[6:p])
+                if fn is not None:
+                    value, off = fn(buf, p)
+                    if off == len(buf):
+                        _LAST_TOP[0] = (buf[:p], fn)
+                        return value
+        except _FAST_FAIL:
+            pass  # the general path below says what is wrong
+        if not buf:
             raise DecodeError("the record is empty; a recprep record is at least 2 bytes")
         if buf[0] != FORMAT_TAG:
             raise _not_recprep(buf[0])

@@ -1,0 +1,73 @@
+"""``executor="ray"``: tasks as Ray remote functions, one per recprep task.
+
+Joins the running Ray instance if ``ray.init`` was already called; otherwise calls
+``ray.init(**executor_options)`` — e.g. ``{"address": "auto"}`` to join a cluster started
+with ``ray start``, or ``{"num_cpus": 4}`` for a local one. Workers run the interpreter
+the cluster was started with: recprep (and what your readers import) must be installed
+there, or shipped with ``{"runtime_env": {...}}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..errors import MissingDependencyError, TaskFailedError
+from .base import Backend, Outcome, execute
+
+log = logging.getLogger("recprep")
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError("ray", "ray", "executor='ray'") from None
+    return ray
+
+
+class RayBackend(Backend):
+    """Runs tasks on Ray (a local instance or a cluster)."""
+
+    name = "ray"
+
+    def __init__(
+        self, num_workers: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(num_workers, options)
+        self._ray = _import_ray()
+
+    def _connect(self) -> None:
+        ray = self._ray
+        if ray.is_initialized():
+            return
+        options = dict(self.options)
+        if self.num_workers and "address" not in options:
+            options.setdefault("num_cpus", self.num_workers)
+        options.setdefault("log_to_driver", False)
+        ray.init(**options)
+        log.info("recprep: connected to Ray (%s)", options.get("address", "local"))
+
+    def run(self, payloads: list[bytes]) -> Iterator[tuple[int, Outcome]]:
+        ray = self._ray
+        self._connect()
+        remote = ray.remote(num_cpus=1, max_retries=3)(execute)
+        pending = {remote.remote(p): i for i, p in enumerate(payloads)}
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                ref = done[0]
+                index = pending.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except Exception as err:  # the worker died, or Ray lost the task
+                    raise TaskFailedError(
+                        f"task {index} (Ray worker)", type(err).__name__, str(err)
+                    ) from err
+                yield index, outcome
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+            if pending:
+                ray.wait(list(pending), num_returns=len(pending), timeout=60)

@@ -1,0 +1,151 @@
+"""The units of work of a conversion, and the plan that ties them together.
+
+* **stream** — one reader, every shard: instance ``i`` to shard ``i % N`` (the core rule).
+* **pieces** — partition ``p`` of a :func:`partitions` input: its ``k``-th instance to
+  piece ``k % N``. Each task writes into a directory of its own (per attempt), so an
+  engine's retry or speculative copy never mixes with another attempt's files.
+* **assemble** — shard ``s``: the pieces destined to it, concatenated in partition order.
+  RecordIO chunks are independent, so a concatenation is a valid file and no record is
+  decoded again.
+
+Which piece goes to which shard is settled after the fact, from the pieces' counts:
+partition ``p`` starts where partition ``p - 1`` stopped (``offset_p``), so its piece ``k``
+belongs to shard ``(k + offset_p) % N``. The result is exactly what one reader yielding
+partition 0, then partition 1, ... would give, whatever the executor.
+
+Example
+-------
+>>> facts = [FileFacts("a", 1, 10, 0), FileFacts("b", 1, 10, 0), None]  # partition 0: 2
+>>> plan = plan_assembly([facts, [FileFacts("c", 1, 10, 0), None, None]], 3)
+>>> [[f.path for f in shard] for shard in plan]
+[['a'], ['b'], ['c']]
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import google_crc32c
+
+from .errors import CorruptDataError, InvalidArgumentError
+from .writing import FileFacts, Tick, WriteOptions, as_iterable, check_reader, write_round_robin
+
+_COPY_BLOCK = 8 << 20
+
+
+@dataclass(frozen=True)
+class Partitions:
+    """Input that is already split: one reader per file, date, table partition...
+
+    Made by :func:`partitions`; each reader is read where its task runs.
+    """
+
+    readers: tuple[Any, ...]
+
+    def __len__(self) -> int:
+        return len(self.readers)
+
+
+def partitions(readers: Iterable[Any]) -> Partitions:
+    """Mark ``readers`` as the partitions of one input, in order.
+
+    Each reader is a PaddlePaddle-style reader (a no-argument callable returning an
+    iterable) — or a list-like iterable. With a parallel executor each partition is read
+    by its own task, where it runs; the result is the same as one reader yielding
+    partition 0, then partition 1, and so on.
+
+    Examples
+    --------
+    >>> from recprep import convert, partitions, RecordIO
+    >>> parts = partitions([lambda: iter(range(0, 3)), lambda: iter(range(3, 5))])
+    >>> _ = convert("memory://doc/partitions", parts, 2, "p")
+    >>> list(RecordIO("memory://doc/partitions/p-*")())
+    [0, 1, 2, 3, 4]
+    """
+    items = tuple(readers)
+    if not items:
+        raise InvalidArgumentError("partitions() needs at least one reader")
+    for index, reader in enumerate(items):
+        try:
+            check_reader(reader)
+        except InvalidArgumentError as err:
+            raise InvalidArgumentError(f"partition {index}: {err}") from None
+    return Partitions(items)
+
+
+def _attempt_dir(fs: Any, staging: str, label: str) -> str:
+    path = posixpath.join(staging, f"{label}-{uuid.uuid4().hex}")
+    fs.makedirs(path, exist_ok=True)
+    return path
+
+
+def stream_task(
+    reader: Any,
+    fs: Any,
+    staging: str,
+    names: Sequence[str],
+    options: WriteOptions,
+    tick: Tick | None = None,
+) -> list[FileFacts]:
+    """Write one reader's instances into the ``names`` shards (all created)."""
+    attempt = _attempt_dir(fs, staging, "stream")
+    paths = [posixpath.join(attempt, name) for name in names]
+    facts = write_round_robin(as_iterable(reader), fs, paths, options, tick=tick)
+    return [f for f in facts if f is not None]
+
+
+def pieces_task(
+    index: int,
+    reader: Any,
+    fs: Any,
+    staging: str,
+    num_shards: int,
+    options: WriteOptions,
+    tick: Tick | None = None,
+) -> list[FileFacts | None]:
+    """Write partition ``index`` as ``num_shards`` pieces (``None`` for an empty piece)."""
+    attempt = _attempt_dir(fs, staging, f"part-{index:05d}")
+    paths = [posixpath.join(attempt, f"piece-{k:05d}") for k in range(num_shards)]
+    return write_round_robin(
+        as_iterable(reader), fs, paths, options, create_empty=False, tick=tick
+    )
+
+
+def plan_assembly(
+    pieces: Sequence[Sequence[FileFacts | None]], num_shards: int
+) -> list[list[FileFacts]]:
+    """For each shard, the pieces it is made of, in partition order."""
+    per_shard: list[list[FileFacts]] = [[] for _ in range(num_shards)]
+    offset = 0
+    for partition in pieces:
+        for k, piece in enumerate(partition):
+            if piece is not None:
+                per_shard[(k + offset) % num_shards].append(piece)
+        offset = (offset + sum(p.records for p in partition if p is not None)) % num_shards
+    return per_shard
+
+
+def assemble_task(name: str, pieces: Sequence[FileFacts], fs: Any, staging: str) -> FileFacts:
+    """Concatenate ``pieces`` into the shard ``name``, checking each piece's CRC-32C."""
+    path = posixpath.join(_attempt_dir(fs, staging, "shard"), name)
+    crc = size = 0
+    with fs.open(path, "wb") as out:
+        for piece in pieces:
+            piece_crc = 0
+            with fs.open(piece.path, "rb") as src:
+                while block := src.read(_COPY_BLOCK):
+                    out.write(block)
+                    piece_crc = google_crc32c.extend(piece_crc, block)
+                    crc = google_crc32c.extend(crc, block)
+                    size += len(block)
+            if piece_crc != piece.crc32c:
+                raise CorruptDataError(
+                    f"staged piece changed after it was written: CRC-32C 0x{piece_crc:08x}, "
+                    f"expected 0x{piece.crc32c:08x}",
+                    path=piece.path,
+                )
+    return FileFacts(path, sum(p.records for p in pieces), size, crc)

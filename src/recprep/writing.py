@@ -1,0 +1,200 @@
+"""Writing instances round-robin into shard (or piece) files: the work of every task.
+
+Instance ``j`` of a stream goes to file ``j % len(paths)``. Everything here runs where
+the task runs (the driver for ``serial``, a worker process, a Spark or Ray task): it is
+handed a filesystem and paths, never a user's output argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .codecs import Codec, get_codec
+from .containers import Format, RecordWriter, get_format
+from .errors import EncodeError, InvalidArgumentError, WriteError
+from .storage import ChecksumWriter
+
+DEFAULT_CHUNK_BYTES = 1 << 20
+"""Records per chunk are cut at this many uncompressed bytes (see benchmarks/RESULTS.md)."""
+WRITE_BUFFER_BUDGET = 256 << 20
+"""Chunk buffers of all open shards together stay under this: many shards, smaller chunks."""
+MIN_CHUNK_BYTES = 64 << 10
+PROGRESS_EVERY = 1024
+
+#: ``callback(instances)`` told how many instances were written since its last call
+Tick = Callable[[int], Any]
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """How records are written; plain data, so it travels to workers."""
+
+    format: str
+    compressor: str
+    codec: Codec
+    chunk_bytes: int
+
+    def container(self) -> Format:
+        return get_format(self.format)
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What was written to one file: records, bytes and the CRC-32C of the bytes."""
+
+    path: str
+    records: int
+    bytes: int
+    crc32c: int
+
+
+def check_options(
+    format: str, compressor: str | None, codec: str | Codec, num_shards: Any, chunk_bytes: Any
+) -> WriteOptions:
+    """Validate the writing arguments (before any file is touched)."""
+    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+        raise InvalidArgumentError(f"num_shards must be an int >= 1, got {num_shards!r}")
+    container = get_format(format)
+    compressor = container.default_compressor if compressor is None else compressor
+    if compressor not in container.compressors:
+        raise InvalidArgumentError(
+            f"format {format!r} has no compressor {compressor!r}; valid compressors are "
+            f"{list(container.compressors)}"
+        )
+    if chunk_bytes is None:
+        share = WRITE_BUFFER_BUDGET // num_shards
+        chunk_bytes = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, share))
+    elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+        raise InvalidArgumentError(f"chunk_bytes must be an int >= 1, got {chunk_bytes!r}")
+    return WriteOptions(format, compressor, get_codec(codec), chunk_bytes)
+
+
+_ACCIDENTAL = (str, bytes, bytearray, memoryview, Mapping)
+
+
+def check_reader(reader: Any) -> None:
+    """Raise unless ``reader`` is a callable or an iterable that isn't one by accident."""
+    if isinstance(reader, _ACCIDENTAL):
+        raise InvalidArgumentError(
+            f"reader is a {type(reader).__name__}, which is iterable only by accident; pass "
+            "a no-argument callable returning an iterable of instances, or an iterable"
+        )
+    if not callable(reader) and not hasattr(reader, "__iter__"):
+        raise InvalidArgumentError(
+            f"reader must be a no-argument callable returning an iterable (a PaddlePaddle "
+            f"reader) or an iterable of instances, got {type(reader).__name__}"
+        )
+
+
+def as_iterable(reader: Any) -> Iterable[Any]:
+    """The instances of a PaddlePaddle-style reader (callable) or a one-shot iterable."""
+    check_reader(reader)
+    if not callable(reader):
+        return reader  # type: ignore[no-any-return]
+    made = reader()
+    if isinstance(made, _ACCIDENTAL) or not hasattr(made, "__iter__"):
+        raise InvalidArgumentError(
+            f"calling the reader returned a {type(made).__name__}; a reader must "
+            "return an iterable of instances (e.g. be a generator function)"
+        )
+    return made  # type: ignore[no-any-return]
+
+
+class _Sink:
+    """One output file: opened on first use (or at the end, when ``always`` asks)."""
+
+    def __init__(self, fs: Any, path: str, options: WriteOptions) -> None:
+        self.fs, self.path, self.options = fs, path, options
+        self.file: Any = None
+        self.checksum: ChecksumWriter | None = None
+        self.writer: RecordWriter | None = None
+
+    def open(self) -> RecordWriter:
+        try:
+            self.file = self.fs.open(self.path, "wb")
+        except OSError as err:
+            raise WriteError(self.path, err) from err
+        self.checksum = ChecksumWriter(self.file)
+        self.writer = self.options.container().writer(
+            self.checksum, self.options.compressor, self.options.chunk_bytes
+        )
+        return self.writer
+
+    def finish(self, always: bool) -> FileFacts | None:
+        if self.writer is None:
+            if not always:
+                return None
+            self.open()
+        assert self.writer is not None and self.checksum is not None
+        try:
+            self.writer.close()
+            self.file.close()
+        except OSError as err:
+            raise WriteError(self.path, err) from err
+        writer, checksum = self.writer, self.checksum
+        return FileFacts(self.path, writer.num_records, checksum.size, checksum.crc32c)
+
+    def discard(self) -> None:
+        if self.file is not None and not self.file.closed:
+            try:
+                self.file.close()
+            except Exception:  # the error that brought us here matters more
+                pass
+
+
+def write_round_robin(
+    instances: Iterable[Any],
+    fs: Any,
+    paths: list[str],
+    options: WriteOptions,
+    *,
+    create_empty: bool = True,
+    tick: Tick | None = None,
+) -> list[FileFacts | None]:
+    """Encode ``instances`` into ``paths``, instance ``j`` to ``paths[j % len(paths)]``.
+
+    Files are opened when they get their first record; with ``create_empty`` the ones
+    that got none are created empty at the end (shards), otherwise they are not created
+    and their facts are ``None`` (pieces). ``tick(n)`` hears about progress.
+    """
+    sinks = [_Sink(fs, path, options) for path in paths]
+    writes: list[Callable[[bytes], None]] = []
+    writes.extend(_opener(sinks, writes, k) for k in range(len(sinks)))
+    encode = options.codec.encode
+    n = len(writes)
+    index = -1
+    reported = 0
+    try:
+        try:
+            for index, instance in enumerate(instances):
+                writes[index % n](encode(instance))
+                if tick is not None and not index % PROGRESS_EVERY:
+                    tick(index + 1 - reported)
+                    reported = index + 1
+        except EncodeError as err:
+            raise EncodeError(err.detail, instance_index=index) from err
+        except OSError as err:
+            raise WriteError(paths[index % n], err) from err
+        facts = [sink.finish(create_empty) for sink in sinks]
+    except BaseException:
+        for sink in sinks:
+            sink.discard()
+        raise
+    if tick is not None and index + 1 > reported:
+        tick(index + 1 - reported)
+    return facts
+
+
+def _opener(
+    sinks: list[_Sink], writes: list[Callable[[bytes], None]], k: int
+) -> Callable[[bytes], None]:
+    """A first-write function for file ``k``: opens it, then steps aside for the writer."""
+
+    def first_write(record: bytes) -> None:
+        write = sinks[k].open().write
+        writes[k] = write
+        write(record)
+
+    return first_write
