@@ -242,3 +242,65 @@ def test_iter_chunks_without_decoding_reports_counts(records):
     data = write_all(records, chunk_bytes=2048)
     infos = [info for info, c in iter_chunks(io.BytesIO(data), path="f", decode=False)]
     assert sum(i.num_records for i in infos) == 44 and len(infos) > 2
+
+
+# -- on_corrupt="skip" ----------------------------------------------------------------------
+
+
+def numbered(n: int) -> list[bytes]:
+    return [b"record-%04d" % i for i in range(n)]
+
+
+def read_skipping(data: bytes) -> list[bytes]:
+    fmt = get_format("recordio")
+    chunks = fmt.read_chunks(io.BytesIO(data), path="f", on_corrupt="skip")
+    return [r for c in chunks for r in c.records]
+
+
+def chunk_records(data: bytes) -> list[tuple[int, int]]:
+    return [(c.offset, c.num_records) for c in scan_index(io.BytesIO(data), path="f")]
+
+
+@pytest.mark.parametrize("compressor", ["none", "snappy", "gzip"])
+def test_skip_loses_exactly_the_damaged_chunk(compressor, caplog):
+    recs = numbered(200)
+    data = bytearray(write_all(recs, compressor=compressor, chunk_bytes=300))
+    index = chunk_records(bytes(data))
+    third_offset, third_count = index[2]
+    data[third_offset + 25] ^= 0xFF  # inside the third chunk's payload
+    before = sum(c for _, c in index[:2])
+    with caplog.at_level("WARNING", logger="recprep"):
+        got = read_skipping(bytes(data))
+    assert got == recs[:before] + recs[before + third_count :]
+    assert f"damaged chunk in f at byte {third_offset}: {third_count} records lost" in caplog.text
+
+
+def test_skip_resyncs_after_a_damaged_header(caplog):
+    recs = numbered(100)
+    data = bytearray(write_all(recs, compressor="none", chunk_bytes=200))
+    index = chunk_records(bytes(data))
+    offset, count = index[1]
+    data[offset : offset + 4] = b"\0\0\0\0"  # the magic of chunk 1
+    with caplog.at_level("WARNING", logger="recprep"):
+        got = read_skipping(bytes(data))
+    start = index[0][1]
+    assert got == recs[:start] + recs[start + count :]
+    assert f"from byte {offset} to byte {index[2][0]}" in caplog.text
+
+
+def test_skip_reports_a_torn_last_chunk(caplog):
+    recs = numbered(50)
+    data = write_all(recs, compressor="snappy", chunk_bytes=200)
+    last_offset, last_count = chunk_records(data)[-1]
+    with caplog.at_level("WARNING", logger="recprep"):
+        got = read_skipping(data[:-3])
+    assert got == recs[: len(recs) - last_count]
+    assert f"torn chunk at byte {last_offset}: {last_count} records lost" in caplog.text
+
+
+def test_skip_past_garbage_to_the_end():
+    recs = numbered(10)
+    data = write_all(recs, compressor="none") + b"\x04\x03\x02\x01" + b"junk" * 20
+    assert read_skipping(data) == recs
+    with pytest.raises(CorruptDataError):
+        read_all(data)

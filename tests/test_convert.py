@@ -13,6 +13,7 @@ import pytest
 import recordio as pyrecordio
 
 from recprep import (
+    CorruptDataError,
     DecodeError,
     EncodeError,
     InvalidArgumentError,
@@ -330,3 +331,22 @@ def test_memory_and_local_agree(tmp_path, mem_url):
     fs = fsspec.filesystem("memory")
     for p in tmp_path.iterdir():
         assert p.read_bytes() == fs.cat_file(f"{resolve(mem_url)[1]}/{p.name}")
+
+
+def test_reader_skips_a_damaged_chunk_and_keeps_the_rest(tmp_path, caplog):
+    convert(str(tmp_path), range(400), 2, "dmg", chunk_bytes=256)
+    shard = tmp_path / "dmg-00001-of-00001"
+    data = bytearray(shard.read_bytes())
+    data[40] ^= 0xFF  # inside shard 1's first chunk
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError) as info:
+        list(RecordIO(str(tmp_path / "dmg-*"))())
+    assert info.value.path.endswith("dmg-00001-of-00001") and info.value.offset == 0
+    with caplog.at_level("WARNING", logger="recprep"):
+        got = list(RecordIO(str(tmp_path / "dmg-*"), on_corrupt="skip")())
+    lost = 200 - len([x for x in got if x % 2])
+    assert lost > 0 and [x for x in got if x % 2 == 0] == list(range(0, 400, 2))
+    assert [x for x in got if x % 2] == list(range(1 + 2 * lost, 400, 2))
+    assert f"{lost} records lost" in caplog.text
+    with pytest.raises(InvalidArgumentError):
+        RecordIO(str(tmp_path / "dmg-*"), on_corrupt="ignore")

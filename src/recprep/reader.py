@@ -58,6 +58,11 @@ class RecordIO:
         damage. Raise it for files with unusually large chunks.
     format
         Force a container format instead of detecting it from the bytes.
+    on_corrupt
+        ``"raise"`` (default): damage stops the read with a
+        :class:`~recprep.errors.CorruptDataError` naming the file and byte offset.
+        ``"skip"``: a damaged chunk is dropped with a logged warning (file, offset,
+        records lost) and reading goes on; a damaged record is never yielded.
 
     Examples
     --------
@@ -79,6 +84,7 @@ class RecordIO:
         storage_options: Mapping[str, Any] | None = None,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         format: str | None = None,
+        on_corrupt: str = "raise",
     ) -> None:
         patterns = [pattern] if isinstance(pattern, str) else list(pattern)
         if not patterns or not all(isinstance(p, str) for p in patterns):
@@ -90,6 +96,11 @@ class RecordIO:
             raise InvalidArgumentError(
                 f"max_chunk_bytes must be a positive int, got {max_chunk_bytes!r}"
             )
+        if on_corrupt not in ("raise", "skip"):
+            raise InvalidArgumentError(
+                f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}"
+            )
+        self.on_corrupt = on_corrupt
         self._codec = None if codec is None else get_codec(codec)
         self._format = None if format is None else get_format(format)
         self.allow_pickle = allow_pickle
@@ -164,7 +175,8 @@ class RecordIO:
             if container is None:
                 return
             chunks = container.read_chunks(
-                file, path=shown, max_chunk_bytes=self.max_chunk_bytes
+                file, path=shown, max_chunk_bytes=self.max_chunk_bytes,
+                on_corrupt=self.on_corrupt,
             )
             for chunk in chunks:
                 try:

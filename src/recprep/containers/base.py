@@ -66,12 +66,19 @@ class Format(abc.ABC):
 
     @abc.abstractmethod
     def read_chunks(
-        self, file: BinaryIO, *, path: str, max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES
+        self,
+        file: BinaryIO,
+        *,
+        path: str,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        on_corrupt: str = "raise",
     ) -> Iterator[Chunk]:
         """Yield the chunks of ``file`` from its start, verifying checksums.
 
-        Damage raises :class:`~recprep.errors.CorruptDataError` naming ``path`` and the
-        byte offset.
+        With ``on_corrupt="raise"``, damage raises
+        :class:`~recprep.errors.CorruptDataError` naming ``path`` and the byte offset; with
+        ``"skip"``, the damaged chunk is dropped with a logged warning (file, offset,
+        records lost) and reading goes on. A damaged record is never yielded.
         """
 
     @classmethod

@@ -33,6 +33,7 @@ Example
 
 from __future__ import annotations
 
+import logging
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -42,8 +43,10 @@ from typing import BinaryIO
 import google_crc32c
 
 from ..compression import Compression, get_compression
-from ..errors import ChunkTooLargeError, CorruptDataError, _Located
+from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError, _Located
 from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, ChunkInfo, Format, RecordWriter
+
+log = logging.getLogger("recprep")
 
 MAGIC = 0x01020304
 HEADER_SIZE = 20
@@ -184,65 +187,152 @@ def _candidates(fields: tuple[int, ...], dialect: Dialect | None) -> list[Dialec
     return [d for d in (GO, LEGACY) if d.unpack(fields)[1] in d.ids]
 
 
+class _Damage(Exception):
+    """Internal: a damaged chunk, and how reading can go on after it."""
+
+    def __init__(self, error: CorruptDataError, kind: str, lost: int | None = None,
+                 resume: int | None = None) -> None:
+        super().__init__(str(error))
+        self.error, self.kind, self.lost, self.resume = error, kind, lost, resume
+
+
+def _read_chunk(
+    file: BinaryIO, offset: int, dialect: Dialect | None, limit: int, path: str, decode: bool
+) -> tuple[ChunkInfo, Chunk | None, Dialect] | None:
+    """Read the chunk at ``offset``; None at the end of the file; damage raises _Damage.
+
+    ``kind`` of the damage: ``"torn"`` (the file ends inside the chunk), ``"payload"`` (the
+    header is sound, so reading can resume after the chunk), ``"header"`` (the next chunk
+    must be searched for).
+    """
+    where = {"path": path, "offset": offset}
+    file.seek(offset)
+    head = _read_exact(file, HEADER_SIZE)
+    if not head:
+        return None
+    if len(head) < HEADER_SIZE:
+        raise _Damage(CorruptDataError(
+            f"chunk header cut off after {len(head)} of {HEADER_SIZE} bytes "
+            "(a torn last chunk: was the writer stopped?)", **where), "torn")
+    fields = _HEADER.unpack(head)
+    if fields[0] != MAGIC:
+        raise _Damage(CorruptDataError(
+            f"expected the RecordIO chunk magic 0x{MAGIC:08x}, found 0x{fields[0]:08x}",
+            **where), "header")
+    options = _candidates(fields, dialect)
+    if not options:
+        raise _Damage(CorruptDataError(
+            f"unknown compressor id in the chunk header (fields {list(fields[1:])}); "
+            "expected 0-2 (Go RecordIO) or 1-3 (pyrecordio 0.0.4)", **where), "header")
+    if not decode and dialect is not None:
+        _, _, size, count = dialect.unpack(fields)
+        return ChunkInfo(offset, count, size), None, dialect
+    try:
+        chosen, payload = _read_payload(file, fields, options, offset, limit, path)
+    except CorruptDataError as err:
+        _, _, size, count = options[0].unpack(fields)
+        if isinstance(err, ChunkTooLargeError):
+            raise _Damage(err, "header") from None
+        if "cut off" in err.detail:
+            raise _Damage(err, "torn", count) from None
+        raise _Damage(err, "payload", count, offset + HEADER_SIZE + size) from None
+    _, comp, size, count = chosen.unpack(fields)
+    info = ChunkInfo(offset, count, size)
+    if not decode:
+        return info, None, chosen
+    try:
+        data = get_compression(chosen.ids[comp]).decompress(payload, limit)
+        records = split_payload(data, count)
+    except _Located as err:
+        located = err.located(**where)
+        assert isinstance(located, CorruptDataError)
+        raise _Damage(located, "payload", count, offset + HEADER_SIZE + size) from None
+    return info, Chunk(offset, records), chosen
+
+
+_MAGIC_BYTES = _U32.pack(MAGIC)
+_RESYNC_BLOCK = 1 << 20
+
+
+def _resync(
+    file: BinaryIO, start: int, dialect: Dialect | None, limit: int, path: str
+) -> int | None:
+    """The offset of the next sound chunk at or after ``start``, or None."""
+    pos = start
+    while True:
+        file.seek(pos)
+        block = _read_exact(file, _RESYNC_BLOCK)
+        if len(block) < HEADER_SIZE:
+            return None
+        hit = block.find(_MAGIC_BYTES)
+        while hit != -1:
+            try:
+                if _read_chunk(file, pos + hit, dialect, limit, path, True) is not None:
+                    return pos + hit
+            except _Damage:
+                pass
+            hit = block.find(_MAGIC_BYTES, hit + 1)
+        pos += len(block) - len(_MAGIC_BYTES) + 1
+
+
 def iter_chunks(
     file: BinaryIO,
     *,
     path: str,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     decode: bool = True,
+    on_corrupt: str = "raise",
 ) -> Iterator[tuple[ChunkInfo, Chunk | None]]:
     """Walk a RecordIO file of either variant from its current position.
 
     Yields each chunk's :class:`ChunkInfo` and, with ``decode``, its records (checksum
     verified, payload decompressed within ``max_chunk_bytes``). With ``decode=False`` the
     payload is skipped by seeking (an index scan, no checksum work).
+
+    ``on_corrupt="raise"`` stops at the first damage with a
+    :class:`~recprep.errors.CorruptDataError`; ``"skip"`` logs a warning naming the file,
+    the offset and the records lost, drops the damaged chunk and goes on with the next
+    sound one (found by its magic and checksum when the header itself is damaged). It
+    never yields a record from a damaged chunk.
     """
+    if on_corrupt not in ("raise", "skip"):
+        raise InvalidArgumentError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
     dialect: Dialect | None = None
     offset = file.tell()
     while True:
-        head = _read_exact(file, HEADER_SIZE)
-        if not head:
-            return
-        where = {"path": path, "offset": offset}
-        if len(head) < HEADER_SIZE:
-            raise CorruptDataError(
-                f"chunk header cut off after {len(head)} of {HEADER_SIZE} bytes "
-                "(a torn last chunk: was the writer stopped?)",
-                **where,
-            )
-        fields = _HEADER.unpack(head)
-        if fields[0] != MAGIC:
-            raise CorruptDataError(
-                f"expected the RecordIO chunk magic 0x{MAGIC:08x}, found 0x{fields[0]:08x}",
-                **where,
-            )
-        options = _candidates(fields, dialect)
-        if not options:
-            raise CorruptDataError(
-                f"unknown compressor id in the chunk header (fields {list(fields[1:])}); "
-                "expected 0-2 (Go RecordIO) or 1-3 (pyrecordio 0.0.4)",
-                **where,
-            )
-        if not decode and dialect is not None:
-            crc, comp, size, count = dialect.unpack(fields)
-            file.seek(size, 1)
-            offset += HEADER_SIZE + size
-            yield ChunkInfo(offset - HEADER_SIZE - size, count, size), None
-            continue
-        chosen, payload = _read_payload(file, fields, options, offset, max_chunk_bytes, path)
-        dialect = chosen
-        crc, comp, size, count = chosen.unpack(fields)
-        info = ChunkInfo(offset, count, size)
-        offset += HEADER_SIZE + size
-        if not decode:
-            yield info, None
-            continue
         try:
-            data = get_compression(chosen.ids[comp]).decompress(payload, max_chunk_bytes)
-            records = split_payload(data, count)
-        except _Located as err:
-            raise err.located(**where) from None
-        yield info, Chunk(info.offset, records)
+            found = _read_chunk(file, offset, dialect, max_chunk_bytes, path, decode)
+        except _Damage as damage:
+            if on_corrupt == "raise":
+                raise damage.error from None
+            offset = _skip(file, damage, offset, dialect, max_chunk_bytes, path)
+            if offset < 0:
+                return
+            continue
+        if found is None:
+            return
+        info, chunk, dialect = found
+        offset = info.offset + HEADER_SIZE + info.stored_size
+        yield info, chunk
+
+
+def _skip(file: BinaryIO, damage: _Damage, offset: int, dialect: Dialect | None,
+          limit: int, path: str) -> int:
+    """Log what ``damage`` loses; the offset to go on from, or -1 to stop."""
+    lost = "an unknown number of" if damage.lost is None else str(damage.lost)
+    if damage.kind == "payload" and damage.resume is not None:
+        log.warning("recprep: skipping damaged chunk in %s at byte %d: %s records lost (%s)",
+                    path, offset, lost, damage.error.detail)
+        return damage.resume
+    if damage.kind == "torn":
+        log.warning("recprep: %s ends in a torn chunk at byte %d: %s records lost (%s)",
+                    path, offset, lost, damage.error.detail)
+        return -1
+    resume = _resync(file, offset + 1, dialect, limit, path)
+    end = "the end of the file" if resume is None else f"byte {resume}"
+    log.warning("recprep: skipping damaged data in %s from byte %d to %s: an unknown number "
+                "of records lost (%s)", path, offset, end, damage.error.detail)
+    return -1 if resume is None else resume
 
 
 def _read_payload(
@@ -307,9 +397,17 @@ class RecordIOFormat(Format):
         return _Writer(file, self.dialect, compressor, chunk_bytes)
 
     def read_chunks(
-        self, file: BinaryIO, *, path: str, max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES
+        self,
+        file: BinaryIO,
+        *,
+        path: str,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        on_corrupt: str = "raise",
     ) -> Iterator[Chunk]:
-        for _, chunk in iter_chunks(file, path=path, max_chunk_bytes=max_chunk_bytes):
+        chunks = iter_chunks(
+            file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt
+        )
+        for _, chunk in chunks:
             assert chunk is not None
             yield chunk
 
