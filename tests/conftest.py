@@ -67,6 +67,11 @@ def spark_session():
 @pytest.fixture(scope="session")
 def ray_local():
     """A real local Ray instance (2 CPUs) for the whole run, shut down at the end."""
+    import os
+
+    from .clusters import RAY_TEST_ENV
+
+    os.environ.update(RAY_TEST_ENV)
     ray = pytest.importorskip("ray")
     ray.init(
         address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -74,3 +79,47 @@ def ray_local():
     )
     yield ray
     ray.shutdown()
+
+
+# -- a real S3-protocol server (moto) on loopback, shared by the storage tests -------------
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1 for the whole run (see ``tests/s3.py``).
+
+    Yields an :class:`tests.s3.S3Server`: ``endpoint_url``, ``storage_options`` (for s3fs),
+    ``bucket()`` (a fresh bucket's URL), ``env()`` (a subprocess environment with
+    ``AWS_ENDPOINT_URL``) and ``filesystem()``. Fake credentials are set in the environment
+    for the session, and the AWS config files pointed away from any real ones.
+    """
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from .s3 import FAKE_ENV, S3Server, clear_s3fs_cache
+
+    patch = pytest.MonkeyPatch()
+    home = tmp_path_factory.mktemp("aws")
+    for name, value in FAKE_ENV.items():
+        patch.setenv(name, value)
+    patch.setenv("AWS_CONFIG_FILE", str(home / "config"))
+    patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(home / "credentials"))
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        patch.delenv(name, raising=False)
+    server = S3Server().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        clear_s3fs_cache()
+        patch.undo()
+
+
+@pytest.fixture
+def s3_url(s3):
+    """A fresh, empty bucket on the shared server (``s3://recprep-test-...``); s3fs's
+    cached instances (and their listings) are dropped before and after the test."""
+    from .s3 import clear_s3fs_cache
+
+    clear_s3fs_cache()
+    yield s3.bucket()
+    clear_s3fs_cache()

@@ -116,7 +116,8 @@ values = st.recursive(
                | st.dictionaries(keys, c, max_size=5)),
     max_leaves=30,
 )
-packable = st.lists(st.booleans() | any_int | any_float | any_text | st.binary(), max_size=70)
+packable_item = st.booleans() | any_int | any_float | any_text | st.binary()
+packable = st.lists(packable_item, max_size=70)
 
 endian = "?"
 dtypes = st.one_of(
@@ -163,6 +164,13 @@ def test_roundtrip_packable_sequences(items, as_tuple):
     value = tuple(items) if as_tuple else items
     roundtrip(value)
     roundtrip({"nested": value, "again": [value]})
+
+
+@SETTINGS
+@given(st.dictionaries(packable_item, packable_item, max_size=40))
+def test_roundtrip_packable_dicts(value):
+    roundtrip(value)
+    roundtrip([value, (value,)])
 
 
 @SETTINGS
@@ -255,6 +263,8 @@ def test_wire_format_is_pinned():
         (b"\x00", "f1080100000000"), ((), "f10b00000000"), ((None,), "f10b0100000000"),
         (np.float32(1), "f11103" + b"<f4".hex() + "0000803f"),
         ([True, 2.0], "f10d02000000" + b"?d".hex() + "01" + "000000000000" + "0040"),
+        ({"a": 1}, "f10f01000000" + b"sq".hex() + "01000000" + "0100000000000000" + "61"),
+        ({"a": None}, "f10c01000000" + "0701000000" + "61" + "00"),
     ]
     for value, expected in golden:
         assert CODEC.encode(value).hex() == expected, value
@@ -311,7 +321,8 @@ VALID = [
         (1, 2.5, "item-1"), [1, None, (2**70, "x"), {"k": b"v", 3: bytearray(b"w")}],
         {"x": np.arange(6, dtype=">f4").reshape(2, 3).T, "y": np.datetime64(1, "D")},
         [np.str_("ab"), np.bytes_(b"c"), 1j, -(2**80), True, False],
-        ("a" * 30, b"b" * 3, 7) * 3, [1.0] * 100,
+        ("a" * 30, b"b" * 3, 7) * 3, [1.0] * 100, {"user": 1, "score": 0.5, "name": "x"},
+        [*range(50), *"abcdefghijklmnopqrstuvwxyz", b"b"], {str(i): i for i in range(40)},
     ]
 ]
 
@@ -431,7 +442,7 @@ def test_encode_error_for_too_long_values(monkeypatch):
 
     monkeypatch.setattr(module, "_pack_tag_u32", too_long)
     with pytest.raises(EncodeError, match="too long"):
-        CODEC.encode({"k": "abcdef"})
+        CODEC.encode({"k": "abcdef", "n": None})
 
 
 # ---------------------------------------------------------------------------- pickle codec

@@ -300,7 +300,7 @@ def test_encode_error_names_the_instance_and_commits_nothing(mem_url):
         ((b"bytes", 2, "p"), {}, "iterable only by accident"),
         (({"a": 1}, 2, "p"), {}, "iterable only by accident"),
         ((42, 2, "p"), {}, "reader must be"),
-        ((range(3), 2, "p"), {"codec": "json"}, r"valid codecs are \['pickle', 'raw', 'recprep'\]"),
+        ((range(3), 2, "p"), {"codec": "json"}, r"valid codecs are \[.*'pickle'.*'recprep'"),
         ((range(3), 2, "p"), {"format": "parquet"}, r"valid formats are \["),
         ((range(3), 2, "p"), {"compressor": "lz4"}, r"valid compressors are \['none', 'snappy'"),
         ((range(3), 2, "p"), {"chunk_bytes": 0}, "chunk_bytes"),
