@@ -189,6 +189,25 @@ def test_unpicklable_reader_fails_up_front(run_with, tmp_path):
     assert files(str(tmp_path)) == {}
 
 
+class NotingReader:
+    """A reader object that reports what it did through ``notes``."""
+
+    def __init__(self, start: int, size: int) -> None:
+        self.start, self.size = start, size
+
+    def __call__(self):
+        self.notes = [f"read {self.size} from {self.start}"]
+        return part(self.start, self.size)
+
+
+def test_reader_notes_come_back_in_partition_order(run_with, tmp_path):
+    readers = [NotingReader(s, n) for s, n in zip(starts(SIZES), SIZES, strict=True)]
+    result = run_with(str(tmp_path), partitions(readers), "notes")
+    assert result.notes == [
+        f"read {n} from {s}" for s, n in zip(starts(SIZES), SIZES, strict=True)
+    ]
+
+
 # -- the registry --------------------------------------------------------------------------
 
 

@@ -47,6 +47,8 @@ class ConvertResult:
     bytes_per_shard: list[int]
     elapsed: float
     manifest: Manifest = field(repr=False)
+    #: what readers reported (their ``notes`` attribute), in partition order
+    notes: list[Any] = field(default_factory=list, repr=False)
 
     @property
     def num_records(self) -> int:
@@ -81,12 +83,15 @@ def _run_tasks(backend: Backend, tasks: Sequence[_Task], progress: Progress) -> 
                 results[index] = task.fn(*task.args, *extra)
             except Exception as err:
                 failed(err).unwrap(task.description)
+            if task.live:
+                progress.add_tasks()
         return results
     payloads = [serialize(t.fn, t.args, t.description) for t in tasks]
     for index, outcome in backend.run(payloads):
         results[index] = outcome.unwrap(tasks[index].description)
         if tasks[index].live:
-            progress.add_instances(sum(f.records for f in results[index] if f is not None))
+            progress.add_instances(results[index].records)
+            progress.add_tasks()
     return results
 
 
@@ -98,8 +103,9 @@ def _write(
     names: list[str],
     options: Any,
     progress: Progress,
-) -> list[FileFacts]:
-    """Run the tasks that produce the staged shards; their facts in shard order."""
+) -> tuple[list[FileFacts], list[Any]]:
+    """Run the tasks that produce the staged shards: their facts in shard order, and the
+    readers' notes in partition order."""
     if not isinstance(reader, Partitions):
         if not callable(reader) and not backend.in_process:
             log.info("recprep: a one-shot iterable is read once, in this process")
@@ -111,9 +117,9 @@ def _write(
                 backend.name or type(backend).__name__,
             )
         task = _Task("the reader", stream_task, (reader, fs, staging.path, names, options), True)
-        (facts,) = _run_tasks(backend, [task], progress)
+        (result,) = _run_tasks(backend, [task], progress)
         progress.add_shards(len(names))
-        return list(facts)
+        return [f for f in result.files if f is not None], result.notes
     n = len(names)
     piece_tasks = [
         _Task(f"partition {p}", pieces_task, (p, r, fs, staging.path, n, options), True)
@@ -122,13 +128,13 @@ def _write(
     pieces = _run_tasks(backend, piece_tasks, progress)
     assemble = [
         _Task(f"shard {s} ({names[s]})", assemble_task, (names[s], parts, fs, staging.path))
-        for s, parts in enumerate(plan_assembly(pieces, n))
+        for s, parts in enumerate(plan_assembly([p.files for p in pieces], n))
     ]
     shards: list[FileFacts] = []
     for facts in _run_tasks(backend, assemble, progress):
         shards.append(facts)
         progress.add_shards()
-    return shards
+    return shards, [note for p in pieces for note in p.notes]
 
 
 def convert(
@@ -230,7 +236,7 @@ def convert(
         staging = Staging(fs, out, name_prefix)
         bar = Progress(progress, total_shards=num_shards, desc=name_prefix)
         try:
-            facts = _write(reader, backend, fs, staging, names, options, bar)
+            facts, notes = _write(reader, backend, fs, staging, names, options, bar)
             shards = [
                 ShardInfo(name, f.records, f.bytes, f.crc32c)
                 for name, f in zip(names, facts, strict=True)
@@ -263,6 +269,7 @@ def convert(
         bytes_per_shard=[s.bytes for s in shards],
         elapsed=time.perf_counter() - started,
         manifest=manifest,
+        notes=notes,
     )
     log.info("recprep: %s", result)
     return result

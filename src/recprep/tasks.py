@@ -83,6 +83,30 @@ def _attempt_dir(fs: Any, staging: str, label: str) -> str:
     return path
 
 
+@dataclass(frozen=True)
+class TaskResult:
+    """What a writing task sends back: its files (``None`` for an empty piece) and the
+    reader's notes (see :func:`reader_notes`)."""
+
+    files: list[FileFacts | None]
+    notes: list[Any]
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.files if f is not None)
+
+
+def reader_notes(reader: Any) -> list[Any]:
+    """What a reader has to report after a pass: its ``notes`` attribute, if it has one.
+
+    A reader object (a callable class) may set ``self.notes`` while it runs — e.g. the
+    files it skipped. The task reads it on the worker, after the pass, and sends it back
+    with its result, so nothing extra crosses the hot loop.
+    """
+    notes = getattr(reader, "notes", None)
+    return list(notes) if notes else []
+
+
 def stream_task(
     reader: Any,
     fs: Any,
@@ -90,12 +114,12 @@ def stream_task(
     names: Sequence[str],
     options: WriteOptions,
     tick: Tick | None = None,
-) -> list[FileFacts]:
+) -> TaskResult:
     """Write one reader's instances into the ``names`` shards (all created)."""
     attempt = _attempt_dir(fs, staging, "stream")
     paths = [posixpath.join(attempt, name) for name in names]
     facts = write_round_robin(as_iterable(reader), fs, paths, options, tick=tick)
-    return [f for f in facts if f is not None]
+    return TaskResult(facts, reader_notes(reader))
 
 
 def pieces_task(
@@ -106,13 +130,14 @@ def pieces_task(
     num_shards: int,
     options: WriteOptions,
     tick: Tick | None = None,
-) -> list[FileFacts | None]:
+) -> TaskResult:
     """Write partition ``index`` as ``num_shards`` pieces (``None`` for an empty piece)."""
     attempt = _attempt_dir(fs, staging, f"part-{index:05d}")
     paths = [posixpath.join(attempt, f"piece-{k:05d}") for k in range(num_shards)]
-    return write_round_robin(
+    facts = write_round_robin(
         as_iterable(reader), fs, paths, options, create_empty=False, tick=tick
     )
+    return TaskResult(facts, reader_notes(reader))
 
 
 def plan_assembly(
