@@ -32,7 +32,9 @@ from .errors import (
     TaskFailedError,
     WriteError,
 )
+from .features import Feature
 from .manifest import Manifest
+from .prepare import PrepareResult, prepare
 from .reader import RecordIO
 from .tasks import partitions
 
@@ -43,6 +45,7 @@ __all__ = [
     "CorruptDataError",
     "DecodeError",
     "EncodeError",
+    "Feature",
     "InvalidArgumentError",
     "Manifest",
     "MissingDependencyError",
@@ -50,6 +53,7 @@ __all__ = [
     "NotFoundError",
     "OutputExistsError",
     "PickleRefusedError",
+    "PrepareResult",
     "RecordIO",
     "RecprepError",
     "TaskFailedError",
@@ -62,6 +66,7 @@ __all__ = [
     "get_codec",
     "get_format",
     "partitions",
+    "prepare",
     "register_codec",
     "register_executor",
     "register_format",

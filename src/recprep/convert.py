@@ -148,7 +148,7 @@ def convert(
     compressor: str | None = None,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
-    progress: ProgressArg = None,
+    progress: ProgressArg | Progress = None,
     chunk_bytes: int | None = None,
     executor: str | cf.Executor | Backend = "serial",
     num_workers: int | None = None,
@@ -234,7 +234,11 @@ def convert(
         names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
         fs.makedirs(out, exist_ok=True)
         staging = Staging(fs, out, name_prefix)
-        bar = Progress(progress, total_shards=num_shards, desc=name_prefix)
+        bar = (
+            progress
+            if isinstance(progress, Progress)
+            else Progress(progress, total_shards=num_shards, desc=name_prefix)
+        )
         try:
             facts, notes = _write(reader, backend, fs, staging, names, options, bar)
             shards = [
