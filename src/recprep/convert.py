@@ -24,7 +24,14 @@ from .manifest import Manifest, ShardInfo
 from .progress import Progress, ProgressArg
 from .shards import check_prefix, manifest_name, shard_name
 from .storage import Staging, display, existing_set_files, resolve
-from .tasks import Partitions, assemble_task, pieces_task, plan_assembly, stream_task
+from .tasks import (
+    PartitionGroup,
+    Partitions,
+    assemble_task,
+    pieces_task,
+    plan_assembly,
+    stream_task,
+)
 from .writing import FileFacts, check_options, check_reader
 
 __all__ = ["ConvertResult", "convert"]
@@ -121,10 +128,14 @@ def _write(
         progress.add_shards(len(names))
         return [f for f in result.files if f is not None], result.notes
     n = len(names)
-    piece_tasks = [
-        _Task(f"partition {p}", pieces_task, (p, r, fs, staging.path, n, options), True)
-        for p, r in enumerate(reader.readers)
-    ]
+    piece_tasks = []
+    for start, end in reader.groups():
+        group = reader.readers[start] if end - start == 1 else PartitionGroup(
+            reader.readers[start:end]
+        )
+        label = f"partition {start}" if end - start == 1 else f"partitions {start}-{end - 1}"
+        args = (start, group, fs, staging.path, n, options)
+        piece_tasks.append(_Task(label, pieces_task, args, True))
     pieces = _run_tasks(backend, piece_tasks, progress)
     assemble = [
         _Task(f"shard {s} ({names[s]})", assemble_task, (names[s], parts, fs, staging.path))

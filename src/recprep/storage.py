@@ -64,6 +64,10 @@ class ChecksumWriter:
     def tell(self) -> int:
         return self.size
 
+    def retarget(self, file: BinaryIO) -> None:
+        """Write to ``file`` from now on (which already holds what was written)."""
+        self._file = file
+
 
 def existing_set_files(fs: Any, directory: str, prefix: str) -> list[str]:
     """Files in ``directory`` that belong to the shard set ``prefix`` (shards, manifest)."""

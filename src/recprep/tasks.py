@@ -32,9 +32,13 @@ from typing import Any
 import google_crc32c
 
 from .errors import CorruptDataError, InvalidArgumentError
+from . import writing
 from .writing import FileFacts, Tick, WriteOptions, as_iterable, check_reader, write_round_robin
 
 _COPY_BLOCK = 8 << 20
+
+
+DEFAULT_MAX_TASKS = 256
 
 
 @dataclass(frozen=True)
@@ -45,18 +49,50 @@ class Partitions:
     """
 
     readers: tuple[Any, ...]
+    max_tasks: int = DEFAULT_MAX_TASKS
 
     def __len__(self) -> int:
         return len(self.readers)
 
+    def groups(self) -> list[tuple[int, int]]:
+        """``[start, end)`` ranges of consecutive partitions, one reading task each.
 
-def partitions(readers: Iterable[Any]) -> Partitions:
+        At most ``max_tasks`` of them, as even as can be; they depend only on the number of
+        partitions and ``max_tasks``, never on the executor.
+        """
+        count = len(self.readers)
+        tasks = min(count, self.max_tasks)
+        bounds = [count * t // tasks for t in range(tasks + 1)]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+class PartitionGroup:
+    """Consecutive partitions read as one stream by one task; gathers their notes."""
+
+    def __init__(self, readers: Sequence[Any]) -> None:
+        self.readers = list(readers)
+        self.notes: list[Any] = []
+
+    def __call__(self) -> Iterable[Any]:
+        self.notes = []
+        return self._read()
+
+    def _read(self) -> Iterable[Any]:
+        for reader in self.readers:
+            yield from as_iterable(reader)
+            self.notes.extend(reader_notes(reader))
+
+
+def partitions(readers: Iterable[Any], *, max_tasks: int = DEFAULT_MAX_TASKS) -> Partitions:
     """Mark ``readers`` as the partitions of one input, in order.
 
     Each reader is a PaddlePaddle-style reader (a no-argument callable returning an
     iterable) — or a list-like iterable. With a parallel executor each partition is read
-    by its own task, where it runs; the result is the same as one reader yielding
-    partition 0, then partition 1, and so on.
+    where its task runs; the result is the same as one reader yielding partition 0, then
+    partition 1, and so on. Up to ``max_tasks`` partitions get a task each; with more,
+    consecutive partitions share a task (many tiny partitions — one per small file — would
+    otherwise cost more in task overhead than in work). Raise it for clusters with more
+    cores; the result (which instance goes where) doesn't change, only chunk boundaries.
 
     Examples
     --------
@@ -69,18 +105,23 @@ def partitions(readers: Iterable[Any]) -> Partitions:
     items = tuple(readers)
     if not items:
         raise InvalidArgumentError("partitions() needs at least one reader")
+    if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1:
+        raise InvalidArgumentError(f"max_tasks must be an int >= 1, got {max_tasks!r}")
     for index, reader in enumerate(items):
         try:
             check_reader(reader)
         except InvalidArgumentError as err:
             raise InvalidArgumentError(f"partition {index}: {err}") from None
-    return Partitions(items)
+    return Partitions(items, max_tasks)
 
 
-def _attempt_dir(fs: Any, staging: str, label: str) -> str:
-    path = posixpath.join(staging, f"{label}-{uuid.uuid4().hex}")
-    fs.makedirs(path, exist_ok=True)
-    return path
+def _attempt(staging: str, label: str) -> str:
+    """A unique name prefix inside the staging directory for one task attempt's files.
+
+    Files, not a directory per attempt: on local disks a directory per task costs more
+    than the writing of a small partition.
+    """
+    return posixpath.join(staging, f"{label}-{uuid.uuid4().hex}")
 
 
 @dataclass(frozen=True)
@@ -116,8 +157,8 @@ def stream_task(
     tick: Tick | None = None,
 ) -> TaskResult:
     """Write one reader's instances into the ``names`` shards (all created)."""
-    attempt = _attempt_dir(fs, staging, "stream")
-    paths = [posixpath.join(attempt, name) for name in names]
+    attempt = _attempt(staging, "stream")
+    paths = [f"{attempt}-{name}" for name in names]
     facts = write_round_robin(as_iterable(reader), fs, paths, options, tick=tick)
     return TaskResult(facts, reader_notes(reader))
 
@@ -132,10 +173,11 @@ def pieces_task(
     tick: Tick | None = None,
 ) -> TaskResult:
     """Write partition ``index`` as ``num_shards`` pieces (``None`` for an empty piece)."""
-    attempt = _attempt_dir(fs, staging, f"part-{index:05d}")
-    paths = [posixpath.join(attempt, f"piece-{k:05d}") for k in range(num_shards)]
+    attempt = _attempt(staging, f"part-{index:05d}")
+    paths = [f"{attempt}-piece-{k:05d}" for k in range(num_shards)]
     facts = write_round_robin(
-        as_iterable(reader), fs, paths, options, create_empty=False, tick=tick
+        as_iterable(reader), fs, paths, options, create_empty=False, tick=tick,
+        pack_into=f"{attempt}-pieces", spill_bytes=writing.SPILL_BYTES,
     )
     return TaskResult(facts, reader_notes(reader))
 
@@ -156,17 +198,20 @@ def plan_assembly(
 
 def assemble_task(name: str, pieces: Sequence[FileFacts], fs: Any, staging: str) -> FileFacts:
     """Concatenate ``pieces`` into the shard ``name``, checking each piece's CRC-32C."""
-    path = posixpath.join(_attempt_dir(fs, staging, "shard"), name)
+    path = f"{_attempt(staging, 'shard')}-{name}"
     crc = size = 0
     with fs.open(path, "wb") as out:
         for piece in pieces:
             piece_crc = 0
             with fs.open(piece.path, "rb") as src:
-                while block := src.read(_COPY_BLOCK):
+                src.seek(piece.offset)
+                left = piece.bytes
+                while left and (block := src.read(min(left, _COPY_BLOCK))):
                     out.write(block)
                     piece_crc = google_crc32c.extend(piece_crc, block)
                     crc = google_crc32c.extend(crc, block)
                     size += len(block)
+                    left -= len(block)
             if piece_crc != piece.crc32c:
                 raise CorruptDataError(
                     f"staged piece changed after it was written: CRC-32C 0x{piece_crc:08x}, "

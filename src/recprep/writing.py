@@ -7,8 +7,9 @@ handed a filesystem and paths, never a user's output argument.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .codecs import Codec, get_codec
@@ -22,6 +23,8 @@ WRITE_BUFFER_BUDGET = 256 << 20
 """Chunk buffers of all open shards together stay under this: many shards, smaller chunks."""
 MIN_CHUNK_BYTES = 64 << 10
 PROGRESS_EVERY = 1024
+SPILL_BYTES = 64 << 20
+"""A partition task keeps its pieces in memory up to this, then writes one file each."""
 
 #: ``callback(instances)`` told how many instances were written since its last call
 Tick = Callable[[int], Any]
@@ -42,12 +45,14 @@ class WriteOptions:
 
 @dataclass(frozen=True)
 class FileFacts:
-    """What was written to one file: records, bytes and the CRC-32C of the bytes."""
+    """What was written to one file (or to ``bytes`` bytes of it from ``offset``):
+    records, bytes and the CRC-32C of those bytes."""
 
     path: str
     records: int
     bytes: int
     crc32c: int
+    offset: int = 0
 
 
 def check_options(
@@ -102,25 +107,92 @@ def as_iterable(reader: Any) -> Iterable[Any]:
     return made  # type: ignore[no-any-return]
 
 
-class _Sink:
-    """One output file: opened on first use (or at the end, when ``always`` asks)."""
+class _Budget:
+    """Bytes buffered in memory by a task's pieces; past ``limit`` they spill to files."""
 
-    def __init__(self, fs: Any, path: str, options: WriteOptions) -> None:
-        self.fs, self.path, self.options = fs, path, options
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.spilled = False
+        self.sinks: list[_Sink] = []
+
+    def add(self, size: int) -> None:
+        self.used += size
+        if self.used > self.limit and not self.spilled:
+            self.spilled = True
+            for sink in self.sinks:
+                sink.spill()
+
+
+class _MemoryFile:
+    """A write-only in-memory file that reports what it holds to a budget."""
+
+    def __init__(self, budget: _Budget) -> None:
+        self.buffer = io.BytesIO()
+        self.budget = budget
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.buffer.write(data)
+        self.budget.add(len(data))
+        return len(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Sink:
+    """One output file: opened on first use (or at the end, when ``always`` asks).
+
+    With a budget, the file starts in memory and moves to storage only if the task's
+    buffers pass the budget (see :func:`write_round_robin`).
+    """
+
+    def __init__(
+        self, fs: Any, path: str, options: WriteOptions, budget: _Budget | None = None
+    ) -> None:
+        self.fs, self.path, self.options, self.budget = fs, path, options, budget
         self.file: Any = None
         self.checksum: ChecksumWriter | None = None
         self.writer: RecordWriter | None = None
 
-    def open(self) -> RecordWriter:
+    def _open_storage(self) -> Any:
         try:
-            self.file = self.fs.open(self.path, "wb")
+            return self.fs.open(self.path, "wb")
         except OSError as err:
             raise WriteError(self.path, err) from err
+
+    def open(self) -> RecordWriter:
+        if self.budget is not None and not self.budget.spilled:
+            self.file = _MemoryFile(self.budget)
+        else:
+            self.file = self._open_storage()
         self.checksum = ChecksumWriter(self.file)
         self.writer = self.options.container().writer(
             self.checksum, self.options.compressor, self.options.chunk_bytes
         )
         return self.writer
+
+    @property
+    def in_memory(self) -> bool:
+        return isinstance(self.file, _MemoryFile)
+
+    def spill(self) -> None:
+        """Move what is buffered to the sink's own file; write there from now on."""
+        if not self.in_memory:
+            return
+        finished = self.file.closed
+        data = self.file.buffer.getvalue()
+        real = self._open_storage()
+        try:
+            real.write(data)
+        except OSError as err:
+            raise WriteError(self.path, err) from err
+        self.file = real
+        assert self.checksum is not None
+        self.checksum.retarget(real)
+        if finished:  # this piece was complete before the others passed the budget
+            real.close()
 
     def finish(self, always: bool) -> FileFacts | None:
         if self.writer is None:
@@ -152,14 +224,25 @@ def write_round_robin(
     *,
     create_empty: bool = True,
     tick: Tick | None = None,
+    pack_into: str | None = None,
+    spill_bytes: int = SPILL_BYTES,
 ) -> list[FileFacts | None]:
     """Encode ``instances`` into ``paths``, instance ``j`` to ``paths[j % len(paths)]``.
 
     Files are opened when they get their first record; with ``create_empty`` the ones
     that got none are created empty at the end (shards), otherwise they are not created
     and their facts are ``None`` (pieces). ``tick(n)`` hears about progress.
+
+    With ``pack_into`` (pieces), the files are first kept in memory and, if they stay
+    under ``spill_bytes`` together, written back to back into the single file
+    ``pack_into`` (each one's facts give its ``offset`` there): one file per task instead
+    of one per piece, which is what small partitions need. Past ``spill_bytes`` every
+    piece moves to its own file in ``paths``.
     """
-    sinks = [_Sink(fs, path, options) for path in paths]
+    budget = None if pack_into is None else _Budget(spill_bytes)
+    sinks = [_Sink(fs, path, options, budget) for path in paths]
+    if budget is not None:
+        budget.sinks = sinks
     writes: list[Callable[[bytes], None]] = []
     writes.extend(_opener(sinks, writes, k) for k in range(len(sinks)))
     encode = options.codec.encode
@@ -178,6 +261,8 @@ def write_round_robin(
         except OSError as err:
             raise WriteError(paths[index % n], err) from err
         facts = [sink.finish(create_empty) for sink in sinks]
+        if budget is not None and not budget.spilled and pack_into is not None:
+            facts = _pack(fs, pack_into, sinks, facts)
     except BaseException:
         for sink in sinks:
             sink.discard()
@@ -185,6 +270,26 @@ def write_round_robin(
     if tick is not None and index + 1 > reported:
         tick(index + 1 - reported)
     return facts
+
+
+def _pack(
+    fs: Any, path: str, sinks: list[_Sink], facts: list[FileFacts | None]
+) -> list[FileFacts | None]:
+    """Write the in-memory pieces back to back into ``path``; their facts there."""
+    packed: list[FileFacts | None] = []
+    offset = 0
+    try:
+        with fs.open(path, "wb") as out:
+            for sink, fact in zip(sinks, facts, strict=True):
+                if fact is None or not fact.records:
+                    packed.append(None if fact is None else fact)
+                    continue
+                out.write(sink.file.buffer.getbuffer())
+                packed.append(replace(fact, path=path, offset=offset))
+                offset += fact.bytes
+    except OSError as err:
+        raise WriteError(path, err) from err
+    return packed
 
 
 def _opener(
