@@ -28,7 +28,7 @@ def main(output: str) -> None:
     result = convert(output, reader, 10, "random_images", overwrite=True, progress=False)
     print(f"wrote {result}")
     for path, records, size in zip(
-        result.paths, result.records_per_shard, result.bytes_per_shard
+        result.paths, result.records_per_shard, result.bytes_per_shard, strict=True
     ):
         print(f"  {path}  {records:4d} records  {size:8d} bytes")
     print(f"  {result.manifest_path}")

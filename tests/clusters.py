@@ -20,7 +20,6 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-
 #: for Ray clusters the tests start: stay on 127.0.0.1 (without the first setting Ray swaps
 #: loopback for the machine's outward address), no usage stats, and no token auth (a
 #: loopback-only test cluster; with a token left in ~/.ray, head and driver would disagree)

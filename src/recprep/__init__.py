@@ -16,7 +16,6 @@ from ._version import __version__
 from .codecs import Codec, available_codecs, get_codec, register_codec
 from .containers import available_formats, get_format, register_format
 from .convert import ConvertResult, convert
-from .executors import available_executors, register_executor
 from .errors import (
     ChunkTooLargeError,
     CorruptDataError,
@@ -32,6 +31,7 @@ from .errors import (
     TaskFailedError,
     WriteError,
 )
+from .executors import available_executors, register_executor
 from .features import Feature
 from .manifest import Manifest
 from .prepare import PrepareResult, prepare

@@ -31,8 +31,8 @@ from typing import Any
 
 import google_crc32c
 
-from .errors import CorruptDataError, InvalidArgumentError
 from . import writing
+from .errors import CorruptDataError, InvalidArgumentError
 from .writing import FileFacts, Tick, WriteOptions, as_iterable, check_reader, write_round_robin
 
 _COPY_BLOCK = 8 << 20

@@ -105,15 +105,15 @@ class Backend(abc.ABC):
         self.num_workers = num_workers
         self.options = dict(options or {})
 
+    @abc.abstractmethod
     def run(self, payloads: list[bytes]) -> Iterator[tuple[int, Outcome]]:
         """Yield ``(index, outcome)`` for each payload as it finishes.
 
         On an engine failure, stop what is still queued, wait for what is running, and
         raise :class:`TaskFailedError`.
         """
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release what this backend started (never what the user passed in)."""
 
     def __repr__(self) -> str:
