@@ -2,30 +2,49 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell $(PYTHON) -c "import hashlib,sys;print(hashlib.sha1(open('pyproject.toml','rb').read()).hexdigest()[:12])")
+HASH   := $(shell $(PYTHON) -c "import hashlib;print(hashlib.sha1(open('pyproject.toml','rb').read()).hexdigest()[:12])")
+BASE   := $(VENV)/.base-$(HASH)
+FULL   := $(VENV)/.test-$(HASH)
+DEMO   := demo-output
 
 .PHONY: venv demo test lint bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+# recprep itself (what the demo needs)
+$(BASE): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	rm -f $(VENV)/.base-*
+	touch $@
+
+# + everything the test suite and benchmarks use (pyspark, ray, moto, tensorflow-cpu...)
+$(FULL): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
-	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+	rm -f $(VENV)/.test-* $(VENV)/.base-*
+	touch $@ $(BASE)
 
-venv: $(STAMP)
+venv: $(FULL)
 
-demo: venv
-	$(PY) examples/demo.py demo-output
+demo: $(BASE)
+	$(PY) examples/demo.py $(DEMO)/convert
+	$(PY) examples/mnist/generate_raw.py $(DEMO)/raw --count 200
+	$(VENV)/bin/recprep prepare examples/mnist/model.py $(DEMO)/raw $(DEMO)/prepared local \
+		--num-workers 2 --num-shards 4 --overwrite --no-progress
+	$(VENV)/bin/recprep ls $(DEMO)/prepared
+	$(VENV)/bin/recprep head $(DEMO)/prepared -n 1
 
-lint: venv
+lint: $(FULL)
 	$(PY) -m ruff check src tests benchmarks examples
 
-test: venv lint
+test: lint
 	$(PY) -m pytest -q
 
-bench: venv
+bench: $(FULL)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_executors.py
+	$(PY) benchmarks/bench_prepare.py
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis
