@@ -1,0 +1,92 @@
+"""What every subcommand shares: common options, and plain-text output helpers.
+
+Example
+-------
+>>> print(table([["p", "4", "1.5 KiB"]], ["PREFIX", "SHARDS", "SIZE"], right={1, 2}))
+PREFIX  SHARDS     SIZE
+p            4  1.5 KiB
+>>> human_bytes(1536), human_bytes(12)
+('1.5 KiB', '12 B')
+>>> parse_storage_options('{"anon": true}')
+{'anon': True}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def parse_storage_options(text: str) -> dict[str, Any]:
+    """A JSON object, or ``@file.json`` holding one (an ``argparse`` type)."""
+    source = text
+    if text.startswith("@"):
+        try:
+            source = Path(text[1:]).read_text()
+        except OSError as err:
+            raise argparse.ArgumentTypeError(f"can't read {text[1:]}: {err}") from None
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(
+            f"not valid JSON ({err}); e.g. '{{\"endpoint_url\": \"http://127.0.0.1:9000\"}}'"
+        ) from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def common_options() -> argparse.ArgumentParser:
+    """The options every subcommand takes (a parent parser)."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("common options")
+    group.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        type=parse_storage_options,
+        default=None,
+        help="fsspec storage options as a JSON object (or @file.json), e.g. "
+        '\'{"endpoint_url": "http://127.0.0.1:9000"}\' for s3://; the usual environment '
+        "variables (AWS_ENDPOINT_URL, AWS_PROFILE...) work too",
+    )
+    # SUPPRESS: given after the command, they override the top-level defaults
+    group.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="log everything; show tracebacks")
+    group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="log what happens")
+    return common
+
+
+def human_bytes(size: int | None) -> str:
+    """``1.5 KiB`` style sizes (``-`` for None)."""
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def table(
+    rows: Sequence[Sequence[str]], headers: Sequence[str], right: Collection[int] = ()
+) -> str:
+    """Rows under headers in aligned columns; columns in ``right`` are right-aligned."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def dumps(value: Any) -> str:
+    """JSON for ``--json`` output: indented, keys in the order given."""
+    return json.dumps(value, indent=2)

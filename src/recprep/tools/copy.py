@@ -1,0 +1,417 @@
+"""``copy``: shard sets from one filesystem to another, every file checked, manifests last.
+
+The sources are expanded first (see :mod:`recprep.tools._sets`): a directory copies
+every visible file in it; a glob its matches; ``dir/prefix`` or a manifest the whole set.
+Copying every shard of a set copies its manifest too; copying some shards of a set
+doesn't (the destination would claim shards it hasn't got).
+
+Then, as in ``convert``'s commit protocol (``docs/format.md``):
+
+1. Each file is streamed, several at a time, into a hidden temporary in the destination
+   directory, ``.recprep-cp-{token}-{name}``, while its CRC-32C is computed; a source
+   whose CRC-32C differs from its manifest's is refused.
+2. Each temporary is read back and its size and CRC-32C compared with the source's.
+3. Only when every file checks out: destination manifests of the sets being replaced are
+   removed (with ``overwrite``), each temporary is moved to its final name, and the
+   manifests are moved **last**, committing the copied sets.
+4. Any failure before that removes the temporaries: no partial file ever has a final
+   name, and the destination is as it was.
+
+Example
+-------
+>>> from recprep import RecordIO, convert
+>>> _ = convert("memory://doc/cp-src", list(range(5)), 2, "p")
+>>> result = copy("memory://doc/cp-src/p", "memory://doc/cp-dst")
+>>> [f.dest.rsplit("/", 1)[1] for f in result.files]
+['p-00000-of-00001', 'p-00001-of-00001', 'p.manifest.json']
+>>> list(RecordIO("memory://doc/cp-dst")())
+[0, 1, 2, 3, 4]
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import posixpath
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import google_crc32c
+
+from ..errors import (
+    CorruptDataError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutputExistsError,
+    RecprepError,
+    WriteError,
+)
+from ..shards import MANIFEST_SUFFIX, has_magic, manifest_name, parse_shard_name
+from ..storage import display, resolve
+from ._sets import FoundSet, find_sets, list_files
+
+__all__ = ["TEMP_PREFIX", "CopiedFile", "CopyResult", "copy"]
+
+log = logging.getLogger("recprep")
+
+#: temporaries are named ``{TEMP_PREFIX}{token}-{name}`` in the destination directory
+TEMP_PREFIX = ".recprep-cp-"
+_BLOCK = 8 << 20
+
+
+@dataclass(frozen=True)
+class CopiedFile:
+    """One file copied and checked: URLs, byte size and CRC-32C (8 hex digits)."""
+
+    source: str
+    dest: str
+    bytes: int
+    crc32c: str
+
+
+@dataclass
+class CopyResult:
+    """What :func:`copy` copied, in commit order (manifests last)."""
+
+    dest: str
+    files: list[CopiedFile]
+    elapsed: float
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    def __str__(self) -> str:
+        rate = self.total_bytes / 1e6 / self.elapsed if self.elapsed > 0 else 0.0
+        return (
+            f"{len(self.files)} file(s), {self.total_bytes} bytes -> {self.dest} in "
+            f"{self.elapsed:.2f} s ({rate:.1f} MB/s), every file checked (size, CRC-32C)"
+        )
+
+
+@dataclass(frozen=True)
+class _Item:
+    fs: Any
+    path: str
+    size: int
+    expected_crc: int | None  # from the manifest, when it lists the file
+    is_manifest: bool
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+class _Cancelled(RecprepError):
+    """Internal: another transfer failed, this one stops."""
+
+
+class _Bar:
+    """Bytes copied, to a tqdm bar (on a terminal, or ``progress=True``) or a callback."""
+
+    def __init__(self, progress: Any, total: int, files: int) -> None:
+        self._lock = threading.Lock()
+        self.bytes = self.files = 0
+        self._total_files = files
+        self._callback: Callable[[int, int], Any] | None = (
+            progress if callable(progress) else None
+        )
+        self._bar: Any = None
+        if (sys.stderr.isatty() if progress is None else progress is True):
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(
+                total=total, unit="B", unit_scale=True, unit_divisor=1024,
+                desc="recprep cp", dynamic_ncols=True,
+            )
+
+    def add(self, nbytes: int = 0, files: int = 0) -> None:
+        with self._lock:
+            self.bytes += nbytes
+            self.files += files
+            if self._bar is not None:
+                self._bar.update(nbytes)
+                if files:
+                    self._bar.set_postfix(checked=f"{self.files}/{self._total_files}")
+            if self._callback is not None:
+                self._callback(self.bytes, self.files)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _set_items(fs: Any, found: FoundSet, whole_directory: bool) -> list[_Item]:
+    manifest = found.manifest
+    crcs = {s.name: s.crc32c for s in manifest.shards} if manifest is not None else {}
+    items = [
+        _Item(fs, p, found.sizes[p], crcs.get(posixpath.basename(p)), False)
+        for p in found.shards
+    ]
+    if found.manifest_path is None:
+        return items
+    complete = manifest is not None and not found.missing and len(items) == manifest.num_shards
+    if complete or whole_directory:
+        size = int(fs.size(found.manifest_path))
+        items.append(_Item(fs, found.manifest_path, size, None, True))
+    if found.missing:
+        log.warning(
+            "recprep: %s lacks %d shard(s) of its set (%s...)", display(fs, found.label),
+            len(found.missing), display(fs, found.missing[0]),
+        )
+    if not complete and not whole_directory:
+        log.info(
+            "recprep: copying %d shard(s) of %s, not its manifest: the copy is not a "
+            "committed set", len(items), display(fs, found.label),
+        )
+    return items
+
+
+def _expand(fs: Any, path: str) -> list[_Item]:
+    """The files one source names."""
+    if has_magic(path) or not fs.isdir(path):
+        items = []
+        for found in find_sets(fs, path):
+            if found.prefix is None:
+                items.append(_Item(fs, found.shards[0], found.sizes[found.shards[0]], None, False))
+            else:
+                items.extend(_set_items(fs, found, whole_directory=False))
+        return items
+    listing = list_files(fs, path)
+    if not listing:
+        raise NotFoundError(display(fs, path), "the directory holds no file to copy")
+    try:
+        sets = find_sets(fs, path)
+    except NotFoundError:
+        sets = []
+    items = [it for found in sets for it in _set_items(fs, found, whole_directory=True)]
+    taken = {it.path for it in items}
+    items += [_Item(fs, p, s, None, p.endswith(MANIFEST_SUFFIX)) for p, s in
+              sorted(listing.items()) if p not in taken]
+    skipped = [e for e in fs.ls(path, detail=True) if e.get("type") == "directory"]
+    if skipped:
+        log.info("recprep: cp doesn't recurse; skipped %d subdirectories", len(skipped))
+    return items
+
+
+def _plan(sources: Sequence[str], storage_options: Mapping[str, Any] | None) -> list[_Item]:
+    items: dict[str, _Item] = {}
+    for source in sources:
+        fs, path = resolve(source, storage_options)
+        for item in _expand(fs, path):
+            seen = items.get(item.name)
+            if seen is not None and display(seen.fs, seen.path) != display(fs, item.path):
+                raise InvalidArgumentError(
+                    f"two sources have the name {item.name!r} ({display(seen.fs, seen.path)} "
+                    f"and {display(fs, item.path)}); copy them into different destinations"
+                )
+            items[item.name] = item
+    # manifests last; otherwise in a stable order
+    return sorted(items.values(), key=lambda it: (it.is_manifest, it.name))
+
+
+def _stream(item: _Item, dfs: Any, temp: str, bar: _Bar, stop: threading.Event) -> tuple[int, int]:
+    """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read."""
+    shown = display(item.fs, item.path)
+    crc = size = 0
+    try:
+        source = item.fs.open(item.path, "rb")
+    except FileNotFoundError:
+        raise NotFoundError(shown, "disappeared before it could be copied") from None
+    with source, dfs.open(temp, "wb") as out:
+        while True:
+            if stop.is_set():
+                raise _Cancelled("stopped: another transfer failed")
+            try:
+                block = source.read(_BLOCK)
+            except FileNotFoundError:
+                raise NotFoundError(shown, "disappeared while it was being copied") from None
+            if not block:
+                return crc, size
+            crc = google_crc32c.extend(crc, block)
+            size += len(block)
+            out.write(block)
+            bar.add(len(block))
+
+
+def _checksum(fs: Any, path: str) -> tuple[int, int]:
+    """``(crc32c, size)`` of a file, read back from storage."""
+    crc = size = 0
+    with fs.open(path, "rb") as f:
+        while block := f.read(_BLOCK):
+            crc = google_crc32c.extend(crc, block)
+            size += len(block)
+    return crc, size
+
+
+def _copy_one(
+    item: _Item, dfs: Any, temp: str, final: str, bar: _Bar, stop: threading.Event
+) -> CopiedFile:
+    source, dest = display(item.fs, item.path), display(dfs, final)
+    try:
+        crc, size = _stream(item, dfs, temp, bar, stop)
+        if size != item.size:
+            raise CorruptDataError(
+                f"read {size} bytes where the listing said {item.size}: the file changed "
+                "during the copy; copy it again once it is stable", path=source,
+            )
+        if item.expected_crc is not None and crc != item.expected_crc:
+            raise CorruptDataError(
+                f"its CRC-32C is {crc:08x}, its manifest says {item.expected_crc:08x}: the "
+                "source is damaged (run recprep verify on it); nothing was copied",
+                path=source,
+            )
+        got_crc, got_size = _checksum(dfs, temp)
+        if (got_crc, got_size) != (crc, size):
+            raise CorruptDataError(
+                f"the copy has {got_size} bytes, CRC-32C {got_crc:08x}; the source has "
+                f"{size} bytes, CRC-32C {crc:08x}; nothing was committed", path=dest,
+            )
+    except RecprepError:
+        raise
+    except Exception as err:
+        raise WriteError(dest, err) from err
+    bar.add(files=1)
+    log.debug("recprep: copied %s -> %s (%d bytes, crc32c %08x)", source, dest, size, crc)
+    return CopiedFile(source, dest, size, f"{crc:08x}")
+
+
+def _run(pool: cf.Executor, calls: Iterable[tuple[Any, ...]], stop: threading.Event) -> list:
+    """Run ``fn(*args)`` for each ``(fn, *args)``; on the first failure stop the rest and
+    raise it (after the running ones have stopped)."""
+    futures = [pool.submit(*call) for call in calls]
+    try:
+        cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
+        for future in futures:
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                raise future.exception()  # type: ignore[misc]
+        return [f.result() for f in futures]
+    except BaseException:
+        stop.set()
+        for future in futures:
+            future.cancel()
+        cf.wait(futures)
+        raise
+
+
+def _remove(fs: Any, paths: Iterable[str]) -> None:
+    for path in paths:
+        try:
+            if fs.exists(path):
+                fs.rm(path)
+        except Exception:  # cleanup must not hide the error that led here
+            log.warning("recprep: could not remove temporary %s", path, exc_info=True)
+
+
+def copy(
+    sources: str | Sequence[str],
+    dest: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    dest_storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    num_workers: int = 8,
+    progress: Any = None,
+) -> CopyResult:
+    """Copy files and shard sets into the directory ``dest``, checking every copy.
+
+    Parameters
+    ----------
+    sources
+        Directories, globs, ``dir/prefix`` (a whole set), manifests or files; local paths
+        or fsspec URLs. Each file lands in ``dest`` under its own name.
+    dest
+        The destination directory (created if missing); any fsspec URL.
+    storage_options
+        Passed to fsspec for the sources, and for ``dest`` unless ``dest_storage_options``.
+    dest_storage_options
+        Passed to fsspec for ``dest`` (to copy between two differently-configured stores).
+    overwrite
+        Replace destination files of the same name (and uncommit the destination sets
+        being replaced first). Without it, any such file raises
+        :class:`~recprep.errors.OutputExistsError` before anything is copied.
+    num_workers
+        Files transferred at the same time (threads).
+    progress
+        ``None`` (a bar of bytes when stderr is a terminal), ``True``, ``False``, or
+        ``callback(bytes_done, files_checked)``.
+
+    Returns
+    -------
+    CopyResult
+        Each file copied (source, destination, size, CRC-32C), manifests last.
+
+    Examples
+    --------
+    >>> from recprep import convert
+    >>> _ = convert("memory://doc/cp2", list(range(4)), 2, "a")
+    >>> copy("memory://doc/cp2/a-*-of-*", "memory://doc/cp2-out").total_bytes > 0
+    True
+    >>> copy("memory://doc/cp2/a", "memory://doc/cp2-out")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recprep.errors.OutputExistsError: memory:///doc/cp2-out already holds 3 file(s) of this ...
+    """
+    started = time.perf_counter()
+    names = [sources] if isinstance(sources, str) else list(sources)
+    if not names or not all(isinstance(s, str) for s in names):
+        raise InvalidArgumentError(f"sources must be a path or a list of paths, got {sources!r}")
+    if not isinstance(num_workers, int) or num_workers < 1:
+        raise InvalidArgumentError(f"num_workers must be a positive int, got {num_workers!r}")
+    items = _plan(names, storage_options)
+    options = storage_options if dest_storage_options is None else dest_storage_options
+    dfs, dpath = resolve(dest, options)
+    shown = display(dfs, dpath)
+    if dfs.isfile(dpath):
+        raise InvalidArgumentError(f"{shown} is a file; the destination must be a directory")
+    finals = {it.name: posixpath.join(dpath, it.name) for it in items}
+    for it in items:
+        if display(it.fs, it.path) == display(dfs, finals[it.name]):
+            raise InvalidArgumentError(f"{display(it.fs, it.path)} would be copied onto itself")
+    replaced = _replaced(dfs, dpath, items, finals)
+    if replaced and not overwrite:
+        raise OutputExistsError(shown, [display(dfs, p) for p in replaced])
+    dfs.makedirs(dpath, exist_ok=True)
+    token = uuid.uuid4().hex[:12]
+    temps = {name: posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{name}") for name in finals}
+    bar = _Bar(progress, sum(it.size for it in items), len(items))
+    stop = threading.Event()
+    try:
+        with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
+            calls = [(_copy_one, it, dfs, temps[it.name], finals[it.name], bar, stop)
+                     for it in items]
+            copied = _run(pool, calls, stop)
+            for path in replaced:  # uncommit the destination sets being replaced
+                if path.endswith(MANIFEST_SUFFIX) and dfs.exists(path):
+                    dfs.rm(path)
+            data = [it.name for it in items if not it.is_manifest]
+            _run(pool, [(dfs.mv, temps[n], finals[n]) for n in data], stop)
+            for it in items:  # the manifests, last: the commit point of each set
+                if it.is_manifest:
+                    dfs.mv(temps[it.name], finals[it.name])
+    except BaseException:
+        _remove(dfs, temps.values())
+        raise
+    finally:
+        bar.close()
+    result = CopyResult(shown, copied, time.perf_counter() - started)
+    log.info("recprep: %s", result)
+    return result
+
+
+def _replaced(dfs: Any, dpath: str, items: list[_Item], finals: Mapping[str, str]) -> list[str]:
+    """Destination files the copy would replace: same names, and the manifests of the sets
+    whose shards it copies."""
+    if not dfs.isdir(dpath):
+        return []
+    present = {posixpath.basename(p.rstrip("/")) for p in dfs.ls(dpath, detail=False)}
+    prefixes = {
+        parsed.prefix for it in items if (parsed := parse_shard_name(it.name)) is not None
+    }
+    wanted = set(finals) | {manifest_name(p) for p in prefixes}
+    return sorted(posixpath.join(dpath, name) for name in wanted if name in present)

@@ -1,0 +1,270 @@
+"""Looking inside datasets: what shard sets a directory holds, and their first instances.
+
+:func:`list_datasets` takes its facts from manifests when there are any; a set without
+one is described from its chunk headers (hopping header to header, never decoding a
+record), so its codec is ``"unknown"``. :func:`head` reads the first instances with
+:class:`~recprep.RecordIO`, and :func:`describe` renders a value for people: arrays by
+dtype, shape and a short preview.
+
+Example
+-------
+>>> import numpy as np
+>>> from recprep import convert
+>>> _ = convert("memory://doc/inspect", [(np.arange(3.0), 7)], 1, "p")
+>>> [(d.prefix, d.num_shards, d.records, d.codec) for d in list_datasets("memory://doc/inspect")]
+[('p', 1, 1, 'recprep')]
+>>> print(describe(head("memory://doc/inspect", 1)[0]))
+(ndarray float64 (3,) [0., 1., 2.], int 7)
+"""
+
+from __future__ import annotations
+
+import reprlib
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from typing import Any
+
+import numpy as np
+
+from ..containers.recordio import GO, HEADER_SIZE, LEGACY, Dialect, scan_index
+from ..errors import CorruptDataError, InvalidArgumentError
+from ..storage import display, resolve
+from ._sets import FoundSet, find_sets
+
+__all__ = ["DatasetInfo", "describe", "head", "list_datasets"]
+
+UNKNOWN = "unknown"
+
+
+@dataclass
+class DatasetInfo:
+    """One shard set as ``recprep ls`` shows it.
+
+    ``num_shards`` is what the set should have, ``shards_present`` what storage holds;
+    ``records`` is None when a damaged shard hides the count. ``source`` says where the
+    facts come from: ``"manifest"`` or ``"chunk headers"``.
+    """
+
+    path: str
+    prefix: str
+    num_shards: int
+    shards_present: int
+    records: int | None
+    bytes: int
+    format: str
+    codec: str
+    compressor: str
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.shards_present == self.num_shards
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "complete": self.complete}
+
+
+def _first_header(fs: Any, path: str) -> bytes:
+    with fs.open(path, "rb") as f:
+        return f.read(HEADER_SIZE)
+
+
+def _dialect(fields: tuple[int, ...], stored_size: int, records: int) -> Dialect | None:
+    """The variant whose reading of the first header gives the index's size and count."""
+    for dialect in (GO, LEGACY):
+        _, comp, size, count = dialect.unpack(fields)
+        if comp in dialect.ids and (size, count) == (stored_size, records):
+            return dialect
+    return None
+
+
+def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
+    """Facts of a set without a manifest, from its chunk headers."""
+    records: int | None = 0
+    formats: set[str] = set()
+    compressors: set[str] = set()
+    notes = []
+    for path in found.shards:
+        if found.sizes.get(path, 0) == 0:
+            continue  # an empty shard: a valid file with no records
+        shown = display(fs, path)
+        try:
+            with fs.open(path, "rb") as f:
+                index = scan_index(f, path=shown)
+        except CorruptDataError as err:
+            records = None
+            notes.append(f"{err}; run recprep verify")
+            continue
+        if records is not None:
+            records += sum(c.num_records for c in index)
+        head = _first_header(fs, path)
+        fields = _header_fields(head)
+        dialect = _dialect(fields, index[0].stored_size, index[0].num_records) if index else None
+        if dialect is None:
+            formats.add(UNKNOWN)
+            continue
+        formats.add(dialect.name)
+        comp = dialect.unpack(fields)[1]
+        compressors.add({v: k for k, v in dialect.names.items()}[comp])
+    return DatasetInfo(
+        path=display(fs, found.label),
+        prefix=found.prefix or "",
+        num_shards=len(found.shards) + len(found.missing),
+        shards_present=len(found.shards),
+        records=records,
+        bytes=sum(found.sizes.values()),
+        format=",".join(sorted(formats)) or UNKNOWN,
+        codec=UNKNOWN,
+        compressor=",".join(sorted(compressors)) or UNKNOWN,
+        source="chunk headers",
+        notes=notes,
+    )
+
+
+def _header_fields(head: bytes) -> tuple[int, ...]:
+    """The five little-endian uint32 of a chunk header (``(0,) * 5`` if it's too short)."""
+    if len(head) < HEADER_SIZE:
+        return (0,) * 5
+    return struct.unpack("<5I", head[:HEADER_SIZE])
+
+
+def _describe_set(fs: Any, found: FoundSet) -> DatasetInfo:
+    manifest = found.manifest
+    if manifest is None:
+        info = _from_headers(fs, found)
+        if found.manifest_error is not None:
+            info.notes.insert(0, str(found.manifest_error))
+        return info
+    info = DatasetInfo(
+        path=display(fs, found.label),
+        prefix=manifest.name_prefix,
+        num_shards=manifest.num_shards,
+        shards_present=len(found.shards),
+        records=manifest.num_records,
+        bytes=manifest.total_bytes,
+        format=manifest.format,
+        codec=manifest.codec,
+        compressor=manifest.compressor,
+        source="manifest",
+    )
+    if found.missing:
+        info.notes.append(f"{len(found.missing)} shard(s) missing; run recprep verify")
+    return info
+
+
+def list_datasets(
+    path: str | Sequence[str], *, storage_options: Mapping[str, Any] | None = None
+) -> list[DatasetInfo]:
+    """The shard sets in a directory (or named by a glob or ``dir/prefix``), described.
+
+    Parameters
+    ----------
+    path
+        A directory, glob or ``dir/prefix`` (or a list of them); a local path or an
+        fsspec URL.
+    storage_options
+        Passed to fsspec.
+
+    Returns
+    -------
+    list of DatasetInfo
+        One per set, in path order.
+
+    Examples
+    --------
+    >>> from recprep import convert
+    >>> _ = convert("memory://doc/ls", list(range(10)), 4, "a", compressor="gzip")
+    >>> d = list_datasets("memory://doc/ls")[0]
+    >>> d.num_shards, d.records, d.compressor, d.source
+    (4, 10, 'gzip', 'manifest')
+    >>> from recprep.storage import resolve
+    >>> fs, _ = resolve("memory://doc/ls")
+    >>> fs.rm("/doc/ls/a.manifest.json")
+    >>> d = list_datasets("memory://doc/ls")[0]
+    >>> d.records, d.format, d.codec, d.compressor, d.source
+    (10, 'recordio', 'unknown', 'gzip', 'chunk headers')
+    """
+    patterns = [path] if isinstance(path, str) else list(path)
+    result = []
+    for pattern in patterns:
+        fs, resolved = resolve(pattern, storage_options)
+        for found in find_sets(fs, resolved, lone_files=False):
+            result.append(_describe_set(fs, found))
+    return result
+
+
+def head(
+    path: str | Sequence[str],
+    n: int = 5,
+    *,
+    allow_pickle: bool = False,
+    codec: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """The first ``n`` instances that ``RecordIO(path)`` yields.
+
+    Examples
+    --------
+    >>> from recprep import convert
+    >>> _ = convert("memory://doc/head", [(i, str(i)) for i in range(9)], 3, "h")
+    >>> head("memory://doc/head", 4)
+    [(0, '0'), (1, '1'), (2, '2'), (3, '3')]
+    """
+    from ..reader import RecordIO
+
+    if not isinstance(n, int) or n < 0:
+        raise InvalidArgumentError(f"n must be a non-negative int, got {n!r}")
+    reader = RecordIO(
+        path, codec=codec, allow_pickle=allow_pickle, storage_options=storage_options
+    )
+    return list(islice(reader(), n))
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+
+
+def describe(value: Any, *, preview: int = 6) -> str:
+    """One line describing ``value``: arrays by dtype, shape and their first items.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> describe(np.zeros((2, 3), np.float32))
+    'ndarray float32 (2, 3) [0., 0., 0., 0., 0., 0.]'
+    >>> describe(np.arange(100))
+    'ndarray int64 (100,) [0, 1, 2, 3, 4, 5, ...]'
+    >>> describe((b"\\x00" * 40, "txt", np.float16(1.5), {"k": [1, 2]}))
+    "(bytes[40] b'\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00'..., str 'txt', \
+float16 1.5, {'k': [int 1, int 2]})"
+    """
+    if isinstance(value, np.ndarray):
+        flat = value.reshape(-1)[:preview]
+        items = np.array2string(flat, separator=", ", threshold=preview + 1, precision=4)
+        if value.size > preview:
+            items = items[:-1] + ", ...]"
+        return f"ndarray {value.dtype} {value.shape} {items}"
+    if isinstance(value, np.generic):
+        return f"{value.dtype} {value.item()!r}"
+    if isinstance(value, tuple):
+        inner = ", ".join(describe(v, preview=preview) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, list):
+        shown = ", ".join(describe(v, preview=preview) for v in value[:preview])
+        more = f", ... ({len(value) - preview} more)" if len(value) > preview else ""
+        return f"[{shown}{more}]"
+    if isinstance(value, dict):
+        pairs = list(value.items())
+        shown = ", ".join(f"{k!r}: {describe(v, preview=preview)}" for k, v in pairs[:preview])
+        more = f", ... ({len(pairs) - preview} more)" if len(pairs) > preview else ""
+        return "{" + shown + more + "}"
+    if isinstance(value, (bytes, bytearray)):
+        cut = bytes(value[:8])
+        return f"{type(value).__name__}[{len(value)}] {cut!r}{'...' if len(value) > 8 else ''}"
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    return f"{type(value).__name__} {_REPR.repr(value)}"
