@@ -43,7 +43,8 @@ def out_url(request, tmp_path, mem_url):
 
 @pytest.fixture(scope="session")
 def spark_session():
-    """A real local[2] SparkSession for the whole run, stopped at the end."""
+    """A real local SparkSession (2 threads, one retry per task, as a cluster would) for the
+    whole run, stopped at the end."""
     import os
     import sys
 
@@ -52,7 +53,7 @@ def spark_session():
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,2]")  # 2 threads; a failed task is retried once
         .appName("recprep-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

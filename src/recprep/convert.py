@@ -9,6 +9,7 @@ if its partitions were one reader, whichever executor runs the work (``tasks.py`
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import logging
 import posixpath
 import time
@@ -17,22 +18,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .codecs import Codec
-from .errors import OutputExistsError
+from .errors import CorruptDataError, InvalidArgumentError, OutputExistsError
 from .executors import Backend, get_backend, serialize
 from .executors.base import failed
-from .manifest import Manifest, ShardInfo
+from .locking import ShardSetLock
+from .manifest import Manifest, ShardInfo, read_manifest
 from .progress import Progress, ProgressArg
 from .shards import check_prefix, manifest_name, shard_name
-from .storage import Staging, display, existing_set_files, resolve
+from .staging import Staging, facts_intact
+from .storage import display, existing_set_files, resolve
 from .tasks import (
     PartitionGroup,
     Partitions,
+    TaskResult,
     assemble_task,
     pieces_task,
     plan_assembly,
     stream_task,
 )
-from .writing import FileFacts, check_options, check_reader
+from .writing import FileFacts, WriteOptions, check_options, check_reader
 
 __all__ = ["ConvertResult", "convert"]
 
@@ -74,32 +78,58 @@ class ConvertResult:
 
 @dataclass(frozen=True)
 class _Task:
+    key: str  # names the task's record in staging, for resume
     description: str
     fn: Any
     args: tuple[Any, ...]
-    live: bool = False  # takes a tick callback when run in this process
+    live: bool = False  # reads instances: takes a tick callback when run in this process
 
 
-def _run_tasks(backend: Backend, tasks: Sequence[_Task], progress: Progress) -> list[Any]:
-    """Run ``tasks`` on ``backend``; their results in task order."""
-    results: list[Any] = [None] * len(tasks)
+def _run_tasks(
+    backend: Backend,
+    tasks: Sequence[_Task],
+    progress: Progress,
+    staging: Staging,
+    resume: bool,
+) -> list[TaskResult]:
+    """Run ``tasks`` on ``backend`` (reusing the ones a killed run recorded, with
+    ``resume``); their results in task order. Each finished task is recorded."""
+    results: list[TaskResult | None] = [None] * len(tasks)
+    todo = []
+    for index, task in enumerate(tasks):
+        done = staging.recorded(task.key) if resume else None
+        if done is None:
+            todo.append(index)
+            continue
+        results[index] = TaskResult(*done)
+        log.debug("recprep: reusing the staged output of %s", task.description)
+        if task.live:
+            progress.add_instances(results[index].records)  # type: ignore[union-attr]
+            progress.add_tasks()
+
+    def finished(index: int, result: TaskResult, counted: bool) -> None:
+        results[index] = result
+        staging.record(tasks[index].key, result.files, result.notes)
+        if tasks[index].live:
+            if not counted:
+                progress.add_instances(result.records)
+            progress.add_tasks()
+
     if backend.in_process:
-        for index, task in enumerate(tasks):
+        for index in todo:
+            task = tasks[index]
             extra = (progress.add_instances,) if task.live else ()
             try:
-                results[index] = task.fn(*task.args, *extra)
+                result = task.fn(*task.args, *extra)
             except Exception as err:
                 failed(err).unwrap(task.description)
-            if task.live:
-                progress.add_tasks()
-        return results
-    payloads = [serialize(t.fn, t.args, t.description) for t in tasks]
-    for index, outcome in backend.run(payloads):
-        results[index] = outcome.unwrap(tasks[index].description)
-        if tasks[index].live:
-            progress.add_instances(results[index].records)
-            progress.add_tasks()
-    return results
+            finished(index, result, counted=True)
+        return results  # type: ignore[return-value]
+    payloads = [serialize(tasks[i].fn, tasks[i].args, tasks[i].description) for i in todo]
+    for position, outcome in backend.run(payloads):
+        index = todo[position]
+        finished(index, outcome.unwrap(tasks[index].description), counted=False)
+    return results  # type: ignore[return-value]
 
 
 def _write(
@@ -110,6 +140,7 @@ def _write(
     names: list[str],
     options: Any,
     progress: Progress,
+    resume: bool,
 ) -> tuple[list[FileFacts], list[Any]]:
     """Run the tasks that produce the staged shards: their facts in shard order, and the
     readers' notes in partition order."""
@@ -123,8 +154,9 @@ def _write(
                 "for parallel work",
                 backend.name or type(backend).__name__,
             )
-        task = _Task("the reader", stream_task, (reader, fs, staging.path, names, options), True)
-        (result,) = _run_tasks(backend, [task], progress)
+        args = (reader, fs, staging.path, names, options)
+        task = _Task("stream", "the reader", stream_task, args, True)
+        (result,) = _run_tasks(backend, [task], progress, staging, resume)
         progress.add_shards(len(names))
         return [f for f in result.files if f is not None], result.notes
     n = len(names)
@@ -135,14 +167,18 @@ def _write(
         )
         label = f"partition {start}" if end - start == 1 else f"partitions {start}-{end - 1}"
         args = (start, group, fs, staging.path, n, options)
-        piece_tasks.append(_Task(label, pieces_task, args, True))
-    pieces = _run_tasks(backend, piece_tasks, progress)
+        key = f"part-{start:05d}-{end:05d}"
+        piece_tasks.append(_Task(key, label, pieces_task, args, True))
+    pieces = _run_tasks(backend, piece_tasks, progress, staging, resume)
     assemble = [
-        _Task(f"shard {s} ({names[s]})", assemble_task, (names[s], parts, fs, staging.path))
+        _Task(f"shard-{s:05d}", f"shard {s} ({names[s]})", assemble_task,
+              (names[s], parts, fs, staging.path))
         for s, parts in enumerate(plan_assembly([p.files for p in pieces], n))
     ]
     shards: list[FileFacts] = []
-    for facts in _run_tasks(backend, assemble, progress):
+    for result in _run_tasks(backend, assemble, progress, staging, resume):
+        (facts,) = result.files
+        assert facts is not None
         shards.append(facts)
         progress.add_shards()
     return shards, [note for p in pieces for note in p.notes]
@@ -164,6 +200,7 @@ def convert(
     executor: str | cf.Executor | Backend = "serial",
     num_workers: int | None = None,
     executor_options: Mapping[str, Any] | None = None,
+    resume: bool = False,
 ) -> ConvertResult:
     """Write the instances of ``reader`` into ``num_shards`` shard files.
 
@@ -211,6 +248,11 @@ def convert(
     executor_options
         Engine settings: ``{"start_method": "spawn"}`` for processes; ``master``/``conf``
         for Spark; ``ray.init`` arguments (``address``, ``num_cpus``...) for Ray.
+    resume
+        Complete the work of a run that was killed: finish its commit, or reuse the tasks
+        it finished (verified by size and CRC-32C) and run the rest. The result is
+        byte-identical to an uninterrupted run. On a complete set, verify it and return;
+        on an empty output, simply run.
 
     Returns
     -------
@@ -239,49 +281,28 @@ def convert(
         check_reader(reader)
     backend = get_backend(executor, num_workers, executor_options)
     fs, out = resolve(output_path, storage_options)
+    names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
+    notes: list[Any] = []
     try:
-        if not overwrite:
-            _refuse_existing(fs, out, name_prefix)
-        names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
         fs.makedirs(out, exist_ok=True)
-        staging = Staging(fs, out, name_prefix)
-        bar = (
-            progress
-            if isinstance(progress, Progress)
-            else Progress(progress, total_shards=num_shards, desc=name_prefix)
-        )
-        try:
-            facts, notes = _write(reader, backend, fs, staging, names, options, bar)
-            shards = [
-                ShardInfo(name, f.records, f.bytes, f.crc32c)
-                for name, f in zip(names, facts, strict=True)
-            ]
-            manifest = Manifest(
-                name_prefix=name_prefix,
-                format=options.format,
-                codec=options.codec.name,
-                compressor=options.compressor,
-                shards=shards,
-                schema=options.codec.schema(),
-            )
-            if not overwrite:
-                _refuse_existing(fs, out, name_prefix)  # a set may have appeared meanwhile
-            replaced = existing_set_files(fs, out, name_prefix) if overwrite else []
-            staged = {name: f.path for name, f in zip(names, facts, strict=True)}
-            staging.commit(staged, manifest.to_json(), replaced=replaced)
-        except BaseException:
-            staging.remove()
-            raise
-        finally:
-            bar.close()
+        with ShardSetLock(fs, out, name_prefix):
+            staging = Staging(fs, out, name_prefix)
+            manifest = _committed(fs, out, staging, options, names) if resume else None
+            if manifest is None:
+                if not overwrite:
+                    _refuse_existing(fs, out, name_prefix)
+                manifest, notes = _convert(
+                    reader, backend, fs, out, staging, names, options, progress, overwrite,
+                    resume,
+                )
     finally:
         backend.close()
     result = ConvertResult(
         output_path=display(fs, out),
         manifest_path=display(fs, posixpath.join(out, manifest_name(name_prefix))),
         paths=[display(fs, posixpath.join(out, n)) for n in names],
-        records_per_shard=[s.records for s in shards],
-        bytes_per_shard=[s.bytes for s in shards],
+        records_per_shard=[s.records for s in manifest.shards],
+        bytes_per_shard=[s.bytes for s in manifest.shards],
         elapsed=time.perf_counter() - started,
         manifest=manifest,
         notes=notes,
@@ -290,7 +311,120 @@ def convert(
     return result
 
 
+def _fingerprint(options: WriteOptions, names: list[str], reader: Any) -> bytes:
+    """What staged work depends on: a resumed run reuses it only if this is unchanged."""
+    groups = reader.groups() if isinstance(reader, Partitions) else None
+    doc = {
+        "format": options.format, "compressor": options.compressor,
+        "codec": options.codec.name, "schema": options.codec.schema(),
+        "chunk_bytes": options.chunk_bytes, "shards": names, "groups": groups,
+    }
+    return json.dumps(doc, sort_keys=True, default=str).encode()
+
+
+def _convert(
+    reader: Any,
+    backend: Backend,
+    fs: Any,
+    out: str,
+    staging: Staging,
+    names: list[str],
+    options: WriteOptions,
+    progress: ProgressArg | Progress,
+    overwrite: bool,
+    resume: bool,
+) -> tuple[Manifest, list[Any]]:
+    """Write, then commit, the shard set (holding its lock)."""
+    fingerprint = _fingerprint(options, names, reader)
+    reuse = resume and staging.exists() and staging.fingerprint() == fingerprint
+    staging.create(keep=reuse)
+    staging.set_fingerprint(fingerprint)
+    bar = (
+        progress
+        if isinstance(progress, Progress)
+        else Progress(progress, total_shards=len(names), desc=staging.prefix)
+    )
+    try:
+        facts, notes = _write(reader, backend, fs, staging, names, options, bar, reuse)
+        shards = [
+            ShardInfo(name, f.records, f.bytes, f.crc32c)
+            for name, f in zip(names, facts, strict=True)
+        ]
+        manifest = Manifest(
+            name_prefix=staging.prefix,
+            format=options.format,
+            codec=options.codec.name,
+            compressor=options.compressor,
+            shards=shards,
+            schema=options.codec.schema(),
+        )
+        if not overwrite:
+            _refuse_existing(fs, out, staging.prefix)  # a set may have appeared meanwhile
+        replaced = existing_set_files(fs, out, staging.prefix) if overwrite else []
+        staged = {name: f.path for name, f in zip(names, facts, strict=True)}
+        staging.commit(staged, manifest.to_json(), replaced=replaced)
+    except BaseException:
+        if not staging.pending_commit():
+            staging.remove()
+        raise
+    finally:
+        bar.close()
+    return manifest, notes
+
+
+def _committed(
+    fs: Any, out: str, staging: Staging, options: WriteOptions, names: list[str]
+) -> Manifest | None:
+    """With ``resume``: the set's manifest once a commit a killed run started is
+    finished, or once a complete set is verified; None when there is work to do."""
+    final_manifest = posixpath.join(out, manifest_name(staging.prefix))
+    if staging.pending_commit():
+        staged_manifest = staging.file(manifest_name(staging.prefix))
+        source = staged_manifest if fs.exists(staged_manifest) else final_manifest
+        manifest = Manifest.from_json(fs.cat_file(source), path=display(fs, source))
+        _check_same(manifest, options, names, display(fs, out))
+        intact = {
+            s.name: FileFacts(posixpath.join(out, s.name), s.records, s.bytes, s.crc32c)
+            for s in manifest.shards
+        }
+        log.info("recprep: finishing the commit of an interrupted run in %s", out)
+        staging.finish_commit(intact)
+        return manifest
+    manifest = read_manifest(fs, final_manifest)
+    if manifest is None:
+        return None
+    _check_same(manifest, options, names, display(fs, out))
+    for shard in manifest.shards:
+        path = posixpath.join(out, shard.name)
+        if not facts_intact(fs, FileFacts(path, shard.records, shard.bytes, shard.crc32c)):
+            raise CorruptDataError(
+                f"the committed shard set doesn't match its manifest (size or CRC-32C of "
+                f"{shard.name}); pass overwrite=True to write it again",
+                path=display(fs, path),
+            )
+    staging.remove()  # leftovers of a run that died after committing
+    log.info("recprep: %s is complete and verified; nothing to do", final_manifest)
+    return manifest
+
+
+def _check_same(manifest: Manifest, options: WriteOptions, names: list[str], out: str) -> None:
+    want = (options.format, options.codec.name, options.compressor, names)
+    have = (manifest.format, manifest.codec, manifest.compressor,
+            [s.name for s in manifest.shards])
+    if want != have:
+        raise InvalidArgumentError(
+            f"resume: the shard set in {out} was written as format={have[0]!r}, "
+            f"codec={have[1]!r}, compressor={have[2]!r}, {len(have[3])} shards; this run "
+            f"asks for {want[0]!r}, {want[1]!r}, {want[2]!r}, {len(want[3])} shards. Use "
+            "the same options, or overwrite=True"
+        )
+
+
 def _refuse_existing(fs: Any, out: str, prefix: str) -> None:
     existing = existing_set_files(fs, out, prefix)
     if existing:
-        raise OutputExistsError(display(fs, out), [display(fs, p) for p in existing])
+        err = OutputExistsError(display(fs, out), [display(fs, p) for p in existing])
+        if not fs.exists(posixpath.join(out, manifest_name(prefix))):
+            err.args = (str(err) + "; no manifest: if a conversion into it was "
+                        "interrupted, resume=True finishes it",)
+        raise err

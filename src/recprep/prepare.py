@@ -327,6 +327,7 @@ def prepare(
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     progress: Any = None,
+    resume: bool = False,
 ) -> PrepareResult:
     """Run the data-preparation job: every raw file through the model file's function,
     into ``num_shards`` shards in ``output_dir``.
@@ -358,6 +359,9 @@ def prepare(
         ``"fail"`` (default): the first bad file stops the job, naming the file, the
         instance and what was wrong. ``"skip"``: bad files are skipped and listed in a
         report, ``{name_prefix}.skipped.json`` next to the output (and in the result).
+    resume
+        Complete a run that was killed, reusing the files it finished (see
+        :func:`~recprep.convert`).
 
     Examples
     --------
@@ -405,6 +409,7 @@ def prepare(
         executor=chosen,
         num_workers=workers,
         executor_options=options,
+        resume=resume,
     )
     skipped = list(result.notes)
     out_fs, out = resolve(output_dir, storage_options)
@@ -413,6 +418,6 @@ def prepare(
     if skipped:
         out_fs.pipe_file(report, (json.dumps(skipped, indent=2) + "\n").encode())
         report_path = display(out_fs, report)
-    elif out_fs.exists(report):  # a report of an earlier run would now be wrong
+    elif not resume and out_fs.exists(report):  # an earlier run's report would be wrong now
         out_fs.rm(report)
     return PrepareResult(result, len(files), skipped, report_path)

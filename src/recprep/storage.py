@@ -3,24 +3,14 @@
 All file access in recprep goes through fsspec, so a local path, ``memory://``,
 ``s3://`` or any other protocol fsspec knows works the same way.
 
-The commit protocol (``docs/format.md``, "Safety of the output"):
-
-1. Shards are written under ``{output}/.recprep-staging-{prefix}-{token}/``, hidden, so
-   no glob a user writes reaches them.
-2. When every shard is complete, the old manifest (if any, with ``overwrite``) is
-   removed, each staged shard is moved to its final name, old shards the new run
-   doesn't produce are removed, and the manifest is written (staged, then moved) —
-   **the manifest is the commit point**.
-3. On any failure before that, the staging directory is removed: the output is as it
-   was.
+The staging directory and the commit protocol live in ``staging.py``.
 """
 
 from __future__ import annotations
 
 import logging
 import posixpath
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 import fsspec
@@ -30,7 +20,6 @@ from .shards import manifest_name, parse_shard_name
 
 log = logging.getLogger("recprep")
 
-STAGING_PREFIX = ".recprep-staging-"
 
 
 def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
@@ -80,48 +69,3 @@ def existing_set_files(fs: Any, directory: str, prefix: str) -> list[str]:
         if (parsed is not None and parsed.prefix == prefix) or name == manifest_name(prefix):
             found.append(path)
     return found
-
-
-class Staging:
-    """The hidden directory one conversion writes into before it commits."""
-
-    def __init__(self, fs: Any, output: str, prefix: str, token: str | None = None) -> None:
-        self.fs = fs
-        self.output = output
-        self.prefix = prefix
-        self.path = posixpath.join(output, f"{STAGING_PREFIX}{prefix}-{token or uuid.uuid4().hex}")
-        fs.makedirs(self.path, exist_ok=True)
-
-    def file(self, name: str) -> str:
-        """A path inside the staging directory."""
-        return posixpath.join(self.path, name)
-
-    def commit(
-        self, staged: Mapping[str, str], manifest: bytes, *, replaced: Iterable[str] = ()
-    ) -> None:
-        """Move each staged file (final name -> staged path) to its final name, drop the
-        ``replaced`` leftovers of an old set, then write the manifest last."""
-        fs = self.fs
-        final = {posixpath.join(self.output, name) for name in staged}
-        replaced = list(replaced)
-        manifest_final = posixpath.join(self.output, manifest_name(self.prefix))
-        if manifest_final in replaced:
-            fs.rm(manifest_final)  # uncommit the old set before touching its shards
-        for name, path in staged.items():
-            fs.mv(path, posixpath.join(self.output, name))
-        for old in replaced:
-            if old not in final and old != manifest_final and fs.exists(old):
-                fs.rm(old)
-        staged_manifest = self.file(manifest_name(self.prefix))
-        with fs.open(staged_manifest, "wb") as f:
-            f.write(manifest)
-        fs.mv(staged_manifest, manifest_final)
-        self.remove()
-
-    def remove(self) -> None:
-        """Delete the staging directory and everything in it (best effort)."""
-        try:
-            if self.fs.exists(self.path):
-                self.fs.rm(self.path, recursive=True)
-        except Exception:  # cleanup must not hide the error that led here
-            log.warning("could not remove staging directory %s", self.path, exc_info=True)

@@ -196,7 +196,7 @@ def plan_assembly(
     return per_shard
 
 
-def assemble_task(name: str, pieces: Sequence[FileFacts], fs: Any, staging: str) -> FileFacts:
+def assemble_task(name: str, pieces: Sequence[FileFacts], fs: Any, staging: str) -> TaskResult:
     """Concatenate ``pieces`` into the shard ``name``, checking each piece's CRC-32C."""
     path = f"{_attempt(staging, 'shard')}-{name}"
     crc = size = 0
@@ -218,4 +218,4 @@ def assemble_task(name: str, pieces: Sequence[FileFacts], fs: Any, staging: str)
                     f"expected 0x{piece.crc32c:08x}",
                     path=piece.path,
                 )
-    return FileFacts(path, sum(p.records for p in pieces), size, crc)
+    return TaskResult([FileFacts(path, sum(p.records for p in pieces), size, crc)], [])

@@ -94,6 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "files and write a report")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing shard set with this prefix")
+    parser.add_argument("--resume", action="store_true",
+                        help="complete a run that was killed, reusing what it finished")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -122,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         storage_options=args.storage_options,
         progress=False if args.no_progress else None,
+        resume=args.resume,
     )
     print(result.summary())
     for skipped in result.skipped:

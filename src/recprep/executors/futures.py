@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import InvalidArgumentError, TaskFailedError
 from .base import Backend, Outcome, execute
+
+
+def _die_with_parent() -> None:
+    """Worker initializer: on Linux, ask the kernel to SIGKILL this worker when its parent
+    dies, so a killed conversion leaves no orphan still writing into staging. (Under
+    forkserver the parent is the fork server, which exits when the driver does.)"""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 class FuturesBackend(Backend):
@@ -75,7 +94,9 @@ class ProcessBackend(FuturesBackend):
     def run(self, payloads: list[bytes]) -> Iterator[tuple[int, Outcome]]:
         if self.executor is None:
             context = multiprocessing.get_context(self._method)
-            self.executor = cf.ProcessPoolExecutor(self._workers, mp_context=context)
+            self.executor = cf.ProcessPoolExecutor(
+                self._workers, mp_context=context, initializer=_die_with_parent
+            )
         return super().run(payloads)
 
     def close(self) -> None:
