@@ -7,7 +7,7 @@ BASE   := $(VENV)/.base-$(HASH)
 FULL   := $(VENV)/.test-$(HASH)
 DEMO   := demo-output
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint bench fuzz clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ bench: $(FULL)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_executors.py
 	$(PY) benchmarks/bench_prepare.py
+
+# longer fuzzing than CI's minute: FUZZ_EXAMPLES per target, fresh random inputs each run
+FUZZ_EXAMPLES ?= 20000
+fuzz: $(FULL)
+	RECPREP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) RECPREP_FUZZ_RANDOM=1 $(PY) -m pytest -q tests/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis
