@@ -182,9 +182,10 @@ def _read_exact(file: BinaryIO, size: int) -> bytes:
 
 
 def _candidates(fields: tuple[int, ...], dialect: Dialect | None) -> list[Dialect]:
-    if dialect is not None:
-        return [dialect]
-    return [d for d in (GO, LEGACY) if d.unpack(fields)[1] in d.ids]
+    """The variants whose reading of ``fields`` has a known compressor id (once a file's
+    variant is known, only that one)."""
+    options = (GO, LEGACY) if dialect is None else (dialect,)
+    return [d for d in options if d.unpack(fields)[1] in d.ids]
 
 
 class _Damage(Exception):
