@@ -268,3 +268,15 @@ def test_a_killed_worker_is_a_task_failure(tmp_path):
         convert(str(tmp_path), partitions([die]), 2, "dead", executor="processes", num_workers=1)
     assert "BrokenProcessPool" in info.value.original_type
     assert files(str(tmp_path)) == {}
+
+
+@pytest.mark.parametrize("compressor", ["none", "gzip", "zlib"])
+def test_tfrecord_shards_assembled_from_pieces_read_back(tmp_path, compressor):
+    """zlib streams can't be joined byte for byte: their pieces are written again."""
+    out = str(tmp_path)
+    convert(out, parts(), N, "tf", format="tfrecord", compressor=compressor,
+            executor="processes", num_workers=2)
+    same(decoded(out, "tf"), [instance(i) for i in range(sum(SIZES))])
+    serial = str(tmp_path / "serial")
+    convert(serial, parts(), N, "tf", format="tfrecord", compressor=compressor)
+    assert files(serial) == {k: v for k, v in files(out).items() if k.startswith("tf")}

@@ -172,7 +172,7 @@ def _write(
     pieces = _run_tasks(backend, piece_tasks, progress, staging, resume)
     assemble = [
         _Task(f"shard-{s:05d}", f"shard {s} ({names[s]})", assemble_task,
-              (names[s], parts, fs, staging.path))
+              (names[s], parts, fs, staging.path, options))
         for s, parts in enumerate(plan_assembly([p.files for p in pieces], n))
     ]
     shards: list[FileFacts] = []

@@ -257,7 +257,9 @@ def write_round_robin(
                     tick(index + 1 - reported)
                     reported = index + 1
         except EncodeError as err:
-            raise EncodeError(err.detail, instance_index=index) from err
+            err.instance_index = index  # keep the class (and its facts): add where it was
+            err.args = (f"instance {index}: {err.detail}",)
+            raise
         except OSError as err:
             raise WriteError(paths[index % n], err) from err
         facts = [sink.finish(create_empty) for sink in sinks]

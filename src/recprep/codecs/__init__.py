@@ -1,13 +1,13 @@
 """Codecs: instance <-> record bytes, in a registry keyed by name.
 
 Built in: ``"recprep"`` (typed, exact, the default), ``"pickle"`` (PaddlePaddle v2's
-records) and ``"raw"`` (bytes as they are).
+records), ``"raw"`` (bytes as they are) and ``"example"`` (``tf.train.Example``).
 
 Example
 -------
 >>> from recprep.codecs import available_codecs, get_codec
 >>> available_codecs()
-['pickle', 'raw', 'recprep']
+['example', 'pickle', 'raw', 'recprep']
 >>> get_codec("recprep").decode(get_codec("recprep").encode((1, "a")))
 (1, 'a')
 """
@@ -53,11 +53,12 @@ def get_codec(codec: str | Codec) -> Codec:
 
 
 def _register_builtins() -> None:
+    from .example import ExampleCodec
     from .pickle import PickleCodec
     from .raw import RawCodec
     from .recprep import RecprepCodec
 
-    for cls in (RecprepCodec, PickleCodec, RawCodec):
+    for cls in (RecprepCodec, PickleCodec, RawCodec, ExampleCodec):
         register_codec(cls.name, cls)
 
 

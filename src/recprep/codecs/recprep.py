@@ -340,8 +340,12 @@ _ENCODERS: dict[type, Callable[[Any, list], None]] = {
 for _t in set(np.sctypeDict.values()):
     if issubclass(_t, np.generic) and _t not in _ENCODERS and _t not in (np.void, np.object_):
         _ENCODERS[_t] = _enc_npscalar
-        if _t not in (np.datetime64, np.timedelta64):  # their dtype depends on the value
-            _SCALAR_HEAD[_t] = b"\x11" + _dtype_body(np.dtype(_t))  # type: ignore[operator]
+        _body = _dtype_body(np.dtype(_t))
+        # datetimes: the dtype depends on the value. None: a type another package put in
+        # numpy's table (ml_dtypes' bfloat16, imported by TensorFlow) that dtype.str can't
+        # rebuild; such scalars take the pickle fallback.
+        if _t not in (np.datetime64, np.timedelta64) and _body is not None:
+            _SCALAR_HEAD[_t] = b"\x11" + _body
 
 
 def _too_deep() -> EncodeError:

@@ -1,16 +1,21 @@
 """Container formats (``format=``), in a registry keyed by name.
 
-Built in: ``"recordio"`` (Go/PaddlePaddle/ElasticDL, the default) and
-``"recordio-legacy"`` (pyrecordio 0.0.4). Both are read by the same reader, which
-tells the variants apart from the bytes.
+Built in: ``"recordio"`` (Go/PaddlePaddle/ElasticDL, the default),
+``"recordio-legacy"`` (pyrecordio 0.0.4) and ``"tfrecord"`` (TensorFlow's, plain, gzip or
+zlib). The two RecordIO variants are read by the same reader, which tells them apart from
+the bytes; :func:`detect_format` tries the formats in registration order, RecordIO's magic
+first, so a TFRecord file is recognised by its first record's length CRC (or its gzip or
+zlib stream).
 
 Example
 -------
 >>> from recprep.containers import available_formats, detect_format
 >>> available_formats()
-['recordio', 'recordio-legacy']
+['recordio', 'recordio-legacy', 'tfrecord']
 >>> detect_format(bytes.fromhex("04030201")).name
 'recordio'
+>>> detect_format(bytes.fromhex("0100000000000000 0175de41 61 786ee428")).name
+'tfrecord'
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 from ..errors import InvalidArgumentError
 from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, ChunkInfo, Format, RecordWriter
 from .recordio import LegacyRecordIOFormat, RecordIOFormat
+from .tfrecord import TFRecordFormat
 
 __all__ = [
     "DEFAULT_MAX_CHUNK_BYTES",
@@ -68,3 +74,4 @@ def detect_format(head: bytes) -> Format | None:
 
 register_format(RecordIOFormat)
 register_format(LegacyRecordIOFormat)
+register_format(TFRecordFormat)  # after RecordIO: its magic is checked first

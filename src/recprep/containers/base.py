@@ -81,6 +81,12 @@ class Format(abc.ABC):
         records lost) and reading goes on. A damaged record is never yielded.
         """
 
+    def concatenable(self, compressor: str) -> bool:
+        """Whether two files written with ``compressor`` joined byte for byte are one valid
+        file (RecordIO: always; a zlib stream: no). Assembling shards from pieces relies on
+        it; when it doesn't hold, the pieces' records are written again instead."""
+        return True
+
     @classmethod
     def sniff(cls, head: bytes) -> bool:
         """Whether a file starting with ``head`` (up to 64 bytes) looks like this format."""
