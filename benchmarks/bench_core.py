@@ -40,7 +40,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -51,13 +52,14 @@ from recprep import RecordIO, convert, get_codec
 NUM_SHARDS = 10
 PREFIX = "bench"
 KiB, MiB = 1 << 10, 1 << 20
-SWEEP = [64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB]
+SWEEP = [64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB, 4 * MiB]
 DEFAULT_CHUNK = 1 * MiB
 PYRECORDIO_CHUNK = 1 * MiB
 MEM_TARGET_MB = 300
 TARGETS = {"A": 0.5, "B": 0.35}  # recprep / floor, write and read
 PYRECORDIO_TARGET = 5.0  # recprep writer / pyrecordio writer
 _LEN = struct.Struct("<I")
+NOTES_MARKER = "<!-- notes: kept by --out -->"
 
 
 def log(message: str) -> None:
@@ -84,21 +86,6 @@ def small_tuples(n: int, seed: int = 1) -> list[tuple[int, float, str]]:
 # --------------------------------------------------------------------------- timing
 
 
-def best_of(reps: int, run: Callable[[], float], give_up_after: float | None = None) -> float:
-    """The least of ``reps`` calls of ``run`` (each returns its own timed seconds).
-
-    With ``give_up_after``, stop repeating once one run took longer than that.
-    """
-    best = float("inf")
-    for _ in range(reps):
-        gc.collect()
-        seconds = run()
-        best = min(best, seconds)
-        if give_up_after is not None and seconds > give_up_after:
-            break
-    return best
-
-
 class Scratch:
     """Fresh directories under one temporary root, removed on exit."""
 
@@ -119,46 +106,135 @@ class Scratch:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _replace(old: Path | None, new: Path) -> Path:
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    return new
+class CpuWatch:
+    """How busy *other* processes kept the machine while a section ran (needs psutil).
+
+    Machine busy CPU-seconds (steal included) minus this process's and its children's.
+    """
+
+    def __enter__(self) -> CpuWatch:
+        self.other_cpus: float | None = None
+        self._start = self._sample()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = self._sample()
+        if self._start is not None and end is not None:
+            busy, own, wall = (b - a for a, b in zip(self._start, end, strict=True))
+            self.other_cpus = max(0.0, busy - own) / wall if wall > 0 else 0.0
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        try:
+            import psutil
+        except ImportError:
+            return None
+        t = psutil.cpu_times()
+        busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
+        busy -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)  # inside user
+        own = os.times()
+        mine = own.user + own.system + own.children_user + own.children_system
+        return busy, mine, time.perf_counter()
+
+    def describe(self) -> str:
+        if self.other_cpus is None:
+            return "other load not measured (no psutil)"
+        return (f"other processes kept {self.other_cpus:.2f} of {os.cpu_count()} CPUs busy "
+                "meanwhile")
+
+
+@dataclass
+class Contender:
+    """One way of writing and reading a data set: ``write(data, dir)``, ``read(dir)``."""
+
+    key: str
+    name: str
+    write: Callable[[list, Path], object]
+    read: Callable[[Path], int]
+    encoded_bytes: int
+    roundtrip_check: bool = False
 
 
 @dataclass
 class Row:
-    """One path's figures on one data set."""
+    """One contender's figures on one data set (best times over the repetitions)."""
 
     name: str
     n: int
     encoded_bytes: int
     write_s: float
-    read_s: float | None
+    read_s: float
     file_bytes: int
     note: str = ""
 
     def write_ips(self) -> float:
         return self.n / self.write_s
 
-    def read_ips(self) -> float | None:
-        return None if self.read_s is None else self.n / self.read_s
+    def read_ips(self) -> float:
+        return self.n / self.read_s
 
 
-@dataclass
-class SetResult:
-    key: str
-    title: str
-    n: int
-    rows: dict[str, Row] = field(default_factory=dict)
+def _timed(fn: Callable[..., object], *args: object) -> tuple[float, object]:
+    gc.collect()
+    t = time.perf_counter()
+    value = fn(*args)
+    return time.perf_counter() - t, value
+
+
+def measure(contenders: list[Contender], data: list, scratch: Scratch, reps: int,
+            give_up_after: float, label: str) -> dict[str, Row]:
+    """Best of ``reps`` for each contender, repetitions interleaved across contenders.
+
+    Interleaving spreads any background load over all contenders alike, which keeps the
+    ratios honest on a shared machine. A contender whose single write or read took longer
+    than ``give_up_after`` seconds is not repeated.
+    """
+    n = len(data)
+    best_w = {c.key: float("inf") for c in contenders}
+    best_r = dict(best_w)
+    outs: dict[str, Path] = {}
+    slow: set[str] = set()
+    for rep in range(reps):
+        for c in contenders:
+            if c.key in slow:
+                continue
+            log(f"[{label}] rep {rep + 1}/{reps} write {c.key}")
+            out = scratch.fresh(c.key)
+            seconds, _ = _timed(c.write, data, out)
+            best_w[c.key] = min(best_w[c.key], seconds)
+            if c.key in outs:
+                shutil.rmtree(outs[c.key])
+            outs[c.key] = out
+            if rep == 0 and c.roundtrip_check:
+                _check_roundtrip(data, out)
+            if seconds > give_up_after:
+                slow.add(c.key)
+        for c in contenders:
+            if c.key in slow and rep > 0:
+                continue
+            log(f"[{label}] rep {rep + 1}/{reps} read {c.key}")
+            seconds, count = _timed(c.read, outs[c.key])
+            if count != n:
+                raise SystemExit(f"{c.name} read {count} of {n} instances")
+            best_r[c.key] = min(best_r[c.key], seconds)
+            if seconds > give_up_after:
+                slow.add(c.key)
+    rows = {}
+    for c in contenders:
+        note = f"1 rep: > {give_up_after:g} s" if c.key in slow and reps > 1 else ""
+        rows[c.key] = Row(c.name, n, c.encoded_bytes, best_w[c.key], best_r[c.key],
+                          _dir_bytes(outs[c.key]), note)
+        shutil.rmtree(outs[c.key])
+    return rows
 
 
 # --------------------------------------------------------------------------- the paths
 
 
-def floor_write(data: list, path: Path) -> int:
+def floor_write(data: list, out: Path) -> int:
     dumps, pack = pickle.dumps, _LEN.pack
     total = 0
-    with open(path, "wb") as f:
+    with open(out / f"{PREFIX}-floor.bin", "wb") as f:
         write = f.write
         for instance in data:
             record = dumps(instance, protocol=5)
@@ -168,10 +244,10 @@ def floor_write(data: list, path: Path) -> int:
     return total
 
 
-def floor_read(path: Path) -> int:
+def floor_read(out: Path) -> int:
     loads, unpack = pickle.loads, _LEN.unpack
     count = 0
-    with open(path, "rb") as f:
+    with open(out / f"{PREFIX}-floor.bin", "rb") as f:
         read = f.read
         while True:
             head = read(4)
@@ -182,7 +258,8 @@ def floor_read(path: Path) -> int:
     return count
 
 
-def recprep_write(data: list, out: Path, compressor: str | None, chunk_bytes: int | None):
+def recprep_write(data: list, out: Path, compressor: str | None = None,
+                  chunk_bytes: int | None = None):
     return convert(
         str(out),
         data,
@@ -201,12 +278,12 @@ def recprep_read(out: Path) -> int:
     return count
 
 
-def pyrecordio_write(data: list, path: Path, chunk: int) -> None:
+def pyrecordio_write(data: list, out: Path, chunk: int = PYRECORDIO_CHUNK) -> None:
     from recordio.recordio.header import Compressor
     from recordio.recordio.writer import Writer
 
     dumps = pickle.dumps
-    with open(path, "wb") as f:
+    with open(out / f"{PREFIX}-pyrecordio.rio", "wb") as f:
         writer = Writer(f, chunk, Compressor.snappy)
         write = writer.write
         for instance in data:
@@ -214,12 +291,12 @@ def pyrecordio_write(data: list, path: Path, chunk: int) -> None:
         writer.flush()
 
 
-def pyrecordio_read(path: Path) -> int:
+def pyrecordio_read(out: Path) -> int:
     import recordio
 
     loads = pickle.loads
     count = 0
-    file = recordio.File(str(path), "r")
+    file = recordio.File(str(out / f"{PREFIX}-pyrecordio.rio"), "r")
     try:
         for record in file:
             loads(record)
@@ -248,140 +325,70 @@ def _check_roundtrip(data: list, out: Path) -> None:
         raise SystemExit(f"recprep round trip failed in {out}: {n} of {len(data)} instances")
 
 
-# --------------------------------------------------------------------------- measurements
+def _recprep(key: str, name: str, encoded: int, compressor: str | None = None,
+             chunk_bytes: int | None = None) -> Contender:
+    return Contender(
+        key, name, partial(recprep_write, compressor=compressor, chunk_bytes=chunk_bytes),
+        recprep_read, encoded, roundtrip_check=True,
+    )
 
 
-def measure_floor(data: list, scratch: Scratch, reps: int) -> Row:
-    path = scratch.fresh("floor") / "floor.bin"
-    box: dict[str, int] = {}
-
-    def write() -> float:
-        t = time.perf_counter()
-        box["bytes"] = floor_write(data, path)
-        return time.perf_counter() - t
-
-    def read() -> float:
-        t = time.perf_counter()
-        count = floor_read(path)
-        seconds = time.perf_counter() - t
-        assert count == len(data), count
-        return seconds
-
-    w = best_of(reps, write)
-    r = best_of(reps, read)
-    row = Row("floor: pickle + length + write", len(data), box["bytes"], w, r,
-              path.stat().st_size)
-    shutil.rmtree(path.parent)
-    return row
-
-
-def measure_recprep(
-    data: list,
-    scratch: Scratch,
-    reps: int,
-    encoded_bytes: int,
-    compressor: str | None = None,
-    chunk_bytes: int | None = None,
-    name: str = "recprep",
-) -> Row:
-    box: dict[str, Path | None] = {"out": None}
-
-    def write() -> float:
-        out = scratch.fresh("recprep")
-        t = time.perf_counter()
-        recprep_write(data, out, compressor, chunk_bytes)
-        seconds = time.perf_counter() - t
-        box["out"] = _replace(box["out"], out)
-        return seconds
-
-    def read() -> float:
-        t = time.perf_counter()
-        count = recprep_read(out)
-        seconds = time.perf_counter() - t
-        assert count == len(data), count
-        return seconds
-
-    w = best_of(reps, write)
-    out = box["out"]
-    assert out is not None
-    _check_roundtrip(data, out)
-    r = best_of(reps, read)
-    row = Row(name, len(data), encoded_bytes, w, r, _dir_bytes(out))
-    shutil.rmtree(out)
-    return row
-
-
-def measure_pyrecordio(data: list, scratch: Scratch, reps: int, pickled_bytes: int,
-                       give_up_after: float) -> Row:
-    path = scratch.fresh("pyrecordio") / "pyrecordio.rio"
-
-    def write() -> float:
-        t = time.perf_counter()
-        pyrecordio_write(data, path, PYRECORDIO_CHUNK)
-        return time.perf_counter() - t
-
-    def read() -> float:
-        t = time.perf_counter()
-        count = pyrecordio_read(path)
-        seconds = time.perf_counter() - t
-        assert count == len(data), count
-        return seconds
-
-    w = best_of(reps, write, give_up_after)
-    r = best_of(reps, read, give_up_after)
-    note = "" if w <= give_up_after else f"one write rep (> {give_up_after:.0f} s)"
-    row = Row("pyrecordio 0.0.4 Writer, 1 MiB chunks, snappy", len(data), pickled_bytes, w, r,
-              path.stat().st_size, note)
-    shutil.rmtree(path.parent)
-    return row
+@dataclass
+class SetResult:
+    key: str
+    title: str
+    rows: dict[str, Row]
+    load: str
 
 
 def run_set(key: str, title: str, data: list, scratch: Scratch, reps: int,
             give_up_after: float) -> SetResult:
     encode = get_codec("recprep").encode
     recprep_bytes = sum(len(encode(x)) for x in data)
-    result = SetResult(key, title, len(data))
-    log(f"[{key}] floor")
-    result.rows["floor"] = floor = measure_floor(data, scratch, reps)
-    log(f"[{key}] recprep snappy")
-    result.rows["recprep"] = measure_recprep(
-        data, scratch, reps, recprep_bytes, name="recprep convert, snappy (default)")
-    log(f"[{key}] recprep none")
-    result.rows["recprep-none"] = measure_recprep(
-        data, scratch, reps, recprep_bytes, compressor="none", name="recprep convert, none")
-    log(f"[{key}] pyrecordio")
-    result.rows["pyrecordio"] = measure_pyrecordio(
-        data, scratch, reps, floor.encoded_bytes, give_up_after)
-    return result
+    pickled_bytes = sum(len(pickle.dumps(x, protocol=5)) for x in data)
+    contenders = [
+        Contender("floor", "floor: pickle + length + write", floor_write, floor_read,
+                  pickled_bytes),
+        _recprep("recprep", "recprep convert, snappy (default)", recprep_bytes),
+        _recprep("recprep-none", "recprep convert, none", recprep_bytes, compressor="none"),
+        Contender("pyrecordio", "pyrecordio 0.0.4 Writer, 1 MiB chunks, snappy",
+                  pyrecordio_write, pyrecordio_read, pickled_bytes),
+    ]
+    with CpuWatch() as watch:
+        rows = measure(contenders, data, scratch, reps, give_up_after, key)
+    return SetResult(key, title, rows, watch.describe())
 
 
-def run_sweep(sets: dict[str, list], scratch: Scratch, reps: int) -> dict[tuple[str, int], Row]:
+def run_sweep(sets: dict[str, list], scratch: Scratch, reps: int,
+              give_up_after: float) -> tuple[dict[tuple[str, int], Row], str]:
     encode = get_codec("recprep").encode
     rows = {}
-    for key, data in sets.items():
-        encoded = sum(len(encode(x)) for x in data)
-        for chunk in SWEEP:
-            log(f"[sweep {key}] chunk_bytes={chunk}")
-            rows[key, chunk] = measure_recprep(data, scratch, reps, encoded, chunk_bytes=chunk)
-    return rows
+    with CpuWatch() as watch:
+        for key, data in sets.items():
+            encoded = sum(len(encode(x)) for x in data)
+            contenders = [_recprep(str(chunk), f"{chunk // KiB} KiB", encoded, chunk_bytes=chunk)
+                          for chunk in SWEEP]
+            found = measure(contenders, data, scratch, reps, give_up_after, f"sweep {key}")
+            rows.update({(key, int(k)): row for k, row in found.items()})
+    return rows, watch.describe()
 
 
 # --------------------------------------------------------------------------- memory
 
 
 def _peak_rss_mb() -> float:
-    """This process's peak RSS since exec: VmHWM (ru_maxrss inherits the parent's peak)."""
+    """This process's peak RSS in MB since exec: VmHWM (ru_maxrss inherits the parent's peak)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+                    return int(line.split()[1]) * 1024 / 1e6  # kB (KiB) -> MB
     except OSError:
         pass
     import resource
 
     scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / MiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
 
 
 def memory_child(out: str, instances: int, array_bytes: int) -> None:
@@ -409,31 +416,35 @@ def memory_child(out: str, instances: int, array_bytes: int) -> None:
 def run_memory(scratch: Scratch, instances: int, array_bytes: int) -> dict:
     out = scratch.fresh("memory")
     log(f"[memory] {instances} x {array_bytes / MiB:g} MiB in a subprocess")
-    done = subprocess.run(
-        [sys.executable, __file__, "--memory-child", str(out),
-         "--memory-instances", str(instances), "--memory-array-bytes", str(array_bytes)],
-        capture_output=True, text=True, check=False,
-    )
+    with CpuWatch() as watch:
+        done = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(out),
+             "--memory-instances", str(instances), "--memory-array-bytes", str(array_bytes)],
+            capture_output=True, text=True, check=False,
+        )
     shutil.rmtree(out, ignore_errors=True)
     if done.returncode:
         raise SystemExit(f"memory child failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": watch.describe()}
 
 
 # --------------------------------------------------------------------------- profile
 
 
-def run_profile(data: list, scratch: Scratch, top: int) -> str:
-    """cProfile of one convert and one full read of ``data``; top entries by own time."""
+def run_profile(sets: dict[str, list], scratch: Scratch, top: int) -> str:
+    """cProfile of one convert and one full read of each set; top entries by own time."""
     text = io.StringIO()
-    out = scratch.fresh("profile")
-    runs = [("convert", recprep_write, (data, out, None, None)), ("read", recprep_read, (out,))]
-    for label, fn, fn_args in runs:
-        profiler = cProfile.Profile()
-        profiler.runcall(fn, *fn_args)
-        text.write(f"==== {label} ({len(data)} instances), top {top} by tottime ====\n")
-        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
-    shutil.rmtree(out)
+    for key, data in sets.items():
+        out = scratch.fresh("profile")
+        runs = [("convert", recprep_write, (data, out)), ("read", recprep_read, (out,))]
+        for label, fn, fn_args in runs:
+            log(f"[profile {key}] {label}")
+            profiler = cProfile.Profile()
+            profiler.runcall(fn, *fn_args)
+            text.write(f"==== set {key}: {label} ({len(data)} instances), top {top} by "
+                       "tottime ====\n")
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+        shutil.rmtree(out)
     lines = [ln.rstrip() for ln in text.getvalue().splitlines()]
     return "\n".join(ln for ln in lines if ln)
 
@@ -441,18 +452,19 @@ def run_profile(data: list, scratch: Scratch, top: int) -> str:
 # --------------------------------------------------------------------------- report
 
 
-def _i(x: float | None) -> str:
-    return "—" if x is None else f"{x:,.0f}"
+def _i(x: float) -> str:
+    return f"{x:,.0f}"
 
 
-def _mb(x: float | None) -> str:
-    return "—" if x is None else f"{x:,.1f}"
+def _mb(x: float) -> str:
+    return f"{x:,.1f}"
 
 
 def _verdict(ratio: float, target: float) -> str:
     if ratio >= target:
         return "met"
-    return f"**missed** by {(1 - ratio / target) * 100:.0f}% (need {target / ratio:.2f}x faster)"
+    short = (1 - ratio / target) * 100
+    return f"**missed** by {short:.1f}% (needs {target / ratio:.3f}x the speed)"
 
 
 def _machine() -> str:
@@ -469,7 +481,8 @@ def _machine() -> str:
             f"numpy {np.__version__}, recprep {recprep.__version__}, {platform.system()}")
 
 
-def render(args: argparse.Namespace, sets: list[SetResult], sweep: dict, memory: dict | None,
+def render(args: argparse.Namespace, sets: list[SetResult],
+           sweep: tuple[dict[tuple[str, int], Row], str] | None, memory: dict | None,
            profile: str | None, elapsed: float) -> str:
     out: list[str] = []
     add = out.append
@@ -479,8 +492,10 @@ def render(args: argparse.Namespace, sets: list[SetResult], sweep: dict, memory:
         f"best of {args.reps}; whole run {elapsed:.0f} s.\n")
     add("Rerun with `make bench` or `python benchmarks/bench_core.py --out "
         "benchmarks/RESULTS.md` (`--quick` for a smoke run, `--profile` for the cProfile "
-        "section). Everything is measured in one process, side by side: the input list is "
-        "built before timing; files go to a temporary directory on local disk and are read "
+        "section). Everything is measured in one process, side by side: repetitions are "
+        "interleaved (rep 1 of every contender, then rep 2...) and the best time of each is "
+        "kept; the input list is built before timing; files go to a temporary directory "
+        "on local disk and are read "
         "back right after writing (page cache warm); recprep writes 10 shards. MB/s count "
         "encoded record bytes (pickles for the floor and pyrecordio, recprep codec records "
         "for recprep), 1 MB = 10^6 B; *file MB* is what lands on disk.\n")
@@ -494,11 +509,12 @@ def render(args: argparse.Namespace, sets: list[SetResult], sweep: dict, memory:
 
     for s in sets:
         add(f"## {s.key}: {s.title}\n")
+        add(f"_{s.load}._\n")
         add("| path | write inst/s | write MB/s | read inst/s | read MB/s | encoded MB "
             "| file MB |")
         add("|---|---:|---:|---:|---:|---:|---:|")
         for row in s.rows.values():
-            read_mbs = None if row.read_s is None else row.encoded_bytes / row.read_s / 1e6
+            read_mbs = row.encoded_bytes / row.read_s / 1e6
             note = f" ({row.note})" if row.note else ""
             add(f"| {row.name}{note} | {_i(row.write_ips())} | "
                 f"{_mb(row.encoded_bytes / row.write_s / 1e6)} | {_i(row.read_ips())} | "
@@ -520,6 +536,8 @@ def render(args: argparse.Namespace, sets: list[SetResult], sweep: dict, memory:
             ("recprep (none) write / floor write", floor.write_s / none.write_s, None),
             ("recprep (none) read / floor read", floor.read_s / none.read_s, None),
             ("recprep read / pyrecordio read", pyr.read_s / rp.read_s, None),
+            (f"{PYRECORDIO_TARGET:g}x pyrecordio write, in floor units (what that target "
+             "asks)", PYRECORDIO_TARGET * floor.write_s / pyr.write_s, None),
         ]
         for label, ratio, tgt in ratios:
             if tgt is None:
@@ -530,13 +548,15 @@ def render(args: argparse.Namespace, sets: list[SetResult], sweep: dict, memory:
     add("")
 
     if sweep:
-        add("## Chunk size sweep (convert + read, snappy, 10 shards)\n")
+        rows, load = sweep
+        add(f"## Chunk size sweep (convert + read, snappy, 10 shards, best of "
+            f"{args.sweep_reps})\n")
         add("Library default: 1 MiB (`DEFAULT_CHUNK_BYTES`), lowered only when many shards "
-            "would exceed the 256 MiB buffer budget.\n")
+            f"would exceed the 256 MiB buffer budget. _{load}._\n")
         add("| data set | chunk_bytes | write inst/s | write MB/s | read inst/s | read MB/s "
             "| file MB |")
         add("|---|---:|---:|---:|---:|---:|---:|")
-        for (key, chunk), row in sweep.items():
+        for (key, chunk), row in rows.items():
             mark = " (default)" if chunk == DEFAULT_CHUNK else ""
             add(f"| {key} | {chunk // KiB} KiB{mark} | {_i(row.write_ips())} | "
                 f"{_mb(row.encoded_bytes / row.write_s / 1e6)} | {_i(row.read_ips())} | "
@@ -546,20 +566,24 @@ def render(args: argparse.Namespace, sets: list[SetResult], sweep: dict, memory:
     if memory is not None:
         gib = memory["input_bytes"] / (1 << 30)
         add(f"## Memory: a {gib:g} GiB generator into 10 shards (subprocess, snappy)\n")
-        add("Peak RSS is the child's `VmHWM` (`ru_maxrss` of a child started by `subprocess` "
-            "also counts the parent's pages before `exec`, so it over-reports).\n")
-        add("| instances | peak RSS MB | RSS after imports MB | target | verdict | seconds "
-            "| MB/s | records |")
-        add("|---:|---:|---:|---:|---|---:|---:|---:|")
+        add(f"{memory['records']:,} instances, each the same preallocated 1 MiB float64 "
+            "array and an int, from a generator, `convert(..., 10, ...)` with the default "
+            "snappy. Peak RSS is the child's `VmHWM` (`ru_maxrss` of a child started by "
+            "`subprocess` also counts the parent's pages before `exec`, so it over-reports). "
+            f"MB/s = input bytes / convert time (writes land in the page cache). "
+            f"_{memory['load']}._\n")
+        add("| peak RSS MB | RSS before convert MB | target | verdict | seconds | MB/s "
+            "| file MB |")
+        add("|---:|---:|---:|---|---:|---:|---:|")
         peak = memory["peak_rss_mb"]
         verdict = "met" if peak < MEM_TARGET_MB else f"**missed** by {peak - MEM_TARGET_MB:.0f} MB"
-        add(f"| {memory['records']:,} | {peak:.0f} | {memory['baseline_mb']:.0f} | "
-            f"< {MEM_TARGET_MB} | {verdict} | {memory['seconds']:.1f} | "
-            f"{memory['input_bytes'] / memory['seconds'] / 1e6:,.0f} | {memory['records']:,} |")
+        add(f"| {peak:.0f} | {memory['baseline_mb']:.0f} | < {MEM_TARGET_MB} | {verdict} | "
+            f"{memory['seconds']:.1f} | {memory['input_bytes'] / memory['seconds'] / 1e6:,.0f} "
+            f"| {memory['file_bytes'] / 1e6:,.0f} |")
         add("")
 
     if profile:
-        add("## Profile: set B, one convert and one read\n")
+        add("## Profile: one convert and one read per set (cProfile, so slower than above)\n")
         add("```text")
         add(profile)
         add("```\n")
@@ -571,13 +595,16 @@ def render(args: argparse.Namespace, sets: list[SetResult], sweep: dict, memory:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="a small smoke run (1 rep, 1/10 data)")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: 1 rep, 1/10 of the data, 256 MiB memory run")
     p.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
+    p.add_argument("--sweep-reps", type=int, default=None,
+                   help="repetitions of the chunk size sweep (default 5, quick 1)")
     p.add_argument("--out", type=Path, help="also write the markdown report to this file")
     p.add_argument("--tmp", default=None, help="where temporary files go (default: $TMPDIR)")
     p.add_argument("--no-sweep", action="store_true", help="skip the chunk size sweep")
     p.add_argument("--no-memory", action="store_true", help="skip the 2 GiB memory run")
-    p.add_argument("--profile", action="store_true", help="add a cProfile of set B")
+    p.add_argument("--profile", action="store_true", help="add a cProfile of both sets")
     p.add_argument("--profile-top", type=int, default=25)
     p.add_argument("--give-up-after", type=float, default=60.0,
                    help="seconds after which a pyrecordio rep is not repeated")
@@ -587,6 +614,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.reps is None:
         args.reps = 1 if args.quick else 3
+    if args.sweep_reps is None:
+        args.sweep_reps = 1 if args.quick else 5
     if args.memory_instances is None:
         args.memory_instances = 256 if args.quick else 2048
     return args
@@ -609,9 +638,10 @@ def main(argv: list[str] | None = None) -> None:
             run_set("B", f"small tuples, {len(data_b):,} x (int, float, str)", data_b,
                     scratch, args.reps, args.give_up_after),
         ]
-        sweep = {} if args.no_sweep else run_sweep({"A": data_a, "B": data_b}, scratch,
-                                                   args.reps)
-        profile = run_profile(data_b, scratch, args.profile_top) if args.profile else None
+        sweep = None if args.no_sweep else run_sweep(
+            {"A": data_a, "B": data_b}, scratch, args.sweep_reps, args.give_up_after)
+        profile = None if not args.profile else run_profile(
+            {"B": data_b, "A": data_a}, scratch, args.profile_top)
         del data_a, data_b
         gc.collect()
         memory = None if args.no_memory else run_memory(
@@ -619,7 +649,12 @@ def main(argv: list[str] | None = None) -> None:
     report = render(args, sets, sweep, memory, profile, time.perf_counter() - started)
     print(report)
     if args.out:
-        args.out.write_text(report + "\n")
+        notes = ""
+        if args.out.exists():  # hand-written findings below the marker survive a rerun
+            old = args.out.read_text()
+            if NOTES_MARKER in old:
+                notes = "\n" + old[old.index(NOTES_MARKER):]
+        args.out.write_text(report + "\n" + notes)
         log(f"wrote {args.out}")
 
 

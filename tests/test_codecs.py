@@ -592,3 +592,18 @@ def test_import_after_packages_that_extend_numpy():
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+@pytest.mark.parametrize("name", ["recprep", "pickle", "raw"])
+def test_decode_many_matches_decode(name):
+    codec = get_codec(name)
+    values = [(1, 2.0, "a"), (3, 4.0, "b"), [1, 2], (5, 6.0, "c"), {"k": (1, "x")}, (7, 8.0)]
+    if name == "raw":
+        values = [b"a", b"", b"xyz"]
+    records = [codec.encode(v) for v in values]
+    assert codec.decode_many(records, allow_pickle=True) == [
+        codec.decode(r, allow_pickle=True) for r in records
+    ]
+    if name == "recprep":
+        with pytest.raises(DecodeError):
+            codec.decode_many([records[0], records[0][:-1]])

@@ -23,7 +23,7 @@ INSTANCES = 2048
 ARRAY_BYTES = 1 << 20  # 2048 x 1 MiB = 2 GiB of input
 NUM_SHARDS = 10
 PREFIX = "big"
-LIMIT_MB = 300
+LIMIT_MB = 300  # 1 MB = 10**6 bytes
 SEED = 2048
 
 
@@ -37,13 +37,13 @@ def _peak_rss_mb() -> float:
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+                    return int(line.split()[1]) * 1024 / 1e6  # kB (KiB) -> MB
     except OSError:
         pass
     import resource  # not Linux: ru_maxrss (over-reports, so the test stays strict)
 
     scale = 1 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / (1 << 20)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
 
 
 def _child(out: str) -> None:

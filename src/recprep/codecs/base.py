@@ -44,6 +44,14 @@ class Codec(abc.ABC):
     def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
         """Return the instance held by ``record``."""
 
+    def decode_many(
+        self, records: list[bytes], *, allow_pickle: bool = False
+    ) -> list[Any]:
+        """The instances of ``records`` (a chunk's worth); codecs may override it to save
+        per-record overhead. An error is the one ``decode`` raises for the first bad one."""
+        decode = self.decode
+        return [decode(record, allow_pickle=allow_pickle) for record in records]
+
     def schema(self) -> dict[str, Any]:
         """What the manifest's ``schema`` object records for data this codec wrote."""
         return {}

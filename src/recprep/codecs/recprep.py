@@ -641,6 +641,29 @@ codec="pickle" or codec="raw"
             ) from None
         return b"".join(out)
 
+    def decode_many(self, records: list[bytes], *, allow_pickle: bool = False) -> list[Any]:
+        """The values of a chunk's records: whole-record packed containers of the shape
+        seen last are decoded with no per-record dispatch; the rest go through ``decode``."""
+        out: list[Any] = []
+        append = out.append
+        decode = self.decode
+        head, fn = _LAST_TOP[0]
+        start = len(head)
+        for record in records:
+            if type(record) is bytes and record.startswith(head):
+                try:
+                    value, off = fn(record, start)
+                    if off == len(record):
+                        append(value)
+                        continue
+                except _FAST_FAIL:
+                    pass
+            append(decode(record, allow_pickle=allow_pickle))
+            if _LAST_TOP[0][1] is not fn:  # decode learnt a new shape: use it from now on
+                head, fn = _LAST_TOP[0]
+                start = len(head)
+        return out
+
     def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
         """Return the value held by ``record`` (a pickled part only if ``allow_pickle``)."""
         buf = record if type(record) is bytes else memoryview(record).tobytes()
