@@ -6,7 +6,7 @@ deleted bytes, huge length fields and wrong compressor ids. Only ``RecprepError`
 subclasses may escape, nothing may hang (a deadline per example) and no chunk may grow
 past ``max_chunk_bytes``.
 
-CI runs ``RECPREP_FUZZ_EXAMPLES`` (default 500) examples per target, about a minute in
+CI runs ``RECPREP_FUZZ_EXAMPLES`` (default 1000) examples per target, about a minute in
 all; ``make fuzz`` runs many more. Inputs that once crashed a reader are kept in
 ``tests/data/crashers/`` and replayed here.
 """
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from recprep import RecprepError, get_codec
 from recprep.containers import detect_format, get_format
 
-EXAMPLES = int(os.environ.get("RECPREP_FUZZ_EXAMPLES", "500"))
+EXAMPLES = int(os.environ.get("RECPREP_FUZZ_EXAMPLES", "1000"))
 LIMIT = 1 << 20
 CRASHERS = Path(__file__).parent / "data" / "crashers"
 FUZZ = settings(
