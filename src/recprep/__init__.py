@@ -16,6 +16,7 @@ from ._version import __version__
 from .codecs import Codec, available_codecs, get_codec, register_codec
 from .containers import available_formats, get_format, register_format
 from .convert import ConvertResult, convert
+from .decorators import batch, shuffle
 from .errors import (
     ChunkTooLargeError,
     CorruptDataError,
@@ -62,6 +63,7 @@ __all__ = [
     "available_codecs",
     "available_executors",
     "available_formats",
+    "batch",
     "convert",
     "get_codec",
     "get_format",
@@ -70,6 +72,7 @@ __all__ = [
     "register_codec",
     "register_executor",
     "register_format",
+    "shuffle",
 ]
 
 logging.getLogger("recprep").addHandler(logging.NullHandler())

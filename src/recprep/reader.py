@@ -1,31 +1,51 @@
 """``RecordIO``: a reader creator over shard sets, for training loops.
 
 ``RecordIO(pattern)`` resolves its files once; every call returns a fresh iterator over
-the instances. The shards of a set are read round-robin, which gives back exactly the
-order ``convert`` was fed.
+the instances. Without shuffling, the shards of a set are read round-robin, which gives
+back exactly the order ``convert`` was fed. The reader decodes and puts things together;
+the rest lives in small modules:
+
+* :mod:`recprep.sources` — the files, their record counts, chunk indexes and chunks;
+* :mod:`recprep.sharding` — which files / record ranges this rank (and worker) reads;
+* :mod:`recprep.shuffling` — seeded orders per epoch and the bounded shuffle buffer;
+* :mod:`recprep.index` — chunk indexes and reading records ``start:end`` of a file;
+* :mod:`recprep.decoding` — chunks into instances, errors located;
+* :mod:`recprep.prefetch` — background threads that read and decode chunks ahead.
 """
 
 from __future__ import annotations
 
-import functools
+import copy
 import logging
+import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import cycle, islice
+from itertools import chain, cycle, islice
 from typing import Any
 
 from .codecs import Codec, get_codec
-from .containers import DEFAULT_MAX_CHUNK_BYTES, Format, detect_format, get_format
-from .containers.recordio import scan_index
-from .errors import CorruptDataError, InvalidArgumentError, _Located
-from .manifest import Manifest, read_manifest
+from .containers import DEFAULT_MAX_CHUNK_BYTES, get_format
+from .cpugate import CpuGate, storage_waits, usable_cores
+from .decoding import BATCH_BYTES, decoded
+from .errors import InvalidArgumentError
+from .index import RecordRangeError
+from .manifest import Manifest
+from .prefetch import check_threads, prefetched
+from .sharding import SPLIT_MODES, Piece, Task, check_part, make_tasks, split
 from .shards import ShardSet, resolve_shard_sets
-from .storage import display, resolve
+from .shuffling import buffered_shuffle, check_buffer, check_seed, fresh_seed, rng
+from .sources import Sources
+from .storage import resolve
 
 __all__ = ["RecordIO"]
 
 log = logging.getLogger("recprep")
 
-_SNIFF_BYTES = 64
+_ORDER_STREAM, _TASKS_STREAM, _BUFFER_STREAM = range(3)  # independent random streams
+DEFAULT_SHUFFLE_BUFFER = 10_000
+#: with threads, what the batches of shards read round-robin may hold together: each
+#: shard's batch is smaller when there are many (never less than a chunk)
+INTERLEAVED_BYTES = 64 << 20
 
 
 def _roundrobin(iterators: list[Iterator[Any]]) -> Iterator[Any]:
@@ -63,6 +83,31 @@ class RecordIO:
         :class:`~recprep.errors.CorruptDataError` naming the file and byte offset.
         ``"skip"``: a damaged chunk is dropped with a logged warning (file, offset,
         records lost) and reading goes on; a damaged record is never yielded.
+    shuffle
+        Shuffle each pass: the order of this reader's files (or record ranges), a new one
+        each epoch, then the instances through a buffer of ``shuffle_buffer``. Off: files
+        are read in order, the shards of a set round-robin (the original order).
+    seed
+        The shuffle's seed: the same seed and epoch give the same order. ``None`` draws
+        one (kept in :attr:`seed`).
+    shuffle_buffer
+        Instances held by the shuffle buffer (memory: that many decoded instances).
+        ``0`` or ``1``: only the file order is shuffled.
+    rank, world_size
+        Read only this rank's share: the ranks ``0 .. world_size - 1`` together read every
+        instance exactly once per epoch. Files are dealt out whole when there are at least
+        as many as ranks, otherwise split into record ranges (``split``). A rank's share
+        is the same every epoch (so is ``len``); shuffling reorders it.
+    num_threads
+        Background threads that read, check, decompress and decode chunks ahead of the
+        loop, so that remote storage and decoding don't stall it (memory: about
+        ``2 * num_threads`` MiB of instances ahead, plus a chunk per shard of a set read
+        round-robin). The order is the same as with ``0`` (no threads, the default). See
+        ``docs/reading.md`` for what they buy.
+    split
+        ``"auto"`` (by file when there are enough files, else by record range),
+        ``"shard"`` (always whole files) or ``"range"`` (always record ranges: every rank
+        gets the same number of instances, to within one).
 
     Examples
     --------
@@ -73,6 +118,21 @@ class RecordIO:
     [(0, '0'), (1, '1'), (2, '2'), (3, '3'), (4, '4')]
     >>> len(read)
     5
+
+    Two ranks split the set, shuffled (the same seed and epoch give the same order):
+
+    >>> ranks = [RecordIO("memory://doc/reader/ds-*", rank=r, world_size=2, shuffle=True,
+    ...                   seed=7) for r in (0, 1)]
+    >>> [len(r) for r in ranks], sorted(x for r in ranks for x, _ in r())
+    ([3, 2], [0, 1, 2, 3, 4])
+
+    ElasticDL-style tasks, each read by seeking through the chunk index:
+
+    >>> tasks = read.tasks(records_per_task=2)
+    >>> [(t.path.rsplit("/", 1)[1], t.start, t.end) for t in tasks]
+    [('ds-00000-of-00001', 0, 2), ('ds-00000-of-00001', 2, 3), ('ds-00001-of-00001', 0, 2)]
+    >>> list(read.read_range(*tasks[1]))
+    [(4, '4')]
     """
 
     def __init__(
@@ -85,6 +145,13 @@ class RecordIO:
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         format: str | None = None,
         on_corrupt: str = "raise",
+        shuffle: bool = False,
+        seed: int | None = None,
+        shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+        rank: int = 0,
+        world_size: int = 1,
+        num_threads: int = 0,
+        split: str = "auto",
     ) -> None:
         patterns = [pattern] if isinstance(pattern, str) else list(pattern)
         if not patterns or not all(isinstance(p, str) for p in patterns):
@@ -100,106 +167,205 @@ class RecordIO:
             raise InvalidArgumentError(
                 f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}"
             )
+        if split not in SPLIT_MODES:
+            raise InvalidArgumentError(f"split must be one of {list(SPLIT_MODES)}, got {split!r}")
+        check_part(rank, world_size)
         self.on_corrupt = on_corrupt
         self._codec = None if codec is None else get_codec(codec)
-        self._format = None if format is None else get_format(format)
         self.allow_pickle = allow_pickle
         self.max_chunk_bytes = max_chunk_bytes
+        self.shuffle = bool(shuffle)
+        self.seed: int = fresh_seed() if seed is None else check_seed(seed)
+        self.shuffle_buffer = check_buffer(shuffle_buffer)
+        self.num_threads = check_threads(num_threads)
+        self.split = split
+        self.rank, self.world_size = rank, world_size
+        self._worker = (0, 1)
+        self._epoch: int | None = None
+        self._passes = 0
         self.fs, _ = resolve(patterns[0], storage_options)
         paths = [resolve(p, storage_options)[1] for p in patterns]
         self.shard_sets: list[ShardSet] = resolve_shard_sets(self.fs, paths)
-        self._manifests = [
-            read_manifest(self.fs, s.manifest_path) if s.manifest_path else None
-            for s in self.shard_sets
-        ]
+        self._sources = Sources(
+            self.fs, self.shard_sets, format=None if format is None else get_format(format),
+            max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
+        )
+
+    # -- what is read ---------------------------------------------------------------------
 
     @property
     def paths(self) -> list[str]:
         """Every file this reader reads, in reading order of sets (shard order within)."""
-        return [display(self.fs, p) for s in self.shard_sets for p in s.paths]
+        return [f.shown for f in self._sources.files]
+
+    @property
+    def manifests(self) -> list[Manifest | None]:
+        """The manifest of each shard set (``None`` for files without one)."""
+        return list(self._sources.manifests)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next pass shuffles for: the one :meth:`set_epoch` set, or else the
+        number of passes made so far."""
+        return self._passes if self._epoch is None else self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Shuffle every following pass for ``epoch`` (same seed and epoch, same order).
+
+        Call it at the start of every epoch, on every rank, as with PyTorch's
+        ``DistributedSampler``. Until it is called, pass ``n`` uses epoch ``n``.
+        """
+        self._epoch = check_seed(epoch, "epoch")
 
     def codec_for(self, index: int) -> Codec:
         """The codec used for shard set ``index``."""
         if self._codec is not None:
             return self._codec
-        manifest = self._manifests[index]
+        manifest = self._sources.manifests[index]
         if manifest is None:
             return get_codec("recprep")
         return get_codec(manifest.codec).with_schema(manifest.schema)
 
+    def for_rank(self, rank: int, world_size: int) -> RecordIO:
+        """A copy of this reader that reads the share of ``rank`` of ``world_size``."""
+        check_part(rank, world_size)
+        other = copy.copy(self)
+        other.rank, other.world_size = rank, world_size
+        return other
+
+    def for_worker(self, worker_id: int, num_workers: int) -> RecordIO:
+        """A copy that reads worker ``worker_id``'s part of this rank's share.
+
+        The ``num_workers`` workers of a rank together read the rank's share exactly once;
+        :class:`recprep.torch.RecordIODataset` calls this in each DataLoader worker.
+        """
+        check_part(worker_id, num_workers, "worker_id", "num_workers")
+        other = copy.copy(self)
+        other._worker = (worker_id, num_workers)
+        return other
+
+    # -- passes -----------------------------------------------------------------------------
+
     def __call__(self) -> Iterator[Any]:
-        """A fresh pass over every instance."""
-        for index, shard_set in enumerate(self.shard_sets):
-            codec = self.codec_for(index)
-            streams = [self._file_instances(path, codec) for path in shard_set.paths]
-            yield from _roundrobin(streams)
+        """A fresh pass over this reader's instances (this rank's and worker's share)."""
+        epoch = self.epoch
+        if self._epoch is None:
+            self._passes += 1
+        return self._pass(epoch)
 
     __iter__ = __call__
 
     def __len__(self) -> int:
-        """How many instances a pass yields, from manifests or chunk headers (no decoding)."""
-        total = 0
-        for shard_set, manifest in zip(self.shard_sets, self._manifests, strict=True):
-            counts = _manifest_counts(manifest)
-            for path in shard_set.paths:
-                name = path.rsplit("/", 1)[-1]
-                if name in counts:
-                    total += counts[name]
-                else:
-                    with self.fs.open(path, "rb") as f:
-                        total += sum(c.num_records for c in scan_index(f, path=path))
-        return total
+        """How many instances a pass yields — this rank's (and worker's) share — from
+        manifests or chunk headers, without decoding."""
+        return sum(p.size(self._sources.count) for p in self._plan(self.epoch))
 
-    def _container(self, file: Any, path: str) -> Format | None:
-        if self._format is not None:
-            return self._format
-        head = file.read(_SNIFF_BYTES)
-        file.seek(0)
-        if not head:
-            return None
-        found = detect_format(head)
-        if found is None:
-            raise CorruptDataError(
-                f"not a RecordIO file (starts with {head[:8].hex()}); pass format= to say "
-                "what it is",
-                path=display(self.fs, path),
-                offset=0,
+    def _slot(self) -> int:
+        worker, num_workers = self._worker
+        return self.rank * num_workers + worker
+
+    def _plan(self, epoch: int) -> list[Piece]:
+        """This rank's share (the same every epoch), shuffled for ``epoch``, then this
+        worker's part of it."""
+        count = self._sources.count
+        files = [Piece(n) for n in range(len(self._sources.files))]
+        pieces = split(files, self.rank, self.world_size, count, self.split)
+        if self.shuffle:
+            rng(self.seed, epoch, _ORDER_STREAM, self.rank).shuffle(pieces)
+        worker, num_workers = self._worker
+        return split(pieces, worker, num_workers, count, self.split)
+
+    def _pass(self, epoch: int) -> Iterator[Any]:
+        pieces = self._plan(epoch)
+        if not self.shuffle:
+            yield from self._read(pieces, interleave=True)
+            return
+        generator = rng(self.seed, epoch, _BUFFER_STREAM, self._slot())
+        yield from buffered_shuffle(
+            self._read(pieces, interleave=False), self.shuffle_buffer, generator
+        )
+
+    def _read(self, pieces: Sequence[Piece], *, interleave: bool) -> Iterator[Any]:
+        """The instances of ``pieces``: those of one set round-robin (``interleave``), or
+        one piece after the other."""
+        sets = [self._sources.files[piece.file].set_index for piece in pieces]
+        groups: list[int] = []
+        for k, set_index in enumerate(sets):
+            if k == 0:
+                groups.append(0)
+            else:
+                same = interleave and set_index == sets[k - 1]
+                groups.append(groups[-1] + (not same))
+        threads = self.num_threads
+        widest = max(Counter(groups).values(), default=1)  # shards read round-robin
+        batch_bytes = min(BATCH_BYTES, INTERLEAVED_BYTES // widest) if threads else 0
+        gate = CpuGate(usable_cores() - 1) if threads else None
+        wrap = gate.wrap if gate is not None and storage_waits(self.fs) else None
+        decoding = threading.Lock() if threads > 1 else None
+        sources = [
+            decoded(
+                self._sources.chunks(piece, wrap),
+                self.codec_for(sets[k]),
+                self._sources.files[piece.file].shown,
+                allow_pickle=self.allow_pickle,
+                batch_bytes=batch_bytes,
+                decoding=decoding,
             )
-        return found
+            for k, piece in enumerate(pieces)
+        ]
+        with prefetched(sources, groups, threads, gate=gate) as streams:
+            start = 0
+            for end in range(1, len(pieces) + 1):
+                if end == len(pieces) or groups[end] != groups[start]:
+                    flat = [chain.from_iterable(s) for s in streams[start:end]]
+                    yield from flat[0] if len(flat) == 1 else _roundrobin(flat)
+                    start = end
 
-    def _file_instances(self, path: str, codec: Codec) -> Iterator[Any]:
-        shown = display(self.fs, path)
-        decode = functools.partial(codec.decode, allow_pickle=self.allow_pickle)
-        with self.fs.open(path, "rb") as file:
-            container = self._container(file, path)
-            if container is None:
-                return
-            chunks = container.read_chunks(
-                file, path=shown, max_chunk_bytes=self.max_chunk_bytes,
-                on_corrupt=self.on_corrupt,
+    # -- ranges and tasks -------------------------------------------------------------------
+
+    def read_range(self, path: str, start: int, end: int) -> Iterator[Any]:
+        """The instances of records ``start`` to ``end`` (exclusive) of the file ``path``.
+
+        ``path`` is one of :attr:`paths` (as :meth:`tasks` gives it). On a RecordIO file the
+        chunk index (built once, by hopping chunk headers) leads straight to the chunk that
+        holds ``start``; earlier chunks are neither read nor decompressed. Formats without
+        an index are read from the start. Records come in file order, never shuffled, and
+        the range is read whatever this reader's rank.
+
+        Raises
+        ------
+        RecordRangeError
+            (a ``ValueError`` and ``IndexError``) unless ``0 <= start <= end <=`` the
+            file's record count; raised by the call, before any reading.
+        """
+        number = self._sources.number(path)
+        count = self._sources.count(number)
+        shown = self._sources.files[number].shown
+        for name, value in (("start", start), ("end", end)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise RecordRangeError(shown, start, end, count, f"{name} must be an int")
+        if start < 0 or end < start or end > count:
+            detail = "start is negative" if start < 0 else (
+                "end is before start" if end < start else "end is past the last record"
             )
-            for chunk in chunks:
-                try:
-                    values = list(map(decode, chunk.records))
-                except _Located as err:
-                    index = _failing_index(decode, chunk.records)
-                    raise err.located(
-                        path=shown, offset=chunk.offset, record_index=index
-                    ) from None
-                yield from values
+            raise RecordRangeError(shown, start, end, count, detail)
+        if start == end:
+            return iter(())
+        piece = Piece(number) if (start, end) == (0, count) else Piece(number, start, end)
+        return self._read([piece], interleave=False)
 
+    def tasks(self, records_per_task: int) -> list[Task]:
+        """ElasticDL-style tasks covering every record of every file once.
 
-def _failing_index(decode: Any, records: list[bytes]) -> int | None:
-    """Which record of a chunk fails to decode (the slow path, after a failure)."""
-    for index, record in enumerate(records):
-        try:
-            decode(record)
-        except Exception:
-            return index
-    return None
-
-
-def _manifest_counts(manifest: Manifest | None) -> dict[str, int]:
-    if manifest is None:
-        return {}
-    return {s.name: s.records for s in manifest.shards}
+        Each task is ``(path, start, end)`` (a :class:`~recprep.sharding.Task`), ``end``
+        exclusive, for :meth:`read_range`: the files in order, each cut into runs of
+        ``records_per_task`` records (the last one of a file may be shorter). Counts come
+        from manifests or chunk headers; nothing is decoded. Tasks are for a master that
+        hands them out, so they cover all files whatever this reader's rank; with
+        ``shuffle=True`` their order is shuffled for the current :attr:`epoch`.
+        """
+        counts = [self._sources.count(n) for n in range(len(self._sources.files))]
+        tasks = make_tasks(self.paths, counts, records_per_task)
+        if self.shuffle:
+            rng(self.seed, self.epoch, _TASKS_STREAM).shuffle(tasks)
+        return tasks

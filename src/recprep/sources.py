@@ -1,0 +1,200 @@
+"""The files a reader reads: their containers, record counts, chunk indexes and chunks.
+
+:class:`Sources` numbers a reader's files (shard sets in order, shards in index order),
+knows each one's record count — from the set's manifest, else from the file's chunk index
+(:mod:`recprep.index`), never by decoding — and reads the raw chunks of a
+:class:`~recprep.sharding.Piece`: a whole file front to back, or a record range by
+seeking through the index. Indexes are built once and cached. Nothing here decodes a
+record: that is the codec's job, in the reader.
+
+Example
+-------
+>>> from recprep import convert
+>>> from recprep.sharding import Piece
+>>> from recprep.storage import resolve
+>>> from recprep.shards import resolve_shard_sets
+>>> _ = convert("memory://doc/sources", [b"a", b"b", b"c"], 2, "s", codec="raw")
+>>> fs, path = resolve("memory://doc/sources/s-*")
+>>> sources = Sources(fs, resolve_shard_sets(fs, [path]))
+>>> [sources.count(n) for n in range(len(sources.files))]
+[2, 1]
+>>> [chunk.records for chunk, _ in sources.chunks(Piece(0, 1, 2))]
+[[b'c']]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from .containers import (
+    DEFAULT_MAX_CHUNK_BYTES,
+    Chunk,
+    Format,
+    available_formats,
+    detect_format,
+)
+from .errors import CorruptDataError, InvalidArgumentError
+from .index import FileIndex, build_index, read_range_chunks
+from .manifest import Manifest, read_manifest
+from .sharding import Piece
+from .shards import ShardSet
+from .storage import display
+
+__all__ = ["SourceFile", "Sources"]
+
+log = logging.getLogger("recprep")
+
+_SNIFF_BYTES = 64
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a reader: its shard set, its path, and the path as users write it."""
+
+    set_index: int
+    path: str  # as the filesystem knows it
+    shown: str  # as the user writes it (a URL for remote storage)
+
+
+class Sources:
+    """A reader's files, in reading order, with their counts, indexes and chunks.
+
+    Parameters
+    ----------
+    fs
+        The fsspec filesystem of the files.
+    shard_sets
+        What the reader's patterns resolved to.
+    format
+        A container format forced by the user; ``None`` detects it per file.
+    max_chunk_bytes, on_corrupt
+        As for :class:`~recprep.RecordIO`.
+    """
+
+    def __init__(
+        self,
+        fs: Any,
+        shard_sets: Sequence[ShardSet],
+        *,
+        format: Format | None = None,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        on_corrupt: str = "raise",
+    ) -> None:
+        self.fs = fs
+        self.shard_sets = list(shard_sets)
+        self.format = format
+        self.max_chunk_bytes = max_chunk_bytes
+        self.on_corrupt = on_corrupt
+        self.manifests: list[Manifest | None] = [
+            read_manifest(fs, s.manifest_path) if s.manifest_path else None
+            for s in self.shard_sets
+        ]
+        self.files = [
+            SourceFile(index, path, display(fs, path))
+            for index, shard_set in enumerate(self.shard_sets)
+            for path in shard_set.paths
+        ]
+        self._numbers = {f.shown: n for n, f in enumerate(self.files)}
+        self._numbers.update({f.path: n for n, f in enumerate(self.files)})
+        self._counts: dict[int, int] = {}
+        self._indexes: dict[int, FileIndex] = {}
+        for n, file in enumerate(self.files):
+            manifest = self.manifests[file.set_index]
+            if manifest is not None:
+                name = file.path.rsplit("/", 1)[-1]
+                records = {s.name: s.records for s in manifest.shards}.get(name)
+                if records is not None:
+                    self._counts[n] = records
+
+    def number(self, path: str) -> int:
+        """The number of the file at ``path`` (as :attr:`files` shows it, or the fs path)."""
+        number = self._numbers.get(path, self._numbers.get(path.rstrip("/")))
+        if number is None:
+            shown = ", ".join(f.shown for f in self.files[:3])
+            raise InvalidArgumentError(
+                f"{path!r} is not one of this reader's files ({shown}"
+                f"{' ...' if len(self.files) > 3 else ''}); pass a path as tasks() or "
+                ".paths give it"
+            )
+        return number
+
+    def count(self, number: int) -> int:
+        """The records of file ``number``: from its manifest, else from its index."""
+        count = self._counts.get(number)
+        if count is None:
+            count = self._counts[number] = self.index(number).num_records
+        return count
+
+    def container(self, handle: BinaryIO, path: str) -> Format | None:
+        """The format of the open file ``handle`` (None when it is empty)."""
+        if self.format is not None:
+            return self.format
+        head = handle.read(_SNIFF_BYTES)
+        handle.seek(0)
+        if not head:
+            return None
+        found = detect_format(head)
+        if found is None:
+            raise CorruptDataError(
+                f"not a file of any known format (starts with {head[:8].hex()}; known: "
+                f"{available_formats()}); pass format= to say what it is",
+                path=display(self.fs, path),
+                offset=0,
+            )
+        return found
+
+    def index(
+        self, number: int, handle: BinaryIO | None = None, container: Format | None = None
+    ) -> FileIndex:
+        """The chunk index of file ``number``, built once (from ``handle`` if open)."""
+        index = self._indexes.get(number)
+        if index is not None:
+            return index
+        file = self.files[number]
+        if handle is None:
+            with self.fs.open(file.path, "rb") as opened:
+                return self.index(number, opened)
+        container = container or self.container(handle, file.path)
+        if container is None:
+            index = FileIndex.from_counts([], [], True)
+        else:
+            index = build_index(
+                handle, container, path=file.shown, max_chunk_bytes=self.max_chunk_bytes,
+                on_corrupt=self.on_corrupt,
+            )
+            log.debug("recprep: indexed %s: %d chunks, %d records",
+                      file.shown, index.num_chunks, index.num_records)
+        self._indexes[number] = index
+        return index
+
+    def chunks(
+        self, piece: Piece, wrap: Callable[[BinaryIO], BinaryIO] | None = None
+    ) -> Iterator[tuple[Chunk, int]]:
+        """The chunks of ``piece``, each with how many of its records were cut off its
+        front (by the start of a range). A whole file is read front to back without an
+        index; a range seeks through the index. ``wrap`` wraps the open file (to gate its
+        reads, see :class:`~recprep.prefetch.CpuGate`)."""
+        file = self.files[piece.file]
+        options = {"max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt}
+        with self.fs.open(file.path, "rb") as opened:
+            handle = opened if wrap is None else wrap(opened)
+            container = self.container(handle, file.path)
+            if container is None:
+                if piece.end and self.on_corrupt == "raise":
+                    raise CorruptDataError(
+                        f"the file is empty, but records up to {piece.end} were expected",
+                        path=file.shown,
+                    )
+                return
+            if piece.whole:
+                for chunk in container.read_chunks(handle, path=file.shown, **options):
+                    yield chunk, 0
+                return
+            index = self.index(piece.file, handle, container)
+            end = index.num_records if piece.end is None else piece.end
+            yield from read_range_chunks(
+                handle, container, index, piece.start, end, path=file.shown, **options
+            )

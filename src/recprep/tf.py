@@ -1,0 +1,208 @@
+"""TensorFlow: ``to_tf_dataset``, a reader as a ``tf.data.Dataset``.
+
+``import recprep`` never imports TensorFlow; :func:`to_tf_dataset` imports it when called
+and raises :class:`~recprep.errors.MissingDependencyError` when it is missing.
+
+The dataset's output signature comes, in order of preference, from the ``output_signature``
+argument, from the manifest's ``schema`` (``{"features": [{"name", "dtype", "shape"}]}``,
+as the ``example`` codec writes it: a dict of tensors by feature name), or from the first
+instance, whose structure (tuples, dicts), dtypes and shapes :func:`describe` reads:
+
+>>> import numpy as np
+>>> describe((np.zeros((2, 3), np.float32), 7, "label"))
+(((2, 3), 'float32'), ((), 'int64'), ((), 'string'))
+>>> features_from_schema({"features": [{"name": "x", "dtype": "float32", "shape": [-1]}]})
+{'x': ((None,), 'float32')}
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidArgumentError, MissingDependencyError
+
+__all__ = ["describe", "features_from_schema", "to_tf_dataset"]
+
+log = logging.getLogger("recprep")
+
+_STRING_DTYPES = {"bytes", "string", "str", "object"}
+
+
+def _import_tf() -> Any:
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise MissingDependencyError("tensorflow", "tf", "recprep.tf") from None
+    return tf
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    return "string" if dtype.kind in "OSUa" else dtype.name
+
+
+def describe(instance: Any) -> Any:
+    """The structure of ``instance`` with each leaf as ``(shape, dtype name)``.
+
+    Tuples and dicts are structure; a list, an array, a scalar, a ``str`` or ``bytes`` is
+    one tensor (strings and bytes have dtype ``'string'``; Python ints ``'int64'``,
+    floats ``'float64'``, bools ``'bool'``).
+    """
+    if isinstance(instance, tuple):
+        return tuple(describe(x) for x in instance)
+    if isinstance(instance, dict):
+        return {k: describe(v) for k, v in instance.items()}
+    if instance is None:
+        raise InvalidArgumentError(
+            "an instance holds None, which has no tensor type; pass output_signature="
+        )
+    array = _as_array(instance)
+    if array.dtype.kind not in "biufcOSUa":
+        raise InvalidArgumentError(
+            f"a {type(instance).__qualname__} of dtype {array.dtype} has no tensor type; "
+            "pass output_signature="
+        )
+    return tuple(array.shape), _dtype_name(array.dtype)
+
+
+def _as_array(value: Any) -> np.ndarray:
+    if isinstance(value, bool):
+        return np.asarray(value, dtype=np.bool_)
+    if isinstance(value, int):
+        return np.asarray(value, dtype=np.int64)
+    if isinstance(value, (str, bytes)):
+        return np.asarray(value, dtype=object)
+    return np.asarray(value)
+
+
+def features_from_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """``{name: (shape, dtype name)}`` from a manifest schema's ``features``, or None.
+
+    A dimension of ``-1`` or ``None`` is of unknown length.
+    """
+    features = schema.get("features") if isinstance(schema, dict) else None
+    if not features:
+        return None
+    out: dict[str, Any] = {}
+    for feature in features:
+        try:
+            name, dtype, shape = feature["name"], str(feature["dtype"]), feature["shape"]
+            dims = tuple(None if d is None or d < 0 else int(d) for d in shape)
+        except (KeyError, TypeError, ValueError) as err:
+            raise InvalidArgumentError(
+                f"the manifest's schema has a feature the TF adapter can't read ({feature!r}: "
+                f"{type(err).__name__}: {err}); pass output_signature="
+            ) from None
+        out[name] = (dims, _schema_dtype(dtype))
+    return out
+
+
+def _schema_dtype(name: str) -> str:
+    if name in _STRING_DTYPES:
+        return "string"
+    try:
+        return _dtype_name(np.dtype(name))
+    except TypeError:
+        raise InvalidArgumentError(
+            f"the manifest's schema has a feature of dtype {name!r}, which is not a numpy "
+            "dtype; pass output_signature="
+        ) from None
+
+
+def _manifest_features(reader: Any) -> dict[str, Any] | None:
+    found = [
+        features_from_schema(m.schema)
+        for m in getattr(reader, "manifests", [])
+        if m is not None
+    ]
+    found = [f for f in found if f is not None]
+    if not found:
+        return None
+    if any(f != found[0] for f in found[1:]):
+        raise InvalidArgumentError(
+            "the shard sets of this reader have different schemas, so no one signature "
+            "fits them all; read them separately or pass output_signature="
+        )
+    return found[0]
+
+
+def _to_specs(tf: Any, described: Any) -> Any:
+    if isinstance(described, dict):
+        return {k: _to_specs(tf, v) for k, v in described.items()}
+    if len(described) == 2 and isinstance(described[1], str):  # a leaf: (shape, dtype)
+        shape, dtype = described
+        return tf.TensorSpec(shape=shape, dtype=tf.string if dtype == "string" else dtype)
+    return tuple(_to_specs(tf, x) for x in described)
+
+
+def _tensorable(instance: Any) -> Any:
+    """Lists become arrays (one tensor), tuples and dicts stay structure."""
+    if isinstance(instance, tuple):
+        return tuple(_tensorable(x) for x in instance)
+    if isinstance(instance, dict):
+        return {k: _tensorable(v) for k, v in instance.items()}
+    if isinstance(instance, list):
+        return np.asarray(instance)
+    return instance
+
+
+def to_tf_dataset(
+    reader: Callable[[], Iterable[Any]], *, output_signature: Any = None
+) -> Any:
+    """A ``tf.data.Dataset`` of a reader's instances.
+
+    Parameters
+    ----------
+    reader
+        A :class:`~recprep.RecordIO` (or any reader: a no-argument callable returning an
+        iterable of instances). Every pass over the dataset is a fresh pass of the reader.
+    output_signature
+        A nested structure of ``tf.TensorSpec``. ``None``: from the manifest's schema,
+        else from the first instance (exact shapes; pass a signature with ``None``
+        dimensions for instances whose shapes vary).
+
+    Returns
+    -------
+    tf.data.Dataset
+
+    Examples
+    --------
+    >>> import pytest; tf = pytest.importorskip("tensorflow")
+    >>> import numpy as np
+    >>> from recprep import RecordIO, convert
+    >>> data = [(np.full(3, i, np.float32), i) for i in range(4)]
+    >>> _ = convert("memory://doc/tf", data, 2, "d")
+    >>> ds = to_tf_dataset(RecordIO("memory://doc/tf/d-*"))
+    >>> ds.element_spec
+    (TensorSpec(shape=(3,), dtype=tf.float32, name=None), \
+TensorSpec(shape=(), dtype=tf.int64, name=None))
+    >>> next(iter(ds.batch(2)))[1].numpy().tolist()
+    [0, 1]
+    """
+    tf = _import_tf()
+    if not callable(reader):
+        raise InvalidArgumentError(
+            f"to_tf_dataset takes a reader (such as recprep.RecordIO(...)), got "
+            f"{type(reader).__qualname__}"
+        )
+    if output_signature is None:
+        described = _manifest_features(reader)
+        if described is None:
+            first = next(iter(reader()), None)
+            if first is None:
+                raise InvalidArgumentError(
+                    "the reader yields nothing, so there is no instance to infer the "
+                    "signature from; pass output_signature="
+                )
+            described = describe(_tensorable(first))
+        output_signature = _to_specs(tf, described)
+        log.debug("recprep: tf.data signature %s", output_signature)
+
+    def generate() -> Iterator[Any]:
+        for instance in reader():
+            yield _tensorable(instance)
+
+    return tf.data.Dataset.from_generator(generate, output_signature=output_signature)

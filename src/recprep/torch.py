@@ -1,0 +1,154 @@
+"""PyTorch: ``RecordIODataset``, an ``IterableDataset`` split by rank and DataLoader worker.
+
+``import recprep`` never imports torch; neither does ``import recprep.torch``. Torch is
+imported when :class:`RecordIODataset` is first used, and a missing torch raises
+:class:`~recprep.errors.MissingDependencyError` naming the extra to install.
+
+Each DataLoader worker reads its part of its rank's share
+(:meth:`recprep.RecordIO.for_worker`), so the ``world_size x num_workers`` readers of a
+job see every instance exactly once per epoch. The rank comes from the arguments, or from
+``torch.distributed`` when it is initialised.
+
+Example
+-------
+>>> import pytest; torch = pytest.importorskip("torch")
+>>> from torch.utils.data import DataLoader
+>>> from recprep import convert
+>>> from recprep.torch import RecordIODataset
+>>> _ = convert("memory://doc/torch", [(i, float(i)) for i in range(6)], 3, "t")
+>>> ds = RecordIODataset("memory://doc/torch/t-*", shuffle=True, seed=1)
+>>> ds.set_epoch(0)
+>>> batches = list(DataLoader(ds, batch_size=4))
+>>> sorted(int(i) for ids, _ in batches for i in ids), len(ds)
+([0, 1, 2, 3, 4, 5], 6)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .errors import InvalidArgumentError, MissingDependencyError
+from .reader import RecordIO
+
+__all__ = ["RecordIODataset", "distributed_rank"]  # noqa: F822 (RecordIODataset: built lazily)
+
+log = logging.getLogger("recprep")
+
+
+def _import_torch() -> Any:
+    try:
+        import torch.utils.data
+    except ImportError:
+        raise MissingDependencyError("torch", "torch", "recprep.torch") from None
+    return torch
+
+
+def distributed_rank() -> tuple[int, int]:
+    """``(rank, world_size)`` from ``torch.distributed`` when initialised, else ``(0, 1)``."""
+    torch = _import_torch()
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _choose_rank(
+    reader: RecordIO, rank: int | None, world_size: int | None
+) -> tuple[int, int]:
+    if (rank is None) != (world_size is None):
+        raise InvalidArgumentError(
+            f"pass both rank and world_size, or neither (got rank={rank!r}, "
+            f"world_size={world_size!r})"
+        )
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    if reader.world_size > 1:  # the reader was built for a rank already
+        return reader.rank, reader.world_size
+    return distributed_rank()
+
+
+def _build() -> type:
+    torch = _import_torch()
+
+    class RecordIODataset(torch.utils.data.IterableDataset):
+        """An ``IterableDataset`` over RecordIO shard sets.
+
+        Parameters
+        ----------
+        source
+            A :class:`~recprep.RecordIO` reader, or what ``RecordIO`` takes (a glob, a
+            directory, files) together with its keyword options (``shuffle``, ``seed``,
+            ``num_threads``, ``codec``...).
+        rank, world_size
+            This process's rank. ``None`` (both): the reader's own, when it was built for
+            a rank; else ``torch.distributed``'s when initialised; else ``0`` of ``1``.
+        transform
+            A function applied to each instance (turning arrays into tensors, say).
+        **options
+            ``RecordIO`` options, when ``source`` is not a reader already.
+
+        Notes
+        -----
+        Call :meth:`set_epoch` at the start of every epoch, as with
+        ``DistributedSampler``: DataLoader workers are fresh copies of the dataset, so
+        the shuffle order is the one for the epoch last set. (With
+        ``persistent_workers=True`` the workers keep their copies: don't call
+        ``set_epoch``, and each worker's pass ``n`` uses epoch ``n``.)
+
+        ``len(dataset)`` is the rank's share, which all its workers together yield.
+        """
+
+        def __init__(
+            self,
+            source: RecordIO | str | Sequence[str],
+            *,
+            rank: int | None = None,
+            world_size: int | None = None,
+            transform: Callable[[Any], Any] | None = None,
+            **options: Any,
+        ) -> None:
+            super().__init__()
+            if isinstance(source, RecordIO):
+                if options:
+                    raise InvalidArgumentError(
+                        f"options {sorted(options)} are RecordIO's: pass them to "
+                        "RecordIO(...), or pass a pattern here instead of a reader"
+                    )
+                reader = source
+            else:
+                reader = RecordIO(source, **options)
+            rank, world_size = _choose_rank(reader, rank, world_size)
+            if (rank, world_size) != (reader.rank, reader.world_size):
+                reader = reader.for_rank(rank, world_size)
+            if transform is not None and not callable(transform):
+                raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
+            self.reader = reader
+            self.transform = transform
+
+        def set_epoch(self, epoch: int) -> None:
+            """Shuffle the following passes for ``epoch`` (see the notes)."""
+            self.reader.set_epoch(epoch)
+
+        def __iter__(self) -> Iterator[Any]:
+            info = torch.utils.data.get_worker_info()
+            reader = self.reader
+            if info is not None:
+                reader = reader.for_worker(info.id, info.num_workers)
+            instances = reader()
+            return instances if self.transform is None else map(self.transform, instances)
+
+        def __len__(self) -> int:
+            return len(self.reader)
+
+    RecordIODataset.__module__ = __name__
+    RecordIODataset.__qualname__ = "RecordIODataset"
+    return RecordIODataset
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RecordIODataset":  # built on first use, so torch is imported only then
+        cls = globals()[name] = _build()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
