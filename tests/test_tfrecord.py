@@ -20,7 +20,12 @@ from recprep import RecordIO, convert
 from recprep.codecs.example import ExampleCodec
 from recprep.containers import detect_format, get_format
 from recprep.containers.tfrecord import detect_compression, masked_crc32c
-from recprep.errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
+from recprep.errors import (
+    ChunkTooLargeError,
+    CorruptDataError,
+    InvalidArgumentError,
+    RecprepError,
+)
 from recprep.features import Feature
 
 from .conftest import DATA
@@ -371,3 +376,12 @@ def test_example_codec_through_tfrecord_shards(mem_url, tf, tmp_path):
         for raw in tf.data.TFRecordDataset(str(path), compression_type="GZIP"):
             parsed.append(tf.io.parse_single_example(raw, spec))
     assert sorted(int(p["label"]) for p in parsed) == sorted(i % 10 for i in range(12))
+
+
+def test_reader_takes_the_format_from_the_manifest(tmp_path):
+    """With a manifest the format isn't guessed; format= still overrides everything."""
+    convert(str(tmp_path), [b"x", b"yy"], 1, "m", format="tfrecord", codec="raw")
+    read = RecordIO(str(tmp_path / "m-*"))
+    assert read.manifests[0].format == "tfrecord" and list(read()) == [b"x", b"yy"]
+    with pytest.raises(RecprepError):
+        list(RecordIO(str(tmp_path / "m-*"), format="recordio")())

@@ -35,6 +35,7 @@ from .containers import (
     Format,
     available_formats,
     detect_format,
+    get_format,
 )
 from .errors import CorruptDataError, InvalidArgumentError
 from .index import FileIndex, build_index, read_range_chunks
@@ -129,13 +130,19 @@ class Sources:
         return count
 
     def container(self, handle: BinaryIO, path: str) -> Format | None:
-        """The format of the open file ``handle`` (None when it is empty)."""
-        if self.format is not None:
-            return self.format
+        """The format of the open file ``handle`` (None when it is empty): the one forced
+        by the user, else the one its set's manifest names, else detected from its bytes."""
         head = handle.read(_SNIFF_BYTES)
         handle.seek(0)
         if not head:
             return None
+        if self.format is not None:
+            return self.format
+        number = self._numbers.get(path)
+        if number is not None:
+            manifest = self.manifests[self.files[number].set_index]
+            if manifest is not None:
+                return get_format(manifest.format)
         found = detect_format(head)
         if found is None:
             raise CorruptDataError(
