@@ -385,3 +385,16 @@ def test_reader_takes_the_format_from_the_manifest(tmp_path):
     assert read.manifests[0].format == "tfrecord" and list(read()) == [b"x", b"yy"]
     with pytest.raises(RecprepError):
         list(RecordIO(str(tmp_path / "m-*"), format="recordio")())
+
+
+def test_reader_compressor_argument_overrides_detection(tmp_path):
+    convert(str(tmp_path), [b"x", b"yy"], 1, "z", format="tfrecord", compressor="zlib",
+            codec="raw")
+    path = str(tmp_path / "z-00000-of-00000")
+    assert list(RecordIO(path, format="tfrecord", compressor="zlib", codec="raw")()) == [
+        b"x", b"yy"
+    ]
+    with pytest.raises(RecprepError):
+        list(RecordIO(path, format="tfrecord", compressor="none", codec="raw")())
+    with pytest.raises(InvalidArgumentError, match="pass format= too"):
+        RecordIO(path, compressor="zlib")

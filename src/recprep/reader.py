@@ -77,7 +77,11 @@ class RecordIO:
         The most one chunk may claim or decompress to (256 MiB); larger is reported as
         damage. Raise it for files with unusually large chunks.
     format
-        Force a container format instead of detecting it from the bytes.
+        Force a container format instead of taking it from the manifest or detecting it
+        from the bytes.
+    compressor
+        With ``format``: force a whole-file compression (TFRecord's ``"gzip"``/``"zlib"``)
+        instead of detecting it. RecordIO names its compressor in every chunk.
     on_corrupt
         ``"raise"`` (default): damage stops the read with a
         :class:`~recprep.errors.CorruptDataError` naming the file and byte offset.
@@ -152,6 +156,7 @@ class RecordIO:
         world_size: int = 1,
         num_threads: int = 0,
         split: str = "auto",
+        compressor: str | None = None,
     ) -> None:
         patterns = [pattern] if isinstance(pattern, str) else list(pattern)
         if not patterns or not all(isinstance(p, str) for p in patterns):
@@ -186,8 +191,16 @@ class RecordIO:
         self.fs, _ = resolve(patterns[0], storage_options)
         paths = [resolve(p, storage_options)[1] for p in patterns]
         self.shard_sets: list[ShardSet] = resolve_shard_sets(self.fs, paths)
+        container = None if format is None else get_format(format)
+        if compressor is not None and (
+            container is None or compressor not in container.compressors
+        ):
+            valid = "pass format= too" if container is None else list(container.compressors)
+            raise InvalidArgumentError(
+                f"compressor={compressor!r} needs a format that has it ({valid})"
+            )
         self._sources = Sources(
-            self.fs, self.shard_sets, format=None if format is None else get_format(format),
+            self.fs, self.shard_sets, format=container, compressor=compressor,
             max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
         )
 

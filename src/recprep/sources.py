@@ -81,12 +81,14 @@ class Sources:
         shard_sets: Sequence[ShardSet],
         *,
         format: Format | None = None,
+        compressor: str | None = None,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         on_corrupt: str = "raise",
     ) -> None:
         self.fs = fs
         self.shard_sets = list(shard_sets)
         self.format = format
+        self.compressor = compressor
         self.max_chunk_bytes = max_chunk_bytes
         self.on_corrupt = on_corrupt
         self.manifests: list[Manifest | None] = [
@@ -186,6 +188,9 @@ class Sources:
         reads, see :class:`~recprep.prefetch.CpuGate`)."""
         file = self.files[piece.file]
         options = {"max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt}
+        whole: dict[str, Any] = dict(options)
+        if self.compressor is not None:
+            whole["compressor"] = self.compressor
         with self.fs.open(file.path, "rb") as opened:
             handle = opened if wrap is None else wrap(opened)
             container = self.container(handle, file.path)
@@ -197,7 +202,7 @@ class Sources:
                     )
                 return
             if piece.whole:
-                for chunk in container.read_chunks(handle, path=file.shown, **options):
+                for chunk in container.read_chunks(handle, path=file.shown, **whole):
                     yield chunk, 0
                 return
             index = self.index(piece.file, handle, container)

@@ -404,7 +404,9 @@ class RecordIOFormat(Format):
         path: str,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         on_corrupt: str = "raise",
+        compressor: str | None = None,
     ) -> Iterator[Chunk]:
+        # ``compressor`` is for whole-file formats; RecordIO names its own in every chunk
         chunks = iter_chunks(
             file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt
         )
