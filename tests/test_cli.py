@@ -460,3 +460,22 @@ def test_cp_failing_s3_upload_leaves_nothing(data, s3, s3_url, monkeypatch):
         copy(str(data / PREFIX), f"{s3_url}/ds", storage_options=s3.storage_options,
              num_workers=2, progress=False)
     assert s3.filesystem().find(s3_url.removeprefix("s3://")) == []
+
+
+@pytest.mark.parametrize("compressor", ["none", "gzip", "zlib"])
+def test_tools_on_tfrecord_sets(tmp_path, compressor):
+    """ls and verify work on TFRecord shard sets too, with and without a manifest."""
+    convert(str(tmp_path), [b"r%d" % i for i in range(12)], 3, "tf", format="tfrecord",
+            compressor=compressor, codec="raw")
+    proc = run_cli("verify", str(tmp_path / "tf"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (tmp_path / "tf.manifest.json").unlink()
+    listed = json.loads(run_cli("ls", str(tmp_path), "--json").stdout)
+    (info,) = [d for d in listed if d["prefix"] == "tf"]
+    assert (info["records"], info["format"], info["compressor"]) == (12, "tfrecord", compressor)
+    shard = tmp_path / "tf-00001-of-00002"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    proc = run_cli("verify", str(tmp_path / "tf"))
+    assert proc.returncode == 1 and "tf-00001-of-00002" in proc.stdout

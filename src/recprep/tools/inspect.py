@@ -28,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from ..containers import detect_format
 from ..containers.recordio import GO, HEADER_SIZE, LEGACY, Dialect, scan_index
+from ..containers.tfrecord import detect_compression
 from ..errors import CorruptDataError, InvalidArgumentError
 from ..storage import display, resolve
 from ._sets import FoundSet, find_sets
@@ -69,7 +71,7 @@ class DatasetInfo:
 
 def _first_header(fs: Any, path: str) -> bytes:
     with fs.open(path, "rb") as f:
-        return f.read(HEADER_SIZE)
+        return f.read(max(HEADER_SIZE, 64))
 
 
 def _dialect(fields: tuple[int, ...], stored_size: int, records: int) -> Dialect | None:
@@ -91,6 +93,20 @@ def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
         if found.sizes.get(path, 0) == 0:
             continue  # an empty shard: a valid file with no records
         shown = display(fs, path)
+        head = _first_header(fs, path)
+        container = detect_format(head)
+        if container is not None and container.name == "tfrecord":  # no chunk index: scan
+            try:
+                with fs.open(path, "rb") as f:
+                    count = sum(len(c.records) for c in container.read_chunks(f, path=shown))
+            except CorruptDataError as err:
+                records = None
+                notes.append(f"{err}; run recprep verify")
+                continue
+            records = None if records is None else records + count
+            formats.add(container.name)
+            compressors.add(detect_compression(head) or UNKNOWN)
+            continue
         try:
             with fs.open(path, "rb") as f:
                 index = scan_index(f, path=shown)
@@ -100,7 +116,6 @@ def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
             continue
         if records is not None:
             records += sum(c.num_records for c in index)
-        head = _first_header(fs, path)
         fields = _header_fields(head)
         dialect = _dialect(fields, index[0].stored_size, index[0].num_records) if index else None
         if dialect is None:

@@ -1,7 +1,7 @@
 """``verify``: is a dataset intact? Every chunk read, every checksum checked.
 
 For each shard, every chunk is read and its checksum checked, its payload decompressed
-and split into records (:func:`recprep.containers.recordio.iter_chunks`); the whole
+and split into records (the file's container, detected from its bytes); the whole
 file's size, record count and CRC-32C are compared with the manifest's. Shards the set
 should have that storage doesn't hold, shards the manifest doesn't list and an
 unreadable manifest are problems too. Records are not decoded by the codec: verify
@@ -30,8 +30,7 @@ from typing import Any, BinaryIO
 
 import google_crc32c
 
-from ..containers import DEFAULT_MAX_CHUNK_BYTES
-from ..containers.recordio import iter_chunks
+from ..containers import DEFAULT_MAX_CHUNK_BYTES, detect_format
 from ..errors import CorruptDataError
 from ..manifest import ShardInfo
 from ..storage import display, resolve
@@ -160,6 +159,9 @@ class _CrcReader:
         return self.crc, self.done
 
 
+_SNIFF = 64
+
+
 def check_file(
     fs: Any,
     path: str,
@@ -167,7 +169,8 @@ def check_file(
     *,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
 ) -> ShardCheck:
-    """Read every chunk of one RecordIO file; compare it with its manifest entry."""
+    """Read every chunk of one shard (RecordIO or TFRecord); compare it with its manifest
+    entry."""
     shown = display(fs, path)
     check = ShardCheck(shown, posixpath.basename(path), "ok")
     if expected is not None:
@@ -178,9 +181,20 @@ def check_file(
         with fs.open(path, "rb") as raw:
             file = _CrcReader(raw)
             try:
-                for _, chunk in iter_chunks(file, path=shown, max_chunk_bytes=max_chunk_bytes):
+                head = file.read(_SNIFF)
+                file.seek(0)
+                container = detect_format(head) if head else None
+                if head and container is None:
+                    raise CorruptDataError(
+                        f"not a file of any known format (starts with {head[:8].hex()})",
+                        path=shown, offset=0,
+                    )
+                chunks = () if container is None else container.read_chunks(
+                    file, path=shown, max_chunk_bytes=max_chunk_bytes
+                )
+                for chunk in chunks:
                     check.chunks += 1
-                    check.records += len(chunk.records) if chunk is not None else 0
+                    check.records += len(chunk.records)
             except CorruptDataError as err:
                 check.problems.append(
                     Problem(err.path or shown, err.offset, "corrupt", err.detail)
