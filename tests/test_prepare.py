@@ -120,12 +120,23 @@ def test_docker_entrypoint_command(tmp_path, mnist_raw):
     assert shlex.join(entrypoint)  # the command above is the image's entrypoint
 
 
+def test_tfrecord_output(tmp_path, mnist_raw):
+    out = tmp_path / "out"
+    proc = run_cli("prepare", str(MNIST_MODEL), str(mnist_raw), str(out), "--format",
+                   "tfrecord", "--compressor", "gzip", "--executor", "serial", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "data.manifest.json").read_text())["format"] == "tfrecord"
+    assert (out / "data-00000-of-00007").read_bytes()[:2] == b"\x1f\x8b"
+    check_mnist_output(out, mnist_raw)
+
+
 def test_help_explains_every_argument():
     proc = run_cli("prepare", "--help")
     assert proc.returncode == 0
     for word in ["MODEL_FILE", "RAW_DIR", "OUTPUT_DIR", "--num-workers", "--num-shards",
                  "--name-prefix", "--executor", "--master", "--address", "--conf", "--codec",
-                 "--compressor", "--include", "--on-error", "--overwrite", "examples:"]:
+                 "--compressor", "--format", "--include", "--on-error", "--overwrite",
+                 "examples:"]:
         assert word in proc.stdout
     assert "prepare" in run_cli("--help").stdout
 

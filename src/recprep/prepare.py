@@ -321,6 +321,7 @@ def prepare(
     address: str | None = None,
     conf: Mapping[str, Any] | None = None,
     codec: str | Codec | None = None,
+    format: str = "recordio",
     compressor: str | None = None,
     include: Sequence[str] | str | None = None,
     on_error: str = "fail",
@@ -353,6 +354,9 @@ def prepare(
     codec
         Default ``"example"`` (tf.train.Example records, what ElasticDL trainers read) when
         the model file has ``feature_columns``, else ``"recprep"``.
+    format
+        ``"recordio"`` (default, what ElasticDL reads) or ``"tfrecord"`` (with
+        ``compressor`` ``"none"``, ``"gzip"`` or ``"zlib"``), as for :func:`~recprep.convert`.
     include
         Glob(s) a file's relative path or name must match (``"*.png"``).
     on_error
@@ -402,6 +406,7 @@ def prepare(
         shards,
         name_prefix,
         codec=codec_obj,
+        format=format,
         compressor=compressor,
         overwrite=overwrite,
         storage_options=storage_options,

@@ -85,8 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--codec", choices=["example", "recprep"],
                         help="record encoding (default: example with feature_columns, "
                         "else recprep)")
-    parser.add_argument("--compressor", choices=["snappy", "gzip", "none"],
-                        help="chunk compression (default: snappy)")
+    parser.add_argument("--format", choices=["recordio", "tfrecord"], default="recordio",
+                        help="container (default: recordio, what ElasticDL reads)")
+    parser.add_argument("--compressor", choices=["snappy", "gzip", "zlib", "none"],
+                        help="compression (default: snappy for recordio, none for tfrecord; "
+                        "zlib is tfrecord only)")
     parser.add_argument("--include", action="append", metavar="GLOB",
                         help="only files whose relative path or name matches; repeatable")
     parser.add_argument("--on-error", choices=["fail", "skip"], default="fail",
@@ -118,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         address=args.address,
         conf=conf or None,
         codec=args.codec,
+        format=args.format,
         compressor=args.compressor,
         include=args.include,
         on_error=args.on_error,
