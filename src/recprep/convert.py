@@ -166,9 +166,9 @@ def _write(
             reader.readers[start:end]
         )
         label = f"partition {start}" if end - start == 1 else f"partitions {start}-{end - 1}"
-        args = (start, group, fs, staging.path, n, options)
         key = f"part-{start:05d}-{end:05d}"
-        piece_tasks.append(_Task(key, label, pieces_task, args, True))
+        part_args = (start, group, fs, staging.path, n, options)
+        piece_tasks.append(_Task(key, label, pieces_task, part_args, True))
     pieces = _run_tasks(backend, piece_tasks, progress, staging, resume)
     assemble = [
         _Task(f"shard-{s:05d}", f"shard {s} ({names[s]})", assemble_task,
@@ -390,9 +390,10 @@ def _committed(
         log.info("recprep: finishing the commit of an interrupted run in %s", out)
         staging.finish_commit(intact)
         return manifest
-    manifest = read_manifest(fs, final_manifest)
-    if manifest is None:
+    committed = read_manifest(fs, final_manifest)
+    if committed is None:
         return None
+    manifest = committed
     _check_same(manifest, options, names, display(fs, out))
     for shard in manifest.shards:
         path = posixpath.join(out, shard.name)

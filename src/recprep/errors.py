@@ -20,6 +20,7 @@ out/p-00000-of-00001 at byte 40: bad magic 0x00000000
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 __all__ = [
     "ChunkTooLargeError",
@@ -38,7 +39,9 @@ __all__ = [
 ]
 
 
-def _rebuild(cls: type, args: tuple, state: dict) -> RecprepError:
+def _rebuild(
+    cls: type[RecprepError], args: tuple[Any, ...], state: dict[str, Any]
+) -> RecprepError:
     err = cls.__new__(cls)
     Exception.__init__(err, *args)
     err.__dict__.update(state)
@@ -52,7 +55,7 @@ class RecprepError(Exception):
     cluster tasks intact.
     """
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.args, self.__dict__))
 
 
@@ -117,6 +120,9 @@ class MissingShardsError(RecprepError, FileNotFoundError):
         )
 
 
+_L = TypeVar("_L", bound="_Located")
+
+
 class _Located(RecprepError):
     """Mixin for errors about a place in a file: prefixes the message with it."""
 
@@ -142,13 +148,15 @@ class _Located(RecprepError):
         prefix = " ".join(where)
         super().__init__(f"{prefix}: {detail}" if prefix else detail)
 
-    def located(self, **where: object) -> _Located:
+    def located(self: _L, **where: object) -> _L:
         """Return a copy of this error with location facts filled in where missing."""
-        facts = {"path": self.path, "offset": self.offset, "record_index": self.record_index}
+        facts: dict[str, Any] = {
+            "path": self.path, "offset": self.offset, "record_index": self.record_index
+        }
         facts.update({k: v for k, v in where.items() if facts.get(k) is None})
         err = type(self).__new__(type(self))
         err.__dict__.update(self.__dict__)
-        _Located.__init__(err, self.detail, **facts)  # type: ignore[arg-type]
+        _Located.__init__(err, self.detail, **facts)
         return err
 
 
@@ -228,7 +236,8 @@ class WriteError(RecprepError, OSError):
 class TaskFailedError(RecprepError):
     """A conversion task failed; carries what failed and the original error.
 
-    Attributes: ``task`` (a description: partition / shard), ``original_type``,
+    Attributes: ``task`` (a description: partition / shard), ``original`` (the original
+    exception when it could be sent back, else None), ``original_type``,
     ``original_message``, ``original_traceback`` (text).
     """
 
@@ -242,6 +251,7 @@ class TaskFailedError(RecprepError):
         self.task = task
         self.original_type = original_type
         self.original_message = original_message
+        self.original: BaseException | None = None
         self.original_traceback = original_traceback
         super().__init__(
             f"{task} failed with {original_type}: {original_message}; nothing was "

@@ -335,6 +335,7 @@ _BOUNDS: dict[np.dtype, tuple[int, int]] = {}
 
 def check_value(feature: Feature, value: Any) -> np.ndarray:
     """The array of one feature's ``value`` (declared dtype, checked shape) or an error."""
+    arr: np.ndarray | None
     if isinstance(value, (np.ndarray, np.generic)):
         arr = _from_numpy(feature, value)
     else:

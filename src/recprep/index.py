@@ -190,12 +190,13 @@ def build_index(
     """The index of ``file``: from chunk headers when the format has a seeker, else by
     reading the whole file once (records are counted, never decoded by a codec)."""
     seeker = _SEEKERS.get(container.name)
+    offsets: list[int]
+    counts: list[int]
     if seeker is not None:
         offsets, counts = seeker.scan(file, path, on_corrupt)
         return FileIndex.from_counts(offsets, counts, True)
     file.seek(0)
-    offsets: list[int] = []
-    counts: list[int] = []
+    offsets, counts = [], []
     for chunk in container.read_chunks(
         file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt
     ):

@@ -246,8 +246,8 @@ class RawFileReader:
             reason = err.reason if isinstance(err, RawFileError) else (
                 f"{FUNCTION} raised {type(err).__name__}: {err}"
             )
-            index = err.instance_index if isinstance(err, RawFileError) else None
-            self.notes.append({"file": self._shown, "instance": index, "reason": reason})
+            at = err.instance_index if isinstance(err, RawFileError) else None
+            self.notes.append({"file": self._shown, "instance": at, "reason": reason})
             log.warning("recprep: skipping %s: %s", self._shown, reason)
             return
         yield from instances

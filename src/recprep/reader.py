@@ -330,7 +330,9 @@ class RecordIO:
             start = 0
             for end in range(1, len(pieces) + 1):
                 if end == len(pieces) or groups[end] != groups[start]:
-                    flat = [chain.from_iterable(s) for s in streams[start:end]]
+                    flat: list[Iterator[Any]] = [
+                        chain.from_iterable(s) for s in streams[start:end]
+                    ]
                     yield from flat[0] if len(flat) == 1 else _roundrobin(flat)
                     start = end
 

@@ -4,6 +4,11 @@ A shard set is ``name_prefix-aaaaa-of-bbbbb``: a five-digit shard index and the
 five-digit *largest* index (``num_shards - 1``), as in the PaddlePaddle design; both
 widen together past 99999 shards.
 
+Directories written by Spark (Spark-TFRecord, the Spark-TensorFlow-Connector, or
+``recprep.spark`` with ``partition_by``) read too: their ``part-*`` files (any suffix) in
+sorted order, with ``_SUCCESS``, ``_``-prefixed, ``.crc`` and hidden files left out, and
+Hive-style partition directories (``number=8/``) read recursively, in sorted path order.
+
 Example
 -------
 >>> shard_name("imagenet", 7, 1000)
@@ -12,6 +17,10 @@ Example
 ShardName(prefix='imagenet', index=7, last=999)
 >>> shard_name("big", 3, 200_000)
 'big-000003-of-199999'
+>>> [is_data_name(n) for n in ("part-00000.tfrecord.gz", "_SUCCESS", ".part-00000.crc")]
+[True, False, False]
+>>> is_partition_dir("number=8"), is_partition_dir("_temporary")
+(True, False)
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ from typing import Any, NamedTuple
 from .errors import InvalidArgumentError, MissingShardsError, NotFoundError
 
 MANIFEST_SUFFIX = ".manifest.json"
+SUCCESS_NAME = "_SUCCESS"
+CRC_SUFFIX = ".crc"
 _SHARD_RE = re.compile(r"^(?P<prefix>.+)-(?P<index>\d{5,})-of-(?P<last>\d{5,})$")
 _BAD_PREFIX_CHARS = set("/\\*?[]{}\n\r\t")
 _GLOB_CHARS = set("*?[")
@@ -34,7 +45,7 @@ class ShardName(NamedTuple):
     """The parts of a shard file name."""
 
     prefix: str
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, on purpose
     last: int
 
 
@@ -83,9 +94,24 @@ def has_magic(pattern: str) -> bool:
     return not _GLOB_CHARS.isdisjoint(pattern)
 
 
-def _visible(path: str) -> bool:
-    name = posixpath.basename(path.rstrip("/"))
-    return not name.startswith(".") and not name.endswith(MANIFEST_SUFFIX) and name != "_SUCCESS"
+def is_data_name(name: str) -> bool:
+    """Whether a file named ``name`` may hold records, rather than bookkeeping.
+
+    Hidden files (``.x``: staging, locks, Hadoop's ``.crc`` siblings, TFRecord indexes),
+    manifests and ``_SUCCESS`` never do; nor, as for Spark and Hadoop, other names starting
+    with ``_`` (``_committed_...``) or ending with ``.crc`` — unless they are shard names.
+    """
+    if name.startswith(".") or name.endswith(MANIFEST_SUFFIX) or name == SUCCESS_NAME:
+        return False
+    if parse_shard_name(name) is not None:
+        return True
+    return not name.startswith("_") and not name.endswith(CRC_SUFFIX)
+
+
+def is_partition_dir(name: str) -> bool:
+    """Whether ``name`` is a Hive-style partition directory (``key=value``)."""
+    key, sep, _ = name.partition("=")
+    return bool(sep and key) and not name.startswith((".", "_"))
 
 
 @dataclass
@@ -144,27 +170,73 @@ def _check_complete(fs: Any, pattern: str, shard_set: ShardSet) -> None:
         raise MissingShardsError(pattern, missing, first.last + 1 - len(missing))
 
 
+def _listing(fs: Any, directory: str) -> tuple[list[str], list[str]]:
+    """The data files and the partition subdirectories of ``directory``, each sorted."""
+    files, subdirs = [], []
+    for entry in fs.ls(directory, detail=True):
+        path = entry["name"].rstrip("/")
+        name = posixpath.basename(path)
+        if entry["type"] == "directory":
+            if is_partition_dir(name):
+                subdirs.append(path)
+        elif is_data_name(name):
+            files.append(path)
+    return sorted(files), sorted(subdirs)
+
+
+def _directory_sets(fs: Any, directory: str) -> list[ShardSet]:
+    """The shard sets of ``directory`` — or, when it holds none, its data files one by one
+    (a Spark output directory) — then those of its partition subdirectories, recursively."""
+    files, subdirs = _listing(fs, directory)
+    groups = _group(files)
+    sets = [s for s in groups if s.prefix is not None] or groups
+    for subdir in subdirs:
+        sets.extend(_directory_sets(fs, subdir))
+    return sets
+
+
+def _glob_sets(fs: Any, pattern: str) -> list[ShardSet]:
+    """The files a glob matches, grouped into shard sets; matched partition directories
+    read like directories."""
+    matches = fs.glob(pattern, detail=True)
+    files, subdirs = [], []
+    for path, info in sorted(matches.items()):
+        name = posixpath.basename(path.rstrip("/"))
+        if info.get("type") == "directory":
+            if is_partition_dir(name):
+                subdirs.append(path.rstrip("/"))
+        elif is_data_name(name):
+            files.append(path)
+    sets = _group(files)
+    for subdir in subdirs:
+        sets.extend(_directory_sets(fs, subdir))
+    return sets
+
+
 def resolve_shard_sets(fs: Any, patterns: Iterable[str]) -> list[ShardSet]:
     """Expand files, directories and globs into shard sets, in a stable order.
 
-    * a glob: every visible matching file, grouped into shard sets; a set with shards
-      missing from storage raises :class:`~recprep.errors.MissingShardsError`;
-    * a directory: every shard set in it (complete sets only, as for a glob);
+    * a glob: every matching data file, grouped into shard sets; a set with shards
+      missing from storage raises :class:`~recprep.errors.MissingShardsError`; a matched
+      partition directory (``number=8``) reads as a directory;
+    * a directory: every shard set in it (complete sets only, as for a glob); when it
+      holds none, its data files, each whole, in sorted order (what Spark writes:
+      ``part-*`` files, ``_SUCCESS``, ``.crc`` files); then its Hive-style partition
+      subdirectories (``key=value``), recursively, in sorted path order;
     * a file: just that file.
     """
     result: list[ShardSet] = []
     for pattern in patterns:
         if has_magic(pattern):
-            matches = sorted(p for p in fs.glob(pattern) if _visible(p) and fs.isfile(p))
-            if not matches:
-                raise NotFoundError(pattern, "no file matches this pattern")
-            sets = _group(matches)
-        elif fs.isdir(pattern):
-            listing = sorted(fs.ls(pattern, detail=False))
-            files = [p for p in listing if _visible(p) and fs.isfile(p)]
-            sets = [s for s in _group(files) if s.prefix is not None]
+            sets = _glob_sets(fs, pattern)
             if not sets:
-                raise NotFoundError(pattern, "the directory holds no shard set")
+                raise NotFoundError(pattern, "no file matches this pattern")
+        elif fs.isdir(pattern):
+            sets = _directory_sets(fs, pattern)
+            if not sets:
+                raise NotFoundError(
+                    pattern, "the directory holds no shard set, data file or partition"
+                )
         elif fs.isfile(pattern):
             result.append(ShardSet(*posixpath.split(pattern), paths=[pattern]))
             parsed = parse_shard_name(posixpath.basename(pattern))

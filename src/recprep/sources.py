@@ -187,8 +187,10 @@ class Sources:
         index; a range seeks through the index. ``wrap`` wraps the open file (to gate its
         reads, see :class:`~recprep.prefetch.CpuGate`)."""
         file = self.files[piece.file]
-        options = {"max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt}
-        whole: dict[str, Any] = dict(options)
+        options: dict[str, Any] = {
+            "max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt
+        }
+        whole = dict(options)
         if self.compressor is not None:
             whole["compressor"] = self.compressor
         with self.fs.open(file.path, "rb") as opened:

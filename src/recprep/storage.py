@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 import fsspec
 import google_crc32c
 
+from .containers.base import Sink
 from .shards import manifest_name, parse_shard_name
 
 log = logging.getLogger("recprep")
@@ -39,7 +40,7 @@ def display(fs: Any, path: str) -> str:
 class ChecksumWriter:
     """A write-only file wrapper that counts bytes and keeps a running CRC-32C."""
 
-    def __init__(self, file: BinaryIO) -> None:
+    def __init__(self, file: Sink) -> None:
         self._file = file
         self.crc32c = 0
         self.size = 0
@@ -53,7 +54,7 @@ class ChecksumWriter:
     def tell(self) -> int:
         return self.size
 
-    def retarget(self, file: BinaryIO) -> None:
+    def retarget(self, file: Sink) -> None:
         """Write to ``file`` from now on (which already holds what was written)."""
         self._file = file
 

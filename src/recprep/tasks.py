@@ -285,7 +285,7 @@ class _RawRecords(Codec):
     name = "raw-records"
 
     def encode(self, instance: Any) -> bytes:
-        return instance  # type: ignore[no-any-return]
+        return bytes(instance)
 
     def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
         return bytes(record)

@@ -72,7 +72,7 @@ def _choose_rank(
 def _build() -> type:
     torch = _import_torch()
 
-    class RecordIODataset(torch.utils.data.IterableDataset):
+    class RecordIODataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """An ``IterableDataset`` over RecordIO shard sets.
 
         Parameters

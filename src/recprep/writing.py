@@ -100,14 +100,14 @@ def as_iterable(reader: Any) -> Iterable[Any]:
     """The instances of a PaddlePaddle-style reader (callable) or a one-shot iterable."""
     check_reader(reader)
     if not callable(reader):
-        return reader  # type: ignore[no-any-return]
+        return reader
     made = reader()
     if isinstance(made, _ACCIDENTAL) or not hasattr(made, "__iter__"):
         raise InvalidArgumentError(
             f"calling the reader returned a {type(made).__name__}; a reader must "
             "return an iterable of instances (e.g. be a generator function)"
         )
-    return made  # type: ignore[no-any-return]
+    return made
 
 
 class _Budget:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 HELP = "check every chunk, checksum and manifest count; exit status 1 if anything is wrong"
 DESCRIPTION = """\
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest chunk accepted (default 256 MiB)")
 
 
-def _render(report) -> str:  # type: ignore[no-untyped-def]
+def _render(report: Any) -> str:
     from ._common import table
 
     lines = []

@@ -219,7 +219,7 @@ def _encode_list(name: str, arr: np.ndarray) -> tuple[int, list[bytes]]:
         data = _varints(arr.astype(wide, copy=False))
         return INTS, [b"\x0a", _varint(len(data)), data] if data else []
     if kind in "USO":
-        pieces = []
+        pieces: list[bytes] = []
         for v in arr.reshape(-1).tolist():
             if type(v) is str:
                 v = v.encode("utf-8")

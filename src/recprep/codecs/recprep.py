@@ -122,11 +122,12 @@ def _new_encoder(t: type, types: tuple[type, ...]) -> tuple:
     else:
         pack, n = _fields(codes.encode()).pack, len(key)
         var = [i for i, c in enumerate(codes) if c in "sy"] if "s" in codes or "y" in codes else []
+        fn: Callable[..., Any]
         if n > _GEN_ITEMS:
             fn = partial(_enc_packed_long, pack, var, t is dict)
         else:
             fn = _gen_encoder(key, pack, t is dict)
-        prefix = _pack_tag_u32(_PACKED_TAG[t], n // 2 if t is dict else n) + codes.encode()
+        prefix = _pack_tag_u32(_PACKED_TAG[t], n // 2 if t is dict else n) + codes.encode()  # type: ignore[index]
         plan = (fn, prefix, _F1 + prefix)
     if len(key) > _CACHE_ITEMS:
         return plan
@@ -204,6 +205,7 @@ def _new_decoder(codes: bytes, n: int, tag: int) -> Callable[[bytes, int], tuple
     var = []
     if b"s" in codes or b"y" in codes:
         var = [(i, c == 115) for i, c in enumerate(codes) if c in b"sy"]
+    fn: Callable[..., Any]
     if n > _GEN_ITEMS:
         fn = partial(_dec_packed_long, fields.unpack_from, fields.size, var, tag)
     else:
@@ -380,7 +382,7 @@ def _encode_into(value: Any, out: list) -> None:
                 if packed is not None:
                     append(packed)
                     continue
-                append(_pack_tag_u32(_PACKED_TAG[t] - 3, len(x)))  # T_PLIST - 3 == T_LIST...
+                append(_pack_tag_u32(_PACKED_TAG[t] - 3, len(x)))  # type: ignore[index]
                 stack.append(it)
                 it = chain.from_iterable(x.items()) if t is dict else iter(x)
                 break
@@ -431,7 +433,7 @@ def _dec_ndarray(buf: bytes, off: int) -> tuple[np.ndarray, int]:
     end = p + nbytes
     if end > len(buf):
         raise _Fail(f"array data needs {nbytes} bytes, the record has {len(buf) - p}")
-    o = "F" if order else "C"
+    o: Any = "F" if order else "C"
     if nbytes == 0:
         return np.empty(shape, dt, order=o), end
     flat = np.frombuffer(buf, dt, math.prod(shape), p)
@@ -493,7 +495,9 @@ _DECODERS[T_NPSCALAR] = _dec_npscalar
 _DECODERS[T_NPSTR] = _dec_sized(lambda b: np.str_(_str(b)))
 _DECODERS[T_NPBYTES] = _dec_sized(np.bytes_)
 _DECODERS[T_PICKLE] = _dec_sized(bytes)  # unpickled by _decode_value after the policy check
-_BUILD = {T_LIST: lambda items: items, T_TUPLE: tuple, T_DICT: _build_dict}
+_BUILD: dict[int, Callable[[list[Any]], Any]] = {
+    T_LIST: lambda items: items, T_TUPLE: tuple, T_DICT: _build_dict
+}
 _EMPTY = {T_LIST: list, T_TUPLE: tuple, T_DICT: dict}
 _CONTAINERS = (T_LIST, T_TUPLE, T_DICT, T_PLIST, T_PTUPLE, T_PDICT)
 _BAD_INPUT = (_Fail, struct.error, IndexError, UnicodeDecodeError, ValueError, TypeError,
@@ -676,8 +680,9 @@ codec="pickle" or codec="raw"
             elif buf[0] == FORMAT_TAG and T_PLIST <= buf[1] <= T_PDICT:
                 tag = buf[1]
                 p = 6 + _u32(buf, 2)[0] * (2 if tag == T_PDICT else 1)
-                fn = _DPLANS[tag].get(buf[6:p])
-                if fn is not None:
+                found = _DPLANS[tag].get(buf[6:p])
+                if found is not None:
+                    fn = found
                     value, off = fn(buf, p)
                     if off == len(buf):
                         _LAST_TOP[0] = (buf[:p], fn)

@@ -14,7 +14,24 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, ClassVar
+from typing import ClassVar, Protocol
+
+
+class Source(Protocol):
+    """What containers read from: a binary file opened for reading (or a window of one)."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = ..., /) -> int: ...
+
+    def tell(self) -> int: ...
+
+
+class Sink(Protocol):
+    """What containers write to: a binary file opened for writing (or a wrapper of one)."""
+
+    def write(self, data: bytes, /) -> int: ...
+
 
 DEFAULT_MAX_CHUNK_BYTES = 256 * 1024 * 1024
 """What one chunk may claim, or decompress to, unless the reader raises the bound."""
@@ -61,13 +78,13 @@ class Format(abc.ABC):
     default_compressor: ClassVar[str] = "none"
 
     @abc.abstractmethod
-    def writer(self, file: BinaryIO, compressor: str, chunk_bytes: int) -> RecordWriter:
+    def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
         """Return a writer of records into ``file`` (positioned at the end)."""
 
     @abc.abstractmethod
     def read_chunks(
         self,
-        file: BinaryIO,
+        file: Source,
         *,
         path: str,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,

@@ -38,13 +38,13 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any
 
 import google_crc32c
 
 from ..compression import Compression, get_compression
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError, _Located
-from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, ChunkInfo, Format, RecordWriter
+from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, ChunkInfo, Format, RecordWriter, Sink, Source
 
 log = logging.getLogger("recprep")
 
@@ -137,7 +137,7 @@ def split_payload(payload: bytes, count: int) -> list[bytes]:
 
 
 class _Writer(RecordWriter):
-    def __init__(self, file: BinaryIO, dialect: Dialect, compressor: str, chunk_bytes: int):
+    def __init__(self, file: Sink, dialect: Dialect, compressor: str, chunk_bytes: int):
         self._file = file
         self._dialect = dialect
         self._id = dialect.names[compressor]
@@ -176,7 +176,7 @@ class _Writer(RecordWriter):
         self._flush()
 
 
-def _read_exact(file: BinaryIO, size: int) -> bytes:
+def _read_exact(file: Source, size: int) -> bytes:
     data = file.read(size)
     return data if data is not None else b""
 
@@ -198,7 +198,7 @@ class _Damage(Exception):
 
 
 def _read_chunk(
-    file: BinaryIO, offset: int, dialect: Dialect | None, limit: int, path: str, decode: bool
+    file: Source, offset: int, dialect: Dialect | None, limit: int, path: str, decode: bool
 ) -> tuple[ChunkInfo, Chunk | None, Dialect] | None:
     """Read the chunk at ``offset``; None at the end of the file; damage raises _Damage.
 
@@ -206,7 +206,7 @@ def _read_chunk(
     header is sound, so reading can resume after the chunk), ``"header"`` (the next chunk
     must be searched for).
     """
-    where = {"path": path, "offset": offset}
+    where: dict[str, Any] = {"path": path, "offset": offset}
     file.seek(offset)
     head = _read_exact(file, HEADER_SIZE)
     if not head:
@@ -256,7 +256,7 @@ _RESYNC_BLOCK = 1 << 20
 
 
 def _resync(
-    file: BinaryIO, start: int, dialect: Dialect | None, limit: int, path: str
+    file: Source, start: int, dialect: Dialect | None, limit: int, path: str
 ) -> int | None:
     """The offset of the next sound chunk at or after ``start``, or None."""
     pos = start
@@ -277,7 +277,7 @@ def _resync(
 
 
 def iter_chunks(
-    file: BinaryIO,
+    file: Source,
     *,
     path: str,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
@@ -317,7 +317,7 @@ def iter_chunks(
         yield info, chunk
 
 
-def _skip(file: BinaryIO, damage: _Damage, offset: int, dialect: Dialect | None,
+def _skip(file: Source, damage: _Damage, offset: int, dialect: Dialect | None,
           limit: int, path: str) -> int:
     """Log what ``damage`` loses; the offset to go on from, or -1 to stop."""
     lost = "an unknown number of" if damage.lost is None else str(damage.lost)
@@ -337,7 +337,7 @@ def _skip(file: BinaryIO, damage: _Damage, offset: int, dialect: Dialect | None,
 
 
 def _read_payload(
-    file: BinaryIO,
+    file: Source,
     fields: tuple[int, ...],
     options: list[Dialect],
     offset: int,
@@ -345,9 +345,9 @@ def _read_payload(
     path: str,
 ) -> tuple[Dialect, bytes]:
     """Read the payload under each plausible variant; keep the one whose checksum fits."""
-    where = {"path": path, "offset": offset}
+    where: dict[str, Any] = {"path": path, "offset": offset}
     start = file.tell()
-    problems = []
+    problems: list[CorruptDataError] = []
     for dialect in options:
         crc, _, size, _ = dialect.unpack(fields)
         if size > limit:
@@ -378,7 +378,7 @@ def _read_payload(
     raise problems[0]
 
 
-def scan_index(file: BinaryIO, *, path: str) -> list[ChunkInfo]:
+def scan_index(file: Source, *, path: str) -> list[ChunkInfo]:
     """The chunk index of a file: each chunk's offset and record count, by hopping headers.
 
     The first chunk's checksum is checked to tell the variant; the others are not read.
@@ -394,12 +394,12 @@ class RecordIOFormat(Format):
     default_compressor = "snappy"
     dialect = GO
 
-    def writer(self, file: BinaryIO, compressor: str, chunk_bytes: int) -> RecordWriter:
+    def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
         return _Writer(file, self.dialect, compressor, chunk_bytes)
 
     def read_chunks(
         self,
-        file: BinaryIO,
+        file: Source,
         *,
         path: str,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,

@@ -38,12 +38,11 @@ import logging
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
 
 import google_crc32c
 
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
-from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, RecordWriter
+from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, RecordWriter, Sink, Source
 
 __all__ = ["TFRecordFormat", "detect_compression", "masked_crc32c"]
 
@@ -116,7 +115,7 @@ def _inflated_head_ok(head: bytes, wbits: int) -> bool:
 class _Writer(RecordWriter):
     """Frames records, buffers up to ``chunk_bytes``, compresses the stream if asked."""
 
-    def __init__(self, file: BinaryIO, compressor: str, chunk_bytes: int) -> None:
+    def __init__(self, file: Sink, compressor: str, chunk_bytes: int) -> None:
         self._file = file
         self._wbits = _WBITS.get(compressor)
         self._deflate: zlib._Compress | None = None  # made on the first write: an empty
@@ -167,7 +166,7 @@ class _Source:
     Inflating never produces more than one block per call, whatever the input claims.
     """
 
-    def __init__(self, file: BinaryIO, head: bytes, compression: str, path: str) -> None:
+    def __init__(self, file: Source, head: bytes, compression: str, path: str) -> None:
         self._file = file
         self._pending = head
         self.compression = self._kind = compression
@@ -199,7 +198,7 @@ class _Source:
                         "(TensorFlow would ignore them and their records: was this file made "
                         "by concatenating zlib files?)"
                     )
-                self._inflate = zlib.decompressobj(self._wbits)  # another gzip member
+                self._inflate = zlib.decompressobj(_WBITS["gzip"])  # another gzip member
                 self._pending = rest
                 continue
             data = inflate.unconsumed_tail or self._read()
@@ -382,7 +381,7 @@ class TFRecordFormat(Format):
     compressors = ("none", "gzip", "zlib")
     default_compressor = "none"
 
-    def writer(self, file: BinaryIO, compressor: str, chunk_bytes: int) -> RecordWriter:
+    def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
         if compressor not in self.compressors:
             raise InvalidArgumentError(
                 f"format 'tfrecord' has no compressor {compressor!r}; valid compressors are "
@@ -397,7 +396,7 @@ class TFRecordFormat(Format):
 
     def read_chunks(
         self,
-        file: BinaryIO,
+        file: Source,
         *,
         path: str,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,

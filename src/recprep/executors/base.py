@@ -79,7 +79,7 @@ def failed(err: BaseException) -> Outcome:
 def serialize(fn: Any, args: tuple[Any, ...], description: str) -> bytes:
     """cloudpickle ``(fn, args)``; a clear error when something can't travel."""
     try:
-        return cloudpickle.dumps((fn, args))
+        return bytes(cloudpickle.dumps((fn, args)))
     except Exception as err:
         raise InvalidArgumentError(
             f"{description} can't be sent to workers: cloudpickle failed with "
