@@ -7,7 +7,11 @@ BASE   := $(VENV)/.base-$(HASH)
 FULL   := $(VENV)/.test-$(HASH)
 DEMO   := demo-output
 
-.PHONY: venv demo test lint bench fuzz clean
+DOCS_VENV := .venv-docs
+DOCS_PY   := $(DOCS_VENV)/bin/python
+DOCS      := $(DOCS_VENV)/.docs-$(HASH)
+
+.PHONY: venv demo test lint bench plots fuzz docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,10 +50,30 @@ bench: $(FULL)
 	$(PY) benchmarks/bench_executors.py
 	$(PY) benchmarks/bench_prepare.py
 
+# the benchmark plots in docs/img/, from the tables in benchmarks/RESULTS*.md
+plots: $(FULL)
+	$(PY) benchmarks/plots.py
+
 # longer fuzzing than CI's minute: FUZZ_EXAMPLES per target, fresh random inputs each run
 FUZZ_EXAMPLES ?= 20000
 fuzz: $(FULL)
 	RECPREP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) RECPREP_FUZZ_RANDOM=1 $(PY) -m pytest -q tests/test_fuzz.py
 
+# the documentation site (site/), in its own venv with only what the docs need: mkdocs,
+# Material, mkdocstrings and recprep without its engines. Strict: a broken link, a missing
+# page or an API reference that doesn't resolve fails the build. Nothing is fetched from the
+# network while building.
+$(DOCS_PY):
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_PY) -m pip install --quiet --upgrade pip
+
+$(DOCS): pyproject.toml | $(DOCS_PY)
+	$(DOCS_PY) -m pip install --quiet -e '.[docs]'
+	rm -f $(DOCS_VENV)/.docs-*
+	touch $@
+
+docs: $(DOCS)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DOCS_VENV) site $(DEMO) .pytest_cache .hypothesis

@@ -24,6 +24,7 @@ from recprep import (
     RecordIO,
     RecprepError,
     TaskFailedError,
+    WriteError,
     convert,
 )
 from recprep.shards import parse_shard_name, shard_name
@@ -350,3 +351,9 @@ def test_reader_skips_a_damaged_chunk_and_keeps_the_rest(tmp_path, caplog):
     assert f"{lost} records lost" in caplog.text
     with pytest.raises(InvalidArgumentError):
         RecordIO(str(tmp_path / "dmg-*"), on_corrupt="ignore")
+
+
+def test_output_path_that_cannot_be_a_directory(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(WriteError, match="check output_path"):
+        convert(str(tmp_path / "file" / "sub"), [1], 1, "p")

@@ -11,6 +11,7 @@ Example
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ._version import __version__
 from .codecs import Codec, available_codecs, get_codec, register_codec
@@ -76,3 +77,12 @@ __all__ = [
 ]
 
 logging.getLogger("recprep").addHandler(logging.NullHandler())
+
+
+def __getattr__(name: str) -> Any:
+    """``recprep.spark`` on first use, so ``import recprep`` never imports pyspark."""
+    if name == "spark":
+        import importlib
+
+        return importlib.import_module(".spark", __name__)
+    raise AttributeError(f"module 'recprep' has no attribute {name!r}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .codecs import Codec
-from .errors import CorruptDataError, InvalidArgumentError, OutputExistsError
+from .errors import CorruptDataError, InvalidArgumentError, OutputExistsError, WriteError
 from .executors import Backend, get_backend, serialize
 from .executors.base import failed
 from .locking import ShardSetLock
@@ -284,7 +284,10 @@ def convert(
     names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
     notes: list[Any] = []
     try:
-        fs.makedirs(out, exist_ok=True)
+        try:
+            fs.makedirs(out, exist_ok=True)
+        except OSError as err:
+            raise WriteError(display(fs, out), err) from err
         with ShardSetLock(fs, out, name_prefix):
             staging = Staging(fs, out, name_prefix)
             manifest = _committed(fs, out, staging, options, names) if resume else None

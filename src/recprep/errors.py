@@ -13,8 +13,8 @@ Example
 >>> err = CorruptDataError("bad magic 0x00000000", path="out/p-00000-of-00001", offset=40)
 >>> isinstance(err, RecprepError), isinstance(err, ValueError), err.offset
 (True, True, 40)
->>> print(err)
-out/p-00000-of-00001 at byte 40: bad magic 0x00000000
+>>> print(err)  # doctest: +ELLIPSIS
+out/p-00000-of-00001 at byte 40: bad magic 0x00000000 (the file is damaged: ...)
 """
 
 from __future__ import annotations
@@ -126,6 +126,9 @@ _L = TypeVar("_L", bound="_Located")
 class _Located(RecprepError):
     """Mixin for errors about a place in a file: prefixes the message with it."""
 
+    #: what to do, appended to the message
+    hint = ""
+
     def __init__(
         self,
         detail: str,
@@ -146,7 +149,8 @@ class _Located(RecprepError):
         if record_index is not None:
             where.append(f"record {record_index} of the chunk")
         prefix = " ".join(where)
-        super().__init__(f"{prefix}: {detail}" if prefix else detail)
+        message = f"{prefix}: {detail}" if prefix else detail
+        super().__init__(message + self.hint)
 
     def located(self: _L, **where: object) -> _L:
         """Return a copy of this error with location facts filled in where missing."""
@@ -166,6 +170,11 @@ class CorruptDataError(_Located, ValueError):
     Attributes: ``path``, ``offset`` (of the chunk or record), ``detail``.
     """
 
+    hint = (
+        " (the file is damaged: copy it again from its source; `recprep verify` lists all "
+        "damage; RecordIO(..., on_corrupt='skip') reads around it)"
+    )
+
 
 class ChunkTooLargeError(CorruptDataError):
     """A chunk claims (or decompresses to) more than ``max_chunk_bytes``.
@@ -181,6 +190,8 @@ class ChunkTooLargeError(CorruptDataError):
             "the file is damaged, or it has unusually large chunks: raise max_chunk_bytes",
             **where,  # type: ignore[arg-type]
         )
+
+    hint = ""
 
 
 class DecodeError(_Located, ValueError):
@@ -229,7 +240,8 @@ class WriteError(RecprepError, OSError):
         self.original = original
         super().__init__(
             f"writing {path} failed: {type(original).__name__}: {original}; "
-            "nothing was committed and the temporaries were removed"
+            "nothing was committed and the temporaries were removed (check output_path, "
+            "its permissions and free space)"
         )
 
 
@@ -253,7 +265,11 @@ class TaskFailedError(RecprepError):
         self.original_message = original_message
         self.original: BaseException | None = None
         self.original_traceback = original_traceback
+        shown = original_type.rsplit(".", 1)[-1] if original_type.startswith("recprep.") else (
+            original_type
+        )
         super().__init__(
-            f"{task} failed with {original_type}: {original_message}; nothing was "
-            "committed. Original traceback:\n" + original_traceback
+            f"{task} failed with {shown}: {original_message}; nothing was committed "
+            "(the original traceback is in .original_traceback; the CLI shows it with "
+            "--debug)" + (f"\n\n{original_traceback}" if original_traceback else "")
         )

@@ -17,6 +17,7 @@ import fsspec
 import google_crc32c
 
 from .containers.base import Sink
+from .errors import InvalidArgumentError
 from .shards import manifest_name, parse_shard_name
 
 log = logging.getLogger("recprep")
@@ -25,7 +26,14 @@ log = logging.getLogger("recprep")
 
 def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
     """``(filesystem, path)`` for a local path or fsspec URL."""
-    fs, path = fsspec.core.url_to_fs(str(url), **dict(storage_options or {}))
+    options = dict(storage_options or {})
+    try:
+        fs, path = fsspec.core.url_to_fs(str(url), **options)
+    except ImportError as err:
+        raise InvalidArgumentError(
+            f"{url!r} needs a filesystem that isn't installed ({err}); e.g. "
+            "pip install 'recprep[s3]' for s3://"
+        ) from None
     return fs, path.rstrip("/") or path
 
 

@@ -1,0 +1,241 @@
+"""Plots of the benchmark results, for the documentation's Performance page.
+
+    python benchmarks/plots.py [--results benchmarks] [--out docs/img]   (or: make plots)
+
+Reads the markdown tables of ``benchmarks/RESULTS.md``, ``RESULTS-reading.md`` and
+``RESULTS-storage.md`` (what ``bench_core.py``, ``bench_reading.py`` and
+``bench_storage.py`` write with ``--out``) and writes one PNG per figure into
+``docs/img/``. Rerun it after a benchmark run; the PNGs are committed with the results.
+Only the tables are read, so the plots always show the figures of the results files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+@dataclass
+class Table:
+    """One markdown table: the heading it sits under, its column names and its rows."""
+
+    heading: str
+    columns: list[str]
+    rows: list[dict[str, str]]
+
+    def number(self, row: dict[str, str], column: str) -> float:
+        """The first number in a cell (``'1,024 KiB (default)'`` -> 1024.0)."""
+        match = _NUMBER.search(row[column].replace("**", ""))
+        if match is None:
+            raise ValueError(f"{self.heading!r}: no number in column {column!r}: {row[column]!r}")
+        return float(match.group(0).replace(",", ""))
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def parse_tables(text: str) -> list[Table]:
+    """Every table of a markdown document, with the heading above it ('' if none)."""
+    tables: list[Table] = []
+    heading, in_fence = "", False
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+        elif not in_fence and (match := _HEADING.match(line)):
+            heading = match.group(2)
+        elif (not in_fence and line.lstrip().startswith("|") and index + 1 < len(lines)
+              and set(lines[index + 1].replace("|", "").strip()) <= set("-: ")
+              and lines[index + 1].strip().startswith("|")):
+            columns = _cells(line)
+            rows = []
+            index += 2
+            while index < len(lines) and lines[index].lstrip().startswith("|"):
+                rows.append(dict(zip(columns, _cells(lines[index]), strict=True)))
+                index += 1
+            tables.append(Table(heading, columns, rows))
+            continue
+        index += 1
+    return tables
+
+
+def find_table(tables: list[Table], heading: str, column: str | None = None) -> Table:
+    """The first table under a heading that starts with ``heading`` (and has ``column``)."""
+    for table in tables:
+        if table.heading.startswith(heading) and (column is None or column in table.columns):
+            return table
+    raise LookupError(f"no table under a heading starting with {heading!r}"
+                      + (f" with a column {column!r}" if column else ""))
+
+
+def _short(label: str) -> str:
+    label = label.replace("`", "").replace("**", "")
+    for long, short in (("floor: pickle + length + write", "floor (pickle + write)"),
+                        ("floor: file read + pickle.loads", "floor (read + pickle.loads)"),
+                        ("recprep convert, ", "recprep, "),
+                        ("pyrecordio 0.0.4 Writer, 1 MiB chunks, snappy", "pyrecordio 0.0.4"),
+                        ("RecordIO, recprep codec, snappy (the defaults)", "RecordIO defaults"),
+                        ("RecordIO, recprep codec, no compression", "RecordIO, no compression"),
+                        ("RecordIO, pickle codec (the floor's decoder), no compression",
+                         "RecordIO, pickle codec")):
+        label = label.replace(long, short)
+    return label
+
+
+# -- the figures ------------------------------------------------------------------------------
+
+
+def plot_core(tables: list[Table], plt) -> object:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, heading, title in ((axes[0], "A:", "A: MNIST-like, 20,000 x (float64[784], int)"),
+                               (axes[1], "B:", "B: 200,000 small tuples (int, float, str)")):
+        table = find_table(tables, heading, "write inst/s")
+        labels = [_short(row["path"]) for row in table.rows]
+        ys = range(len(labels))
+        write = [table.number(row, "write inst/s") / 1000 for row in table.rows]
+        read = [table.number(row, "read inst/s") / 1000 for row in table.rows]
+        ax.barh([y - 0.2 for y in ys], write, height=0.4, label="write")
+        ax.barh([y + 0.2 for y in ys], read, height=0.4, label="read")
+        ax.set_yticks(list(ys), labels)
+        ax.invert_yaxis()
+        ax.set_xlabel("thousand instances / s (higher is better)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].legend(loc="lower right")
+    fig.suptitle("Core: convert and read, 10 shards, local disk (benchmarks/RESULTS.md)")
+    return fig
+
+
+def plot_chunk_sizes(tables: list[Table], plt) -> object:
+    table = find_table(tables, "Chunk size sweep", "chunk_bytes")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, data_set in zip(axes, ("A", "B"), strict=True):
+        rows = [row for row in table.rows if row["data set"] == data_set]
+        kib = [table.number(row, "chunk_bytes") for row in rows]
+        for column, label in (("write inst/s", "write"), ("read inst/s", "read")):
+            ax.plot(kib, [table.number(row, column) / 1000 for row in rows], marker="o",
+                    label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(kib, [f"{int(k)}" for k in kib])
+        ax.set_xlabel("chunk_bytes (KiB)")
+        ax.set_ylabel("thousand instances / s")
+        ax.set_title(f"set {data_set}", fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="lower right")
+    fig.suptitle("Chunk size: throughput by chunk_bytes (benchmarks/RESULTS.md)")
+    return fig
+
+
+def plot_reading(tables: list[Table], plt) -> object:
+    throughput = find_table(tables, "Read + decode throughput", "x floor")
+    stall = find_table(tables, "A training loop", "input stall ms")
+    remote = find_table(tables, "Simulated remote storage", "instances/s")
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+
+    configs: dict[str, dict[int, float]] = {}
+    for row in throughput.rows:
+        match = re.search(r"num_threads=(\d+)", row["reader"])
+        if match is None:
+            continue
+        name = _short(row["reader"].split(", num_threads")[0])
+        configs.setdefault(name, {})[int(match.group(1))] = throughput.number(row, "x floor")
+    for name, by_threads in configs.items():
+        threads = sorted(by_threads)
+        axes[0].plot([str(t) for t in threads], [by_threads[t] for t in threads], marker="o",
+                     label=name)
+    axes[0].axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    axes[0].text(0, 1.0, " floor (read + pickle.loads)", va="bottom", fontsize=8, color="grey")
+    axes[0].set_ylim(0, 1.15)
+    axes[0].set_xlabel("num_threads")
+    axes[0].set_ylabel("throughput, x floor")
+    axes[0].set_title("local disk, the loop only reads", fontsize=10)
+    axes[0].legend(fontsize=8, loc="lower left")
+
+    for ax, table, column, xlabel, title in (
+        (axes[1], stall, "input stall ms", "input stall, ms (lower is better)",
+         "training loop: 2 ms GIL-free step / 128"),
+        (axes[2], remote, "instances/s", "thousand instances / s (higher is better)",
+         "remote storage: 20 ms per request"),
+    ):
+        labels = [_short(row["reader"]) for row in table.rows]
+        values = [table.number(row, column) for row in table.rows]
+        if column == "instances/s":
+            values = [v / 1000 for v in values]
+        ax.barh(range(len(labels)), values, color="tab:green")
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("Reading: background threads (benchmarks/RESULTS-reading.md)")
+    return fig
+
+
+def plot_storage(tables: list[Table], plt) -> object:
+    table = find_table(tables, "", "MB/s")
+    labels = [_short(row["operation"]) for row in table.rows]
+    values = [table.number(row, "MB/s") for row in table.rows]
+    fig, ax = plt.subplots(figsize=(9, 3))
+    bars = ax.barh(range(len(labels)), values, color="tab:purple")
+    ax.bar_label(bars, [f"{v:,.0f} MB/s" for v in values], padding=3, fontsize=8)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(values) * 1.15)
+    ax.set_xlabel("MB / s (higher is better)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title("S3 (moto on loopback) and local disk: 500 MB in 10 shards\n"
+                 "(benchmarks/RESULTS-storage.md)", fontsize=10)
+    return fig
+
+
+#: output file -> (results file, figure function)
+FIGURES = {
+    "bench-core.png": ("RESULTS.md", plot_core),
+    "bench-chunk-size.png": ("RESULTS.md", plot_chunk_sizes),
+    "bench-reading.png": ("RESULTS-reading.md", plot_reading),
+    "bench-storage.png": ("RESULTS-storage.md", plot_storage),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=HERE,
+                        help="the folder holding RESULTS*.md (default: benchmarks/)")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "docs" / "img",
+                        help="where the PNGs go (default: docs/img/)")
+    args = parser.parse_args(argv)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "svg.hashsalt": "recprep"})
+    args.out.mkdir(parents=True, exist_ok=True)
+    parsed: dict[str, list[Table]] = {}
+    for name, (results, figure) in FIGURES.items():
+        if results not in parsed:
+            parsed[results] = parse_tables((args.results / results).read_text(encoding="utf-8"))
+        fig = figure(parsed[results], plt)
+        fig.tight_layout()
+        target = args.out / name
+        # no Software/date metadata: the same tables give the same bytes
+        fig.savefig(target, metadata={"Software": None})
+        plt.close(fig)
+        print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

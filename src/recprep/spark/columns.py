@@ -1,0 +1,384 @@
+"""Spark column types, and how each is written into records and read back.
+
+A column is kept as its name, its type as Spark's DDL spells it (``bigint``,
+``array<float>``) and its nullability — plain data that travels to executors and into
+manifests. What each codec can write:
+
+============================  ==================  ========================================
+Spark type                    ``codec="example"``  ``codec="recprep"``
+============================  ==================  ========================================
+tinyint, smallint, int,       int64_list          int
+bigint, boolean
+float                         float_list          float (the float32 value, exactly)
+double                        refused: cast it,   float
+                              or codec="recprep"
+string                        bytes_list (UTF-8)  str
+binary                        bytes_list          bytes
+array<any of the above>       the list            list (nested arrays too)
+============================  ==================  ========================================
+
+Anything else (decimal, date, timestamp, map, struct...) is refused with an error naming
+the column. Partition columns may be integral, boolean, string or date.
+
+Examples
+--------
+>>> element_type("array<array<float>>"), array_depth("array<array<float>>")
+('float', 2)
+>>> [f.to_json() for f in features([ColumnSpec("id", "bigint"), ColumnSpec("v", "array<float>")])]
+[{'name': 'id', 'dtype': 'int64', 'shape': []}, {'name': 'v', 'dtype': 'float32', 'shape': [None]}]
+>>> infer_partition_type(["8", "-1"]), infer_partition_type(["8", "x"])
+('int', 'string')
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import DecodeError, InvalidArgumentError
+from ..features import Feature, as_features
+
+__all__ = [
+    "ColumnSpec",
+    "UnsupportedColumnError",
+    "array_depth",
+    "check_columns",
+    "columns_from_features",
+    "element_type",
+    "features",
+    "infer_example_columns",
+    "infer_partition_type",
+    "infer_value_columns",
+    "parse_partition_value",
+    "spark_type",
+    "struct_type",
+    "type_string",
+]
+
+INTEGRAL = {"tinyint": "int8", "smallint": "int16", "int": "int32", "bigint": "int64"}
+ATOMIC = {**INTEGRAL, "boolean": "bool", "float": "float32", "double": "float64",
+          "string": "str", "binary": "object"}
+PARTITION_TYPES = (*INTEGRAL, "boolean", "string", "date")
+_INT_RE = re.compile(r"^-?\d+$")
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+class UnsupportedColumnError(InvalidArgumentError):
+    """A column's Spark type can't be written with the chosen codec (or as a partition
+    column). Attributes: ``column``, ``type``."""
+
+    def __init__(self, column: str, type: str, detail: str) -> None:
+        self.column = column
+        self.type = type
+        super().__init__(f"column {column!r} ({type}) can't be written: {detail}")
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column: its name, its Spark type as a DDL string, and whether it may be null."""
+
+    name: str
+    type: str
+    nullable: bool = True
+
+    @property
+    def element(self) -> str:
+        return element_type(self.type)
+
+    @property
+    def depth(self) -> int:
+        return array_depth(self.type)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "nullable": self.nullable}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ColumnSpec:
+        try:
+            return cls(str(doc["name"]), str(doc["type"]), bool(doc.get("nullable", True)))
+        except (KeyError, TypeError):
+            raise InvalidArgumentError(
+                f"a column in a manifest's schema needs 'name' and 'type', got {doc!r}"
+            ) from None
+
+
+def element_type(type: str) -> str:
+    """The type inside every ``array<...>`` layer of ``type``."""
+    while type.startswith("array<") and type.endswith(">"):
+        type = type[6:-1]
+    return type
+
+
+def array_depth(type: str) -> int:
+    """How many ``array<...>`` layers ``type`` has."""
+    depth = 0
+    while type.startswith("array<") and type.endswith(">"):
+        type, depth = type[6:-1], depth + 1
+    return depth
+
+
+# -- Spark types (pyspark is imported only when these are called) --------------------------
+
+
+def type_string(data_type: Any) -> str:
+    """The DDL string of a pyspark ``DataType`` (``LongType()`` -> ``"bigint"``)."""
+    return str(data_type.simpleString())
+
+
+def spark_type(type: str) -> Any:
+    """The pyspark ``DataType`` of a DDL type string this module knows."""
+    from pyspark.sql import types as T
+
+    atomic = {
+        "tinyint": T.ByteType, "smallint": T.ShortType, "int": T.IntegerType,
+        "bigint": T.LongType, "boolean": T.BooleanType, "float": T.FloatType,
+        "double": T.DoubleType, "string": T.StringType, "binary": T.BinaryType,
+        "date": T.DateType,
+    }
+    if type in atomic:
+        return atomic[type]()
+    if type.startswith("array<") and type.endswith(">"):
+        return T.ArrayType(spark_type(type[6:-1]), True)
+    raise InvalidArgumentError(f"unsupported Spark type {type!r}")
+
+
+def struct_type(columns: Iterable[ColumnSpec]) -> Any:
+    """The pyspark ``StructType`` of ``columns``."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(c.name, spark_type(c.type), c.nullable)
+                         for c in columns])
+
+
+def _check_data_column(column: ColumnSpec, codec: str) -> None:
+    element, depth = column.element, column.depth
+    if codec == "raw":
+        if column.type != "binary":
+            raise UnsupportedColumnError(
+                column.name, column.type,
+                "recordType ByteArray (codec='raw') writes one binary column as the record",
+            )
+        return
+    if element not in ATOMIC:
+        raise UnsupportedColumnError(
+            column.name, column.type,
+            "the supported types are integral, boolean, float, double, string, binary and "
+            "arrays of them; cast it (e.g. F.col(...).cast('string') for dates and "
+            "decimals, or to_json for structs and maps)",
+        )
+    if codec == "example":
+        if element == "double":
+            narrow = column.type.replace("double", "float")
+            raise UnsupportedColumnError(
+                column.name, column.type,
+                "it is float64, and Example floats are float32; nothing is narrowed "
+                f"silently: cast it (F.col({column.name!r}).cast({narrow!r})) or write "
+                "with codec='recprep', which keeps float64 exactly",
+            )
+        if depth > 1:
+            raise UnsupportedColumnError(
+                column.name, column.type,
+                "an Example feature is a flat list; flatten the array (F.flatten) or "
+                "write with codec='recprep'",
+            )
+
+
+def check_columns(
+    schema: Any, partition_by: Sequence[str], codec: str
+) -> tuple[list[ColumnSpec], list[ColumnSpec]]:
+    """Split a DataFrame's ``StructType`` into data and partition columns, refusing what
+    ``codec`` can't write (:class:`UnsupportedColumnError`, naming the column)."""
+    columns = [ColumnSpec(f.name, type_string(f.dataType), bool(f.nullable)) for f in schema]
+    by_name = {c.name: c for c in columns}
+    if len(by_name) != len(columns):
+        names = [c.name for c in columns]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        raise InvalidArgumentError(f"column names must be unique; repeated: {repeated}")
+    parts = []
+    for name in partition_by:
+        if name not in by_name:
+            raise InvalidArgumentError(
+                f"partition column {name!r} is not a column of the DataFrame "
+                f"({list(by_name)})"
+            )
+        column = by_name[name]
+        if column.type not in PARTITION_TYPES:
+            raise UnsupportedColumnError(
+                name, column.type,
+                f"a partition column must be one of {list(PARTITION_TYPES)}, as it becomes "
+                "a directory name",
+            )
+        parts.append(column)
+    if len(set(partition_by)) != len(partition_by):
+        raise InvalidArgumentError(f"partition_by repeats a column: {list(partition_by)}")
+    data = [c for c in columns if c.name not in set(partition_by)]
+    if not data:
+        raise InvalidArgumentError(
+            "every column is a partition column: nothing would be left to write in the "
+            "records"
+        )
+    if codec == "raw" and len(data) != 1:
+        raise InvalidArgumentError(
+            f"recordType ByteArray (codec='raw') writes one binary column as the record; "
+            f"the DataFrame has {len(data)} data columns ({[c.name for c in data]})"
+        )
+    for column in data:
+        _check_data_column(column, codec)
+    return data, parts
+
+
+# -- features: what the Example codec's manifest schema declares ---------------------------
+
+
+def features(columns: Iterable[ColumnSpec]) -> list[Feature]:
+    """The Example features of ``columns`` (scalars shape ``()``, arrays ``(None,)``)."""
+    return [Feature(c.name, np.dtype(ATOMIC[c.element]), (None,) if c.depth else ())
+            for c in columns]
+
+
+_FROM_DTYPE = {"b": "boolean", "U": "string", "S": "binary", "O": "binary"}
+
+
+def columns_from_features(schema_features: Iterable[Any]) -> list[ColumnSpec]:
+    """Columns for the features of a manifest without Spark columns (from ``convert``)."""
+    found = []
+    for f in as_features(schema_features):
+        dt = f.dtype
+        if dt.kind in "iu":
+            element = {1: "tinyint", 2: "smallint", 4: "int"}.get(dt.itemsize, "bigint")
+            if dt.kind == "u" and dt.itemsize >= 4:
+                element = "bigint"
+            elif dt.kind == "u":
+                element = {1: "smallint", 2: "int"}[dt.itemsize]
+        elif dt.kind == "f":
+            element = "float" if dt.itemsize <= 4 else "double"
+        else:
+            element = _FROM_DTYPE[dt.kind]
+        scalar = all(d == 1 for d in f.shape)
+        found.append(ColumnSpec(f.name, element if scalar else f"array<{element}>"))
+    return found
+
+
+# -- inference, when there is no manifest -----------------------------------------------------
+
+
+def _example_kind(values: np.ndarray) -> str | None:
+    """The column type a decoded Example list suggests (None: an empty list, no kind)."""
+    if values.dtype.kind == "O":
+        try:
+            for value in values.tolist():
+                value.decode("utf-8")
+        except UnicodeDecodeError:
+            return "binary"
+        return "string"
+    if values.dtype.kind == "i":
+        return "bigint"
+    return "float" if values.size else None  # an empty list decodes as float32
+
+
+def _combine(name: str, old: str | None, new: str | None) -> str | None:
+    if old is None or new is None or old == new:
+        return old or new
+    if {old, new} == {"string", "binary"}:
+        return "binary"
+    raise DecodeError(
+        f"feature {name!r} is a {old} list in one record and a {new} list in another; read "
+        "with an explicit schema"
+    )
+
+
+def infer_example_columns(examples: Sequence[Mapping[str, np.ndarray]]) -> list[ColumnSpec]:
+    """Columns for decoded Examples (``{name: 1-D array}``): ``int64_list`` is bigint,
+    ``float_list`` float, ``bytes_list`` string (binary when a value isn't UTF-8); a
+    feature with other than one value in some record is an array."""
+    kinds: dict[str, str | None] = {}
+    arrays: set[str] = set()
+    for example in examples:
+        for name, values in example.items():
+            kinds[name] = _combine(name, kinds.get(name), _example_kind(values))
+            if values.size != 1:
+                arrays.add(name)
+    return [ColumnSpec(n, f"array<{k or 'float'}>" if n in arrays else (k or "float"))
+            for n, k in kinds.items()]
+
+
+def _value_type(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, np.integer)):
+        return "bigint"
+    if isinstance(value, (float, np.floating)):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary"
+    if isinstance(value, (list, tuple)):
+        inner = _merge(_value_type(v) for v in value)
+        return None if inner is None else f"array<{inner}>"
+    raise DecodeError(f"a {type(value).__name__} value has no Spark type here")
+
+
+def _merge(types: Iterable[str | None]) -> str | None:
+    found: str | None = None
+    for t in types:
+        if t is None or t == found:
+            continue
+        if found is None:
+            found = t
+        elif {found, t} == {"bigint", "double"}:
+            found = "double"
+        else:
+            raise DecodeError(f"values of types {found} and {t} in one column; read with "
+                              "an explicit schema")
+    return found
+
+
+def infer_value_columns(rows: Sequence[Any]) -> list[ColumnSpec]:
+    """Columns for records of the ``recprep`` codec that are dicts ``{column: value}``."""
+    order: dict[str, list[str | None]] = {}
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise DecodeError(
+                f"the records hold {type(row).__name__} values, not dicts of columns; read "
+                "them with recprep.RecordIO"
+            )
+        for name, value in row.items():
+            order.setdefault(str(name), []).append(_value_type(value))
+    return [ColumnSpec(n, _merge(ts) or "string") for n, ts in order.items()]
+
+
+def infer_partition_type(values: Iterable[str | None]) -> str:
+    """``int`` (or ``bigint``) when every non-null value is an integer, else ``string``."""
+    present = [v for v in values if v is not None]
+    if not present or not all(_INT_RE.match(v) for v in present):
+        return "string"
+    numbers = [int(v) for v in present]
+    return "int" if _INT32[0] <= min(numbers) and max(numbers) <= _INT32[1] else "bigint"
+
+
+def parse_partition_value(raw: str | None, type: str, where: str) -> Any:
+    """A directory's partition value as a Python value of the column's ``type``."""
+    if raw is None:
+        return None
+    try:
+        if type in INTEGRAL:
+            return int(raw)
+        if type == "boolean":
+            if raw.lower() not in ("true", "false"):
+                raise ValueError(raw)
+            return raw.lower() == "true"
+        if type == "date":
+            return datetime.date.fromisoformat(raw)
+        if type == "string":
+            return raw
+    except ValueError:
+        pass
+    raise InvalidArgumentError(f"{where}: partition value {raw!r} is not a {type}")

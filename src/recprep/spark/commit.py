@@ -1,0 +1,175 @@
+"""The last phase of a write: each partition directory's shard set committed, then
+``_SUCCESS``.
+
+Everything a write produces sits in one hidden staging directory at the top of the
+dataset (``.recprep-staging-spark-{run}/``) until the commit. Then, with ``_SUCCESS``
+removed first (the dataset is being changed), each directory is committed with the core
+protocol (:class:`recprep.staging.Staging`, ``docs/format.md`` §3): the manifest and a
+journal are staged, the old set (with ``overwrite``) is uncommitted, the new shards and
+their TFRecord indexes are moved to their final names, the old files go, and the manifest
+is moved in last — a directory's commit point. With ``partition_overwrite="static"`` the
+directories the write didn't touch are removed afterwards. ``_SUCCESS`` is written last of
+all: it marks a complete write.
+
+What goes in each directory's manifest ``schema``::
+
+    {"features": [...],                        # codec="example", when no value was null
+     "spark": {"columns": [{"name": "word", "type": "string", "nullable": true}],
+               "partition_columns": [{"name": "number", "type": "bigint"}]}}
+
+``features`` are those of the Example codec (``docs/format.md`` §7), so ``RecordIO`` reads
+the set with their dtypes; they are left out of a set where some value was null (that
+Example lacks the feature), and ``RecordIO`` then gives dicts of 1-D arrays.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..containers.tfrecord_index import index_name
+from ..manifest import Manifest, ShardInfo
+from ..shards import MANIFEST_SUFFIX, SUCCESS_NAME, shard_name
+from ..staging import Staging
+from ..writing import FileFacts, WriteOptions
+from .columns import ColumnSpec, features
+from .layout import RECPREP_HIDDEN
+
+__all__ = ["DirectoryOutput", "commit_dataset", "manifest_schema"]
+
+log = logging.getLogger("recprep")
+
+
+@dataclass
+class DirectoryOutput:
+    """One directory's new shard set, staged: final name -> staged path."""
+
+    rel: str  # relative to the dataset root ("" for the root itself)
+    key: tuple[Any, ...]
+    shards: list[FileFacts]
+    indexes: list[str | None] = field(default_factory=list)
+
+
+def manifest_schema(
+    codec: str,
+    data: Sequence[ColumnSpec],
+    partitions: Sequence[ColumnSpec],
+    nulls: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The manifest ``schema`` of a directory's set (see the module docstring)."""
+    schema: dict[str, Any] = {}
+    if codec == "example" and not set(nulls):
+        schema["features"] = [f.to_json() for f in features(data)]
+    schema["spark"] = {
+        "columns": [c.to_json() for c in data],
+        "partition_columns": [{"name": c.name, "type": c.type} for c in partitions],
+    }
+    return schema
+
+
+class _DirStaging(Staging):
+    """The core commit protocol for one directory, its files staged elsewhere (in the
+    dataset's staging directory); ``path`` holds this directory's manifest and journal."""
+
+    def __init__(self, fs: Any, output: str, prefix: str, path: str) -> None:
+        super().__init__(fs, output, prefix)
+        self.path = path
+
+
+def _files_of(fs: Any, directory: str) -> list[str]:
+    """Every file in ``directory`` but recprep's hidden staging and locks."""
+    if not fs.isdir(directory):
+        return []
+    return sorted(
+        e["name"] for e in fs.ls(directory, detail=True)
+        if e["type"] != "directory"
+        and not posixpath.basename(e["name"]).startswith(RECPREP_HIDDEN)
+    )
+
+
+def _manifest(prefix: str, options: WriteOptions, output: DirectoryOutput,
+              schema: Mapping[str, Any]) -> tuple[Manifest, dict[str, str]]:
+    count = len(output.shards)
+    names = [shard_name(prefix, i, count) for i in range(count)]
+    staged = {name: f.path for name, f in zip(names, output.shards, strict=True)}
+    for name, index in zip(names, output.indexes, strict=False):
+        if index is not None:
+            staged[index_name(name)] = index
+    shards = [ShardInfo(n, f.records, f.bytes, f.crc32c)
+              for n, f in zip(names, output.shards, strict=True)]
+    manifest = Manifest(prefix, options.format, options.codec.name, options.compressor,
+                        shards, dict(schema))
+    return manifest, staged
+
+
+def commit_dataset(
+    fs: Any,
+    root: str,
+    staging: str,
+    prefix: str,
+    options: WriteOptions,
+    outputs: Sequence[DirectoryOutput],
+    schemas: Mapping[str, Mapping[str, Any]],
+    *,
+    overwrite: bool,
+    static: bool,
+) -> dict[str, Manifest]:
+    """Commit every directory's staged set (``schemas`` by ``rel``), prune what a static
+    overwrite replaces, and write ``_SUCCESS``. Returns the manifests by directory."""
+    success = posixpath.join(root, SUCCESS_NAME)
+    if fs.exists(success):
+        fs.rm(success)
+    manifests: dict[str, Manifest] = {}
+    for number, output in enumerate(sorted(outputs, key=lambda o: o.rel)):
+        directory = posixpath.join(root, output.rel) if output.rel else root
+        fs.makedirs(directory, exist_ok=True)
+        manifest, staged = _manifest(prefix, options, output, schemas[output.rel])
+        replaced = _files_of(fs, directory) if overwrite else []
+        for old in replaced:  # uncommit other sets before their shards go
+            name = posixpath.basename(old)
+            if name.endswith(MANIFEST_SUFFIX) and name != f"{prefix}{MANIFEST_SUFFIX}":
+                fs.rm(old)
+        commit_dir = posixpath.join(staging, f"commit-{number:05d}")
+        fs.makedirs(commit_dir, exist_ok=True)
+        _DirStaging(fs, directory, prefix, commit_dir).commit(
+            staged, manifest.to_json(), replaced=[p for p in replaced if fs.exists(p)]
+        )
+        manifests[output.rel] = manifest
+    if static:
+        _prune(fs, root, {o.rel for o in outputs})
+    with fs.open(success, "wb"):
+        pass
+    return manifests
+
+
+def _prune(fs: Any, root: str, written: set[str]) -> None:
+    """Remove what isn't part of this write (a static overwrite): directories off the
+    written ones' paths, and files outside the written directories."""
+    ancestors = {""}
+    for rel in written:
+        parts = rel.split("/") if rel else []
+        ancestors.update("/".join(parts[:k]) for k in range(len(parts)))
+
+    def walk(rel: str) -> None:
+        directory = posixpath.join(root, rel) if rel else root
+        for entry in fs.ls(directory, detail=True):
+            path = entry["name"].rstrip("/")
+            name = posixpath.basename(path)
+            child = f"{rel}/{name}" if rel else name
+            if name.startswith(RECPREP_HIDDEN) or (not rel and name == SUCCESS_NAME):
+                continue
+            if entry["type"] == "directory":
+                if child in written:
+                    continue
+                if child in ancestors:
+                    walk(child)
+                    continue
+            elif rel in written:
+                continue
+            log.info("recprep: static overwrite removes %s", path)
+            fs.rm(path, recursive=entry["type"] == "directory")
+
+    walk("")

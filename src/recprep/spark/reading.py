@@ -1,0 +1,309 @@
+"""Reading a dataset into a DataFrame: find the files, settle the schema, one task each.
+
+The plan (:func:`plan_read`) is made on the driver: :func:`~recprep.spark.layout.discover`
+finds the partition directories and their files; the schema comes from, in order,
+
+1. the ``schema`` the caller gives;
+2. the manifests: their ``schema.spark.columns`` (written by :func:`recprep.spark.write`),
+   else their Example ``features`` (written by ``convert``), else — for ``codec="raw"`` —
+   one ``byteArray`` binary column;
+3. the records of the first non-empty file (never an empty one), when there is no manifest
+   (Spark-TFRecord output): up to 1000 records, Examples by default (``record_type``).
+
+Partition columns take their types from the manifests (or the caller's schema); without
+either they are ``int`` when every value is an integer, else ``string``. Executors then
+read one file per Spark task (:func:`recprep.spark.decode.read_file`).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import cloudpickle
+
+from ..codecs import get_codec
+from ..containers import detect_format, get_format
+from ..errors import DecodeError, InvalidArgumentError, NotFoundError
+from ..manifest import Manifest
+from ..storage import display, resolve
+from .columns import (
+    ATOMIC,
+    ColumnSpec,
+    columns_from_features,
+    infer_example_columns,
+    infer_partition_type,
+    infer_value_columns,
+    parse_partition_value,
+    struct_type,
+    type_string,
+)
+from .decode import FileTask
+from .layout import Leaf, discover
+
+__all__ = ["ReadPlan", "SchemaConflictError", "plan_read", "read"]
+
+log = logging.getLogger("recprep")
+
+SAMPLE_RECORDS = 1000
+RECORD_TYPES = {"example": "example", "bytearray": "raw"}
+_READABLE = ("example", "recprep", "raw")
+BYTE_ARRAY = ColumnSpec("byteArray", "binary")
+
+
+class SchemaConflictError(InvalidArgumentError):
+    """Two directories (or shard sets) of one dataset record different columns.
+
+    Attributes: ``first``, ``second`` (the two places).
+    """
+
+    def __init__(self, first: str, second: str, detail: str) -> None:
+        self.first = first
+        self.second = second
+        super().__init__(f"{first} and {second} hold different columns ({detail}); read "
+                         "them separately, or pass schema=")
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What to read and how: plain data, pickled to the executors."""
+
+    fs: Any
+    columns: tuple[ColumnSpec, ...]
+    partition_columns: tuple[ColumnSpec, ...]
+    tasks: tuple[FileTask, ...]
+    #: the caller's ``StructType``, kept as given (order, nullability, array elements)
+    schema: Any = None
+
+    def struct(self) -> Any:
+        """The DataFrame's schema: the caller's, or the data columns then the partition
+        columns."""
+        if self.schema is not None:
+            return self.schema
+        return struct_type((*self.columns, *self.partition_columns))
+
+    def to_option(self) -> str:
+        return base64.b64encode(cloudpickle.dumps(self)).decode("ascii")
+
+    @staticmethod
+    def from_option(text: str) -> ReadPlan:
+        plan = cloudpickle.loads(base64.b64decode(text))
+        assert isinstance(plan, ReadPlan)
+        return plan
+
+
+def record_codec(record_type: str | None) -> str | None:
+    """The codec of a ``record_type`` (``Example``/``ByteArray``), or None."""
+    if record_type is None:
+        return None
+    codec = RECORD_TYPES.get(str(record_type).lower())
+    if codec is None:
+        hint = (" (SequenceExample records are not supported: read them with "
+                "record_type='ByteArray' and parse them with TensorFlow)"
+                if str(record_type).lower() == "sequenceexample" else "")
+        raise InvalidArgumentError(
+            f"record_type must be 'Example' or 'ByteArray', got {record_type!r}{hint}"
+        )
+    return codec
+
+
+def _user_columns(schema: Any) -> list[ColumnSpec]:
+    columns = [ColumnSpec(f.name, type_string(f.dataType), bool(f.nullable)) for f in schema]
+    for column in columns:
+        if column.element not in ATOMIC and column.type != "date":
+            raise InvalidArgumentError(
+                f"column {column.name!r} ({column.type}) can't be read: the schema may hold "
+                "integral, boolean, float, double, string and binary columns, arrays of them, "
+                "and date partition columns"
+            )
+    return columns
+
+
+def _manifest_columns(manifest: Manifest) -> list[ColumnSpec] | None:
+    spark = manifest.schema.get("spark") if isinstance(manifest.schema, dict) else None
+    if isinstance(spark, dict) and spark.get("columns"):
+        return [ColumnSpec.from_json(c) for c in spark["columns"]]
+    if manifest.codec == "raw":
+        return [BYTE_ARRAY]
+    if manifest.schema.get("features"):
+        return columns_from_features(manifest.schema["features"])
+    return None
+
+
+def _sample(fs: Any, path: str, shown: str, codec: str | None) -> tuple[str, list[Any]] | None:
+    """``(codec, decoded records)`` of up to SAMPLE_RECORDS records of one file, or None
+    when it has none. ``codec`` None: recprep records if they look like them, else
+    Examples."""
+    records: list[bytes] = []
+    with fs.open(path, "rb") as handle:
+        head = handle.read(64)
+        handle.seek(0)
+        if not head:
+            return None
+        container = detect_format(head) or get_format("tfrecord")
+        for chunk in container.read_chunks(handle, path=shown):
+            records.extend(chunk.records[: SAMPLE_RECORDS - len(records)])
+            if len(records) >= SAMPLE_RECORDS:
+                break
+    if not records:
+        return None
+    if codec is None:
+        codec = "recprep" if records[0][:1] == b"\xf1" else "example"
+    if codec == "raw":
+        return codec, records
+    decoder = get_codec(codec)
+    try:
+        return codec, [decoder.decode(r) for r in records]
+    except DecodeError as err:
+        hint = ("; pass record_type='ByteArray' to read the records as bytes"
+                if codec == "example" else "")
+        raise DecodeError(f"{shown}: can't infer a schema: {err.detail}{hint}") from None
+
+
+def _columns(fs: Any, leaves: Sequence[Leaf], codec: str | None) -> tuple[list[ColumnSpec],
+                                                                           str | None]:
+    """The data columns from the manifests, else from a sample; and the codec of files
+    without a manifest."""
+    found: list[ColumnSpec] | None = None
+    where = ""
+    for leaf in leaves:
+        for manifest in leaf.manifests:
+            columns = _manifest_columns(manifest)
+            if columns is None:
+                continue
+            place = posixpath.join(leaf.path, f"{manifest.name_prefix}.manifest.json")
+            if found is None:
+                found, where = columns, place
+            elif [(c.name, c.type) for c in columns] != [(c.name, c.type) for c in found]:
+                raise SchemaConflictError(
+                    display(fs, where), display(fs, place),
+                    f"{[c.to_json() for c in found]} vs {[c.to_json() for c in columns]}",
+                )
+            else:  # a column is nullable if it may be null in any set
+                found = [replace(c, nullable=c.nullable or o.nullable)
+                         for c, o in zip(found, columns, strict=True)]
+    lone = [p for leaf in leaves for p in leaf.files if p not in leaf.manifest_of]
+    candidates: list[tuple[str, str | None]] = [(p, codec) for p in lone]
+    if found is None:  # sets whose manifests record no columns: their records tell
+        candidates += [
+            (p, leaf.manifests[n].codec) for leaf in leaves for p, n in leaf.manifest_of.items()
+            if leaf.manifests[n].codec in _READABLE
+        ]
+    lone_paths = set(lone)
+    if found is None or (codec is None and lone):
+        for path, hint in candidates:
+            sampled = _sample(fs, path, display(fs, path), hint)
+            if sampled is None:
+                continue  # an empty file says nothing: try the next one
+            if path in lone_paths:
+                codec = sampled[0]
+            values = sampled[1]
+            if found is None:
+                sampled_codec = sampled[0]
+                found = (
+                    [BYTE_ARRAY] if sampled_codec == "raw"
+                    else infer_example_columns(values) if sampled_codec == "example"
+                    else infer_value_columns(values)
+                )
+                log.info("recprep: inferred the columns of %s from its records (%s): %s",
+                         display(fs, path), sampled_codec, [c.to_json() for c in found])
+            break
+    if found is None:
+        raise NotFoundError(
+            display(fs, leaves[0].path) if leaves else "",
+            "no manifest and no non-empty data file to infer a schema from; pass schema=",
+        )
+    return found, codec
+
+
+def plan_read(
+    fs: Any, root: str, *, schema: Any = None, record_type: str | None = None
+) -> ReadPlan:
+    """Find the files under ``root`` and settle the columns (see the module docstring)."""
+    codec = record_codec(record_type)
+    leaves = [leaf for leaf in discover(fs, root) if leaf.files or leaf.manifests]
+    keys = leaves[0].keys if leaves else ()
+    given = {c.name: c for c in _user_columns(schema)} if schema is not None else None
+    if given is not None:
+        columns = [c for n, c in given.items() if n not in keys]
+        lone = next((p for leaf in leaves for p in leaf.files if p not in leaf.manifest_of),
+                    None)
+        if codec is None and lone is not None:
+            sampled = _sample(fs, lone, display(fs, lone), None)
+            codec = sampled[0] if sampled else "example"
+    elif leaves:
+        columns, codec = _columns(fs, leaves, codec)
+    else:
+        raise NotFoundError(display(fs, root), "no data file or manifest to read; pass "
+                                               "schema= to read an empty dataset")
+    partition_columns = _partition_columns(fs, leaves, keys, given)
+    tasks = []
+    for leaf in leaves:
+        values = tuple(
+            parse_partition_value(raw, column.type, display(fs, leaf.path))
+            for (_, raw), column in zip(leaf.partition, partition_columns, strict=True)
+        )
+        for path in leaf.files:
+            number = leaf.manifest_of.get(path)
+            manifest = None if number is None else leaf.manifests[number]
+            file_codec = manifest.codec if manifest is not None else (codec or "example")
+            if file_codec not in _READABLE:
+                raise InvalidArgumentError(
+                    f"{display(fs, path)} holds records of codec {file_codec!r}, which don't "
+                    "map to columns; read it with recprep.RecordIO"
+                )
+            tasks.append(FileTask(
+                path, display(fs, path), file_codec,
+                None if manifest is None else manifest.format,
+                None if manifest is None else manifest.compressor, values,
+            ))
+    return ReadPlan(fs, tuple(columns), tuple(partition_columns), tuple(tasks), schema)
+
+
+def _partition_columns(
+    fs: Any, leaves: Sequence[Leaf], keys: Sequence[str],
+    given: Mapping[str, ColumnSpec] | None,
+) -> list[ColumnSpec]:
+    recorded: dict[str, str] = {}
+    for leaf in leaves:
+        for manifest in leaf.manifests:
+            spark = manifest.schema.get("spark") or {}
+            for column in spark.get("partition_columns") or []:
+                recorded.setdefault(str(column["name"]), str(column["type"]))
+    found = []
+    for position, key in enumerate(keys):
+        if given is not None and key in given:
+            found.append(given[key])
+            continue
+        values = [leaf.partition[position][1] for leaf in leaves]
+        found.append(ColumnSpec(key, recorded.get(key) or infer_partition_type(values)))
+    return found
+
+
+def read(
+    spark: Any,
+    path: str,
+    *,
+    schema: Any = None,
+    record_type: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """See :func:`recprep.spark.read`."""
+    from .datasource import PLAN_OPTION, SCAN_SOURCE, register_internal
+
+    if isinstance(schema, str):
+        from pyspark.sql.types import _parse_datatype_string
+
+        schema = _parse_datatype_string(schema)
+    fs, root = resolve(path, storage_options)
+    plan = plan_read(fs, root, schema=schema, record_type=record_type)
+    log.info("recprep: reading %d file(s) of %s", len(plan.tasks), display(fs, root))
+    if not plan.tasks:
+        return spark.createDataFrame([], plan.struct())
+    register_internal(spark)
+    return (spark.read.format(SCAN_SOURCE).schema(plan.struct())
+            .option(PLAN_OPTION, plan.to_option()).load())
