@@ -40,7 +40,7 @@ demo: $(BASE)
 	$(VENV)/bin/recprep head $(DEMO)/prepared -n 1
 
 lint: $(FULL)
-	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff check src tests benchmarks examples docs/hooks
 
 test: lint
 	$(PY) -m pytest -q
