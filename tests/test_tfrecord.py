@@ -398,3 +398,32 @@ def test_reader_compressor_argument_overrides_detection(tmp_path):
         list(RecordIO(path, format="tfrecord", compressor="none", codec="raw")())
     with pytest.raises(InvalidArgumentError, match="pass format= too"):
         RecordIO(path, compressor="zlib")
+
+
+def test_plain_tfrecord_shards_get_a_side_index_for_random_access(tmp_path):
+    """Plain TFRecord shards are committed with `.{shard}.tfindex`: counts and read_range
+    without a scan; an overwrite removes the old indexes; globs never see them."""
+    records = [b"r%03d" % i for i in range(300)]
+    convert(str(tmp_path), records, 3, "ix", format="tfrecord", codec="raw", chunk_bytes=256)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert ".ix-00001-of-00002.tfindex" in names
+    read = RecordIO(str(tmp_path / "ix-*"))
+    assert read.paths == [str(tmp_path / f"ix-0000{i}-of-00002") for i in range(3)]
+    shard = str(tmp_path / "ix-00001-of-00002")
+    assert list(read.read_range(shard, 50, 53)) == records[1::3][50:53]
+    big = [bytes([i]) * 100_000 for i in range(90)]  # 3 MB a shard: several index runs
+    convert(str(tmp_path / "big"), big, 3, "b", format="tfrecord", codec="raw")
+    shard = str(tmp_path / "big" / "b-00001-of-00002")
+    data = bytearray(open(shard, "rb").read())
+    data[14] ^= 0xFF  # the first record: a scan would stop here, the index seeks past it
+    open(shard, "wb").write(bytes(data))
+    fresh = RecordIO(str(tmp_path / "big" / "b-*"))
+    assert list(fresh.read_range(shard, 27, 29)) == big[1::3][27:29]
+    with pytest.raises(CorruptDataError):
+        list(fresh.read_range(shard, 0, 1))
+    convert(str(tmp_path), records[:4], 1, "ix", format="tfrecord", codec="raw",
+            overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir() if "tfindex" in p.name) == [
+        ".ix-00000-of-00000.tfindex"
+    ]
+    assert list(RecordIO(str(tmp_path / "ix-*"))()) == records[:4]

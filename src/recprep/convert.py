@@ -365,6 +365,8 @@ def _convert(
             _refuse_existing(fs, out, staging.prefix)  # a set may have appeared meanwhile
         replaced = existing_set_files(fs, out, staging.prefix) if overwrite else []
         staged = {name: f.path for name, f in zip(names, facts, strict=True)}
+        if options.format == "tfrecord" and options.compressor == "none":
+            staged.update(_tfrecord_indexes(fs, staging, staged))
         staging.commit(staged, manifest.to_json(), replaced=replaced)
     except BaseException:
         if not staging.pending_commit():
@@ -373,6 +375,19 @@ def _convert(
     finally:
         bar.close()
     return manifest, notes
+
+
+def _tfrecord_indexes(fs: Any, staging: Staging, staged: Mapping[str, str]) -> dict[str, str]:
+    """Side indexes (record offsets) of plain TFRecord shards, for random access and counts
+    without a scan; hidden names (``.{shard}.tfindex``), committed with the shards."""
+    from .containers.tfrecord_index import build_index, index_name
+
+    indexes = {}
+    for name, path in staged.items():
+        side = staging.file(index_name(name))
+        build_index(fs, path, index_file=side, compressor="none")
+        indexes[index_name(name)] = side
+    return indexes
 
 
 def _committed(

@@ -167,8 +167,11 @@ class Sources:
             with self.fs.open(file.path, "rb") as opened:
                 return self.index(number, opened)
         container = container or self.container(handle, file.path)
+        side = self._side_index(file.path) if container and container.name == "tfrecord" else None
         if container is None:
             index = FileIndex.from_counts([], [], True)
+        elif side is not None:
+            index = side
         else:
             index = build_index(
                 handle, container, path=file.shown, max_chunk_bytes=self.max_chunk_bytes,
@@ -178,6 +181,18 @@ class Sources:
                       file.shown, index.num_chunks, index.num_records)
         self._indexes[number] = index
         return index
+
+    def _side_index(self, path: str) -> FileIndex | None:
+        """A plain TFRecord file's index from its side file (``.{name}.tfindex``)."""
+        from .containers.tfrecord_index import chunk_infos, load_index
+
+        side = load_index(self.fs, path)
+        if side is None or side.compressor != "none":
+            return None
+        infos = chunk_infos(side)
+        return FileIndex.from_counts(
+            [c.offset for c in infos], [c.num_records for c in infos], True
+        )
 
     def chunks(
         self, piece: Piece, wrap: Callable[[BinaryIO], BinaryIO] | None = None

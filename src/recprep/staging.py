@@ -137,8 +137,8 @@ class Staging:
         at their final paths, to check those already moved."""
         journal = json.loads(self.fs.cat_file(self.file(JOURNAL)))
         for name, path in journal["staged"].items():
-            if not self.fs.exists(path):
-                final = intact[name]
+            final = intact.get(name)  # None: a side file (an index), rebuilt on demand
+            if final is not None and not self.fs.exists(path):
                 if not facts_intact(self.fs, final):
                     raise FileNotFoundError(
                         f"{final.path}: neither staged nor committed intact; run the "

@@ -74,6 +74,12 @@ def existing_set_files(fs: Any, directory: str, prefix: str) -> list[str]:
     found = []
     for path in sorted(fs.ls(directory, detail=False)):
         name = posixpath.basename(path.rstrip("/"))
+        if name.startswith(".") and name.endswith(".tfindex"):  # a shard's side index
+            name = name[1 : -len(".tfindex")]
+            parsed = parse_shard_name(name)
+            if parsed is not None and parsed.prefix == prefix:
+                found.append(path)
+            continue
         parsed = parse_shard_name(name)
         if (parsed is not None and parsed.prefix == prefix) or name == manifest_name(prefix):
             found.append(path)
