@@ -48,12 +48,13 @@ import numpy as np
 
 import recprep
 from recprep import RecordIO, convert, get_codec
+from recprep.writing import DEFAULT_CHUNK_BYTES
 
 NUM_SHARDS = 10
 PREFIX = "bench"
 KiB, MiB = 1 << 10, 1 << 20
 SWEEP = [64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB, 4 * MiB]
-DEFAULT_CHUNK = 1 * MiB
+DEFAULT_CHUNK = DEFAULT_CHUNK_BYTES
 PYRECORDIO_CHUNK = 1 * MiB
 MEM_TARGET_MB = 300
 TARGETS = {"A": 0.5, "B": 0.35}  # recprep / floor, write and read
@@ -551,7 +552,8 @@ def render(args: argparse.Namespace, sets: list[SetResult],
         rows, load = sweep
         add(f"## Chunk size sweep (convert + read, snappy, 10 shards, best of "
             f"{args.sweep_reps})\n")
-        add("Library default: 1 MiB (`DEFAULT_CHUNK_BYTES`), lowered only when many shards "
+        add(f"Library default: {DEFAULT_CHUNK // 1024} KiB (`DEFAULT_CHUNK_BYTES`), lowered only "
+            "when many shards "
             f"would exceed the 256 MiB buffer budget. _{load}._\n")
         add("| data set | chunk_bytes | write inst/s | write MB/s | read inst/s | read MB/s "
             "| file MB |")
