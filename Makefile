@@ -41,6 +41,7 @@ demo: $(BASE)
 
 lint: $(FULL)
 	$(PY) -m ruff check src tests benchmarks examples docs/hooks
+	$(PY) -m mypy src/recprep
 
 test: lint
 	$(PY) -m pytest -q

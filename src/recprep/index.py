@@ -230,8 +230,11 @@ def read_range_chunks(
     if index.seekable and index.num_chunks:
         k = min(index.chunk_of(start), index.num_chunks - 1)
         first = int(index.firsts[k])
+        read_from: Callable[..., Iterator[Chunk]]
         if container.name == "tfrecord":  # seekable only through its side index
-            from .containers.tfrecord_index import read_from
+            from .containers import tfrecord_index
+
+            read_from = tfrecord_index.read_from
         else:
             read_from = _SEEKERS[container.name].read_from
         chunks = read_from(file, int(index.offsets[k]), path, max_chunk_bytes, on_corrupt)
