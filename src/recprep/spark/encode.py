@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import get_codec
+from ..codecs.example import _varint
 from ..errors import EncodeError
 from .columns import ColumnSpec
 
@@ -40,14 +41,6 @@ BYTES, FLOATS, INTS = 1, 2, 3  # the Feature oneof's field numbers
 _PACKED, _ONE_VALUE, _LIST_BODY = range(3)  # what a column's payload is (see _Headers)
 
 
-def _varint(n: int) -> bytes:
-    """The protobuf varint of ``0 <= n < 2**64``."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
