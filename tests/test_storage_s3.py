@@ -144,3 +144,29 @@ def test_output_exists(s3, s3_url):
     assert_same(list(RecordIO(f"{out}/x-*-of-*", storage_options=s3.storage_options)()), new)
     manifest = json.loads(s3.filesystem().cat_file(f"{out}/x.manifest.json"))
     assert manifest["num_records"] == 8 and manifest["num_shards"] == 4
+
+
+def test_prepare_with_an_s3_raw_directory(s3, s3_url, tmp_path):
+    """The data-preparation job reads raw files from S3 (each handed to the user's function
+    as a local temporary copy) and writes its shards to S3."""
+    from recprep import prepare
+
+    fs = s3.filesystem()
+    root = s3_url.removeprefix("s3://")
+    for name, value in [("raw/a/1.txt", b"1"), ("raw/a/2.txt", b"2"), ("raw/b/3.txt", b"3"),
+                        ("raw/.hidden", b"x")]:
+        fs.pipe_file(f"{root}/{name}", value)
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import os\n"
+        "from recprep import Feature\n"
+        "feature_columns = [Feature('n', 'int64'), Feature('local', bytes)]\n"
+        "def prepare_data_for_a_single_file(filename):\n"
+        "    assert os.path.isfile(filename)\n"
+        "    return int(open(filename).read()), b'local'\n"
+    )
+    result = prepare(str(model), f"{s3_url}/raw", f"{s3_url}/out", executor="serial",
+                     num_shards=2, storage_options=s3.storage_options, progress=False)
+    assert result.files == 3 and result.convert.paths[0].startswith("s3://")
+    got = RecordIO(f"{s3_url}/out/data-*", storage_options=s3.storage_options)()
+    assert [int(x["n"]) for x in got] == [1, 2, 3]
