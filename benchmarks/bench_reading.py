@@ -30,7 +30,6 @@ import datetime as dt
 import gc
 import os
 import pickle
-import platform
 import shutil
 import struct
 import sys
@@ -42,12 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import fsspec
-import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
-import recprep
 from recprep import RecordIO, convert
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import CpuWatch, _machine, log, mnist_like  # noqa: E402  (the shared helpers)
 
 NUM_SHARDS = 10
 PREFIX = "bench"
@@ -59,13 +59,8 @@ STEP_BATCH = 128
 _LEN = struct.Struct("<I")
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
-def mnist_like(n: int, seed: int = 0) -> list[tuple[np.ndarray, int]]:
-    rng = np.random.default_rng(seed)
-    return [(rng.uniform(-1, 1, 784), int(rng.integers(10))) for _ in range(n)]
 
 
 # --------------------------------------------------------------------------- slow storage
@@ -132,36 +127,6 @@ class Result:
     extra: dict = field(default_factory=dict)
 
 
-class CpuWatch:
-    """How busy *other* processes kept the machine while a section ran (needs psutil)."""
-
-    def __enter__(self) -> CpuWatch:
-        self.other: float | None = None
-        self._start = self._sample()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        end = self._sample()
-        if self._start is not None and end is not None:
-            busy, own, wall = (b - a for a, b in zip(self._start, end, strict=True))
-            self.other = max(0.0, busy - own) / wall if wall > 0 else 0.0
-
-    @staticmethod
-    def _sample() -> tuple[float, float, float] | None:
-        try:
-            import psutil
-        except ImportError:
-            return None
-        t = psutil.cpu_times()
-        busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
-        busy -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
-        own = os.times()
-        return busy, own.user + own.system, time.perf_counter()
-
-    def describe(self) -> str:
-        if self.other is None:
-            return "other load not measured (no psutil)"
-        return f"other processes kept {self.other:.2f} of {os.cpu_count()} CPUs busy meanwhile"
 
 
 def best_of(contenders: dict[str, Callable[[], int]], n: int, reps: int,
@@ -411,18 +376,6 @@ def run_range(root: Path, gigabytes: float, reps: int) -> dict:
 # --------------------------------------------------------------------------- report
 
 
-def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
-            f"numpy {np.__version__}, recprep {recprep.__version__}")
 
 
 NAMES = {
