@@ -170,24 +170,27 @@ def _check_complete(fs: Any, pattern: str, shard_set: ShardSet) -> None:
         raise MissingShardsError(pattern, missing, first.last + 1 - len(missing))
 
 
-def _listing(fs: Any, directory: str) -> tuple[list[str], list[str]]:
-    """The data files and the partition subdirectories of ``directory``, each sorted."""
-    files, subdirs = [], []
+def list_directory(fs: Any, directory: str) -> tuple[list[str], list[str], list[str]]:
+    """The data files, the (visible) manifests and the partition subdirectories of
+    ``directory``, each sorted."""
+    files, manifests, subdirs = [], [], []
     for entry in fs.ls(directory, detail=True):
         path = entry["name"].rstrip("/")
         name = posixpath.basename(path)
         if entry["type"] == "directory":
             if is_partition_dir(name):
                 subdirs.append(path)
+        elif name.endswith(MANIFEST_SUFFIX) and not name.startswith("."):
+            manifests.append(path)
         elif is_data_name(name):
             files.append(path)
-    return sorted(files), sorted(subdirs)
+    return sorted(files), sorted(manifests), sorted(subdirs)
 
 
 def _directory_sets(fs: Any, directory: str) -> list[ShardSet]:
     """The shard sets of ``directory`` — or, when it holds none, its data files one by one
     (a Spark output directory) — then those of its partition subdirectories, recursively."""
-    files, subdirs = _listing(fs, directory)
+    files, _, subdirs = list_directory(fs, directory)
     groups = _group(files)
     sets = [s for s in groups if s.prefix is not None] or groups
     for subdir in subdirs:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, MissingShardsError, NotFoundError
 from ..manifest import Manifest, read_manifest
-from ..shards import MANIFEST_SUFFIX, is_data_name, is_partition_dir
+from ..shards import is_partition_dir, list_directory
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -110,22 +110,6 @@ class Leaf:
         return tuple(k for k, _ in self.partition)
 
 
-def _entries(fs: Any, directory: str) -> tuple[list[str], list[str], list[str]]:
-    """Data files, manifests and partition subdirectories of ``directory``, sorted."""
-    files, manifests, subdirs = [], [], []
-    for entry in fs.ls(directory, detail=True):
-        path = entry["name"].rstrip("/")
-        name = posixpath.basename(path)
-        if entry["type"] == "directory":
-            if is_partition_dir(name):
-                subdirs.append(path)
-        elif name.endswith(MANIFEST_SUFFIX) and not name.startswith("."):
-            manifests.append(path)
-        elif is_data_name(name):
-            files.append(path)
-    return sorted(files), sorted(manifests), sorted(subdirs)
-
-
 def _leaf(fs: Any, directory: str, partition: tuple[tuple[str, str | None], ...],
           files: list[str], manifest_paths: list[str]) -> Leaf:
     leaf = Leaf(directory, partition)
@@ -161,7 +145,7 @@ def discover(fs: Any, root: str) -> list[Leaf]:
     leaves: list[Leaf] = []
 
     def walk(directory: str, partition: tuple[tuple[str, str | None], ...]) -> None:
-        files, manifests, subdirs = _entries(fs, directory)
+        files, manifests, subdirs = list_directory(fs, directory)
         if files or manifests:
             leaves.append(_leaf(fs, directory, partition, files, manifests))
         for subdir in subdirs:
@@ -185,7 +169,7 @@ def existing_keys(fs: Any, root: str) -> tuple[str, ...] | None:
     top, ``None`` when it holds no data."""
     if not fs.isdir(root):
         return None
-    files, manifests, subdirs = _entries(fs, root)
+    files, manifests, subdirs = list_directory(fs, root)
     if subdirs:
         parsed = parse_segment(posixpath.basename(subdirs[0]))
         assert parsed is not None
