@@ -155,10 +155,6 @@ class _Writer(RecordWriter):
         self._pending_bytes += size
         self.num_records += 1
 
-    def write_many(self, records: list[bytes]) -> None:
-        for record in records:
-            self.write(record)
-
     def _flush(self) -> None:
         records = self._pending
         if not records:
