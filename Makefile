@@ -23,9 +23,24 @@ $(BASE): pyproject.toml | $(PY)
 	rm -f $(VENV)/.base-*
 	touch $@
 
-# + everything the test suite and benchmarks use (pyspark, ray, moto, tensorflow-cpu...)
+# torch for the tests is the CPU build. PyPI's Linux torch wheels are CUDA builds (2.7 GB of
+# nvidia-* libraries, 0.7 GB of triton), and a plain `torch==X` pin is not enough: while pip's
+# resolver backtracks (s3fs/aiobotocore/moto) it may drop a find-links `X+cpu` wheel and take
+# PyPI's `X` instead (a 7.5 GB .venv). So a constraint pins the `+cpu` build. It comes from a
+# find-links directory that holds it (these machines: $PIP_FIND_LINKS=/opt/wheels), else from
+# PyTorch's CPU index (TORCH_INDEX). `make venv TORCH_CPU=` lifts the pin (any torch==X build).
+TORCH_VERSION = $(shell sed -n 's/^ *"torch==\([0-9][0-9.]*\)".*/\1/p' pyproject.toml)
+TORCH_CPU    ?= torch==$(TORCH_VERSION)+cpu
+TORCH_INDEX  ?= https://download.pytorch.org/whl/cpu
+FIND_LINKS    = $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
+TORCH_WHEEL   = $(firstword $(wildcard $(addsuffix /torch-$(TORCH_VERSION)+cpu-*.whl,$(FIND_LINKS))))
+TORCH_PIN     = $(if $(TORCH_CPU),-c $(VENV)/torch-cpu.txt \
+                  $(if $(TORCH_WHEEL),--find-links $(dir $(TORCH_WHEEL)),--extra-index-url $(TORCH_INDEX)))
+
+# + everything the test suite and benchmarks use (pyspark, ray, moto, tensorflow-cpu, torch)
 $(FULL): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	echo '$(TORCH_CPU)' > $(VENV)/torch-cpu.txt
+	$(PY) -m pip install --quiet $(TORCH_PIN) -e '.[test,bench]'
 	rm -f $(VENV)/.test-* $(VENV)/.base-*
 	touch $@ $(BASE)
 

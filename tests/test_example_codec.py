@@ -6,6 +6,7 @@ import io
 import json
 import pickle
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -14,7 +15,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from recprep.codecs import get_codec
-from recprep.codecs.example import ExampleCodec, _unvarints, _varints
+from recprep.codecs.example import (
+    ExampleCodec,
+    ExampleMergeWarning,
+    _unvarints,
+    _varints,
+    key_order,
+)
 from recprep.containers import get_format
 from recprep.errors import DecodeError, EncodeError, InvalidArgumentError, RecprepError
 from recprep.features import Feature, SchemaMismatchError, as_features, check_instance
@@ -138,6 +145,61 @@ def test_bytes_equal_tensorflow_deterministic_serialization(tf):
     assert ours == theirs.SerializeToString(deterministic=True)
 
 
+def tf_example(tf, instance: dict) -> bytes:
+    """``instance`` (name -> 1-D int64 / float32 / object-of-bytes array) as TensorFlow
+    serializes it, deterministically."""
+    features = {}
+    for name, arr in instance.items():
+        if arr.dtype.kind == "f":
+            features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=arr))
+        elif arr.dtype.kind == "i":
+            features[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=arr))
+        else:
+            features[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=list(arr)))
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    return example.SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("names", [
+    ["a", "ab"],
+    ["ab", "a", "b", "abc", ""],
+    ["", "x"],
+    ["\u00e9", "e", "\U0001f600", "z", "ab\x00", "ab", "ab\x7f"],
+    ["x" * 130, "x" * 129, "x" * 131, "x" * 128 + "y", "y"],
+])
+def test_key_order_is_tensorflows_when_a_name_is_a_prefix_of_another(tf, names):
+    instance = {n: np.array([i], np.int64) for i, n in enumerate(names)}
+    record = ExampleCodec().encode(instance)
+    assert record == tf_example(tf, instance)
+    assert list(ExampleCodec().decode(record)) == sorted(names, key=lambda n: key_order(
+        n.encode()))
+    assert list(ExampleCodec().decode(ExampleCodec().encode({"a": 1, "ab": 2}))) == ["ab", "a"]
+
+
+_NAMES = st.one_of(
+    st.text(alphabet="ab\u00e9", max_size=4),  # prefixes of one another, often
+    st.text(max_size=6),  # any code point but surrogates, empty too
+    st.text(alphabet="x", min_size=125, max_size=131),  # a length varint of 1 or 2 bytes
+)
+_LISTS = st.one_of(
+    hnp.arrays(np.int64, st.integers(0, 5)),
+    hnp.arrays(np.float32, st.integers(0, 5), elements=st.floats(width=32, allow_nan=False)),
+    st.lists(st.binary(max_size=6), max_size=4).map(
+        lambda v: np.array(v + [b""], object)[:-1]),  # never a 2-D bytes array
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_NAMES, _LISTS, max_size=8))  # st.text never draws surrogates
+def test_bytes_equal_tensorflow_for_any_names_and_values(tf, instance):
+    assert ExampleCodec().encode(instance) == tf_example(tf, instance)
+
+
+def test_a_name_that_is_not_utf8_is_an_encode_error():
+    with pytest.raises(EncodeError, match="feature name '\\\\ud800' can't be written as UTF-8"):
+        ExampleCodec().encode({"\ud800": 1})
+
+
 def test_parse_single_example_reads_what_we_write(tf):
     features = [Feature("image", "float32", (4, 3)), Feature("label", "int64"),
                 Feature("name", object, (2,)), Feature("ids", "int32", (None,))]
@@ -177,7 +239,8 @@ def _pb_len(field: int, body: bytes) -> bytes:
 @st.composite
 def hand_made_examples(draw):
     """Example bytes in shapes TF never writes: unpacked lists, mixed packing, unknown
-    fields, split `features` messages, repeated keys (the last one wins)."""
+    fields, split `features` messages, repeated keys (the last one wins), Features in
+    pieces (several list fields, several values or keys in a map entry)."""
     entries = []
     for _ in range(draw(st.integers(0, 4))):
         key = draw(st.sampled_from(["a", "b", "c", "\u00e9"])).encode()
@@ -203,7 +266,17 @@ def hand_made_examples(draw):
         feature = _pb_len({"b": 1, "f": 2, "i": 3}[kind], body)
         if draw(st.booleans()):
             feature = b"\x25abcd" + feature  # unknown fixed32 field 4
-        entries.append(_pb_len(1, _pb_len(1, key) + _pb_len(2, feature)))
+        for _ in range(draw(st.integers(0, 2))):  # more list fields: protobuf merges
+            other = draw(st.sampled_from([kind, kind, "f", "i", "b"]))
+            feature += _pb_len({"b": 1, "f": 2, "i": 3}[other],
+                               {"f": _pb_len(1, b"\x00\x00\x80\x3f"), "i": b"\x08\x07",
+                                "b": _pb_len(1, b"z")}[other])
+        values = [feature]
+        if draw(st.integers(0, 4)) == 0:  # a second value field: merged with the first
+            values.append(_pb_len(3, b"\x08\x09") if draw(st.booleans()) else b"")
+        keys = [key] if draw(st.integers(0, 4)) else [b"x", key]  # the last key counts
+        entries.append(_pb_len(1, b"".join(_pb_len(1, k) for k in keys)
+                               + b"".join(_pb_len(2, v) for v in values)))
     split = draw(st.integers(0, len(entries)))
     parts = [_pb_len(1, b"".join(entries[:split])), _pb_len(1, b"".join(entries[split:]))]
     if draw(st.booleans()):
@@ -217,12 +290,104 @@ def hand_made_examples(draw):
 @given(hand_made_examples())
 def test_decoder_agrees_with_tensorflow_on_unpacked_and_unknown_fields(tf, record):
     theirs = tf.train.Example.FromString(record)
-    ours = ExampleCodec().decode(record)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExampleMergeWarning)
+        ours = ExampleCodec().decode(record)
     assert set(ours) == set(theirs.features.feature)
     for name, feature in theirs.features.feature.items():
         kind = feature.WhichOneof("kind")
         values = list(getattr(feature, kind).value) if kind else []
         assert ours[name].tolist() == values
+
+
+def _entry(key: bytes, *values: bytes) -> bytes:
+    return _pb_len(1, _pb_len(1, key) + b"".join(_pb_len(2, v) for v in values))
+
+
+def _ints(*values: int) -> bytes:
+    return _pb_len(1, b"".join(map(_pb_varint, values)))
+
+
+def _floats(*values: float) -> bytes:
+    return _pb_len(1, struct.pack(f"<{len(values)}f", *values))
+
+
+_I, _F, _B = (lambda body: _pb_len(3, body)), (lambda body: _pb_len(2, body)), (
+    lambda body: _pb_len(1, body))
+
+# (record's entries, what protobuf reads, what tf.io.parse_example does: the values it gives
+# when they differ, "refuses" when it raises; None when it agrees)
+MERGES = {
+    "a list field twice": ([_entry(b"a", _I(_ints(1, 2)) + _I(_ints(3)))], [1, 2, 3], [1, 2]),
+    "a value twice": ([_entry(b"a", _I(_ints(1, 2)), _I(_ints(3)))], [1, 2, 3], "refuses"),
+    "a value twice, kinds differ": ([_entry(b"a", _I(_ints(1, 2)), _F(_floats(0.5)))], [0.5],
+                                    "refuses"),
+    "a value twice, the second empty": ([_entry(b"a", _I(_ints(1, 2)), b"")], [1, 2],
+                                        "refuses"),
+    "two kinds (a oneof)": ([_entry(b"a", _I(_ints(1, 2)) + _F(_floats(0.5)))], [0.5], [1, 2]),
+    "kinds int, float, int": ([_entry(b"a", _I(_ints(1)) + _F(_floats(0.5)) + _I(_ints(7)))],
+                              [7], [1]),
+    "kinds bytes, int, bytes": ([_entry(b"a", _B(_pb_len(1, b"x")) + _I(_ints(1))
+                                        + _B(_pb_len(1, b"y")))], [b"y"], [b"x"]),
+    "bytes lists twice": ([_entry(b"a", _B(_pb_len(1, b"x")) + _B(_pb_len(1, b"y")
+                                                                   + _pb_len(1, b"z")))],
+                          [b"x", b"y", b"z"], [b"x"]),
+    "float lists twice": ([_entry(b"a", _F(_floats(1.0)) + _F(_floats(2.0, 3.0)))],
+                          [1.0, 2.0, 3.0], [1.0]),
+    "a repeated key": ([_entry(b"a", _I(_ints(1, 2))), _entry(b"a", _I(_ints(3)))], [3], None),
+    "a repeated key, kinds differ": ([_entry(b"a", _I(_ints(1))), _entry(b"a", _F(_floats(4)))],
+                                     [4.0], None),
+    "a repeated key, across features": ([_entry(b"a", _I(_ints(1))), _entry(b"a",
+                                                                            _I(_ints(3)))],
+                                        [3], None),
+}
+
+
+@pytest.mark.parametrize("case", list(MERGES))
+def test_features_in_pieces_merge_as_protobuf_does(tf, case):
+    entries, values, parse_example = MERGES[case]
+    split = case.endswith("across features")
+    record = (b"".join(_pb_len(1, e) for e in entries) if split
+              else _pb_len(1, b"".join(entries)))
+    theirs = tf.train.Example.FromString(record).features.feature["a"]
+    assert list(getattr(theirs, theirs.WhichOneof("kind")).value) == values  # protobuf
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = ExampleCodec().decode(record)
+    assert list(ours) == ["a"] and ours["a"].tolist() == values
+    probe = parse_example if isinstance(parse_example, list) else values  # its first kind
+    dtype = {float: tf.float32, int: tf.int64, bytes: tf.string}[type(probe[0])]
+    try:
+        parsed = tf.io.parse_example([record], {"a": tf.io.VarLenFeature(dtype)})
+        tf_values: list | str = parsed["a"].values.numpy().tolist()
+    except tf.errors.InvalidArgumentError:
+        tf_values = "refuses"
+    assert tf_values == (values if parse_example is None else parse_example)
+    merge_warnings = [w.message for w in caught if w.category is ExampleMergeWarning]
+    if parse_example is None:  # tf.io.parse_example reads what protobuf reads: no warning
+        assert not merge_warnings
+    else:
+        (warning,) = merge_warnings
+        assert warning.feature == "a"
+        assert str(warning).startswith("feature 'a': its ")
+        tail = ("refuses the record" if parse_example == "refuses"
+                else "reads only the first list field")
+        assert str(warning).endswith(f"(tf.train.Example.FromString), but tf.io.parse_example "
+                                     f"{tail}")
+
+
+def test_an_entry_with_two_keys_is_named_by_the_last(tf):
+    record = _pb_len(1, _pb_len(1, _pb_len(1, b"a") + _pb_len(1, b"b") + _I(b"")
+                                + _pb_len(2, _I(_ints(5)))))
+    assert list(tf.train.Example.FromString(record).features.feature) == ["b"]
+    with pytest.warns(ExampleMergeWarning, match="feature 'b': its map entry holds 2 keys"):
+        assert ExampleCodec().decode(record)["b"].tolist() == [5]
+    # with a schema too, and when bytes are passed through encode
+    codec = ExampleCodec([Feature("b", "int8")])
+    with pytest.warns(ExampleMergeWarning):
+        assert codec.decode(record)["b"] == 5
+    with pytest.warns(ExampleMergeWarning):
+        assert codec.encode(record) == record
 
 
 # -- round trips --------------------------------------------------------------------------

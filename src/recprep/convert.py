@@ -11,32 +11,48 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import logging
+import os
 import posixpath
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
+from .arguments import checked
 from .codecs import Codec
-from .errors import CorruptDataError, InvalidArgumentError, OutputExistsError, WriteError
+from .errors import (
+    REMEDY,
+    CorruptDataError,
+    InvalidArgumentError,
+    OutputExistsError,
+    PickleFallbackWarning,
+    Remedy,
+    WriteError,
+)
 from .executors import Backend, get_backend, serialize
 from .executors.base import failed
+from .inputs import as_input, is_sized, split_sized, warn_unsplit
 from .locking import ShardSetLock
 from .manifest import Manifest, ShardInfo, read_manifest
+from .names import CodecName, CompressorName, ExecutorName, FormatName
 from .progress import Progress, ProgressArg
 from .shards import check_prefix, manifest_name, shard_name
 from .staging import Staging, facts_intact
 from .storage import display, existing_set_files, resolve
 from .tasks import (
+    DEFAULT_MAX_TASKS,
     PartitionGroup,
     Partitions,
     TaskResult,
     assemble_task,
+    partitions,
     pieces_task,
     plan_assembly,
     stream_task,
 )
-from .writing import FileFacts, WriteOptions, check_options, check_reader
+from .writing import FileFacts, WriteOptions, check_options
 
 __all__ = ["ConvertResult", "convert"]
 
@@ -74,6 +90,25 @@ class ConvertResult:
             f"{self.num_records} instances -> {len(self.paths)} shards, "
             f"{self.total_bytes} bytes in {self.output_path} ({self.elapsed:.2f} s)"
         )
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        pickles = f", pickled: {', '.join(m.pickled)}" if m.pickled else ""
+        return (
+            f"ConvertResult({self.output_path}/{m.name_prefix}: {len(self.paths)} shards, "
+            f"{self.num_records} instances, {_size(self.total_bytes)}, "
+            f"format={m.format!r}, codec={m.codec!r}, compressor={m.compressor!r}, "
+            f"{self.elapsed:.2f} s{pickles})"
+        )
+
+
+def _size(size: float) -> str:
+    """``1.5 MB``: a byte count for people."""
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"
 
 
 @dataclass(frozen=True)
@@ -141,24 +176,29 @@ def _write(
     options: Any,
     progress: Progress,
     resume: bool,
-) -> tuple[list[FileFacts], list[Any]]:
-    """Run the tasks that produce the staged shards: their facts in shard order, and the
-    readers' notes in partition order."""
+) -> tuple[list[FileFacts], list[Any], dict[str, int]]:
+    """Run the tasks that produce the staged shards: their facts in shard order, the
+    readers' notes in partition order, and the types stored as pickles by the codec's
+    fallback (each with the first instance that held one)."""
+    parts = None
+    if not isinstance(reader, Partitions) and is_sized(reader):
+        # Row ranges cut by the input's length alone: a parallel executor reads them as
+        # partitions; this process streams them, cutting chunks at the same places, so
+        # the bytes are the same either way.
+        parts = split_sized(reader, DEFAULT_MAX_TASKS)
+        if parts is not None and not backend.in_process:
+            reader, parts = partitions(parts), None
     if not isinstance(reader, Partitions):
-        if not callable(reader) and not backend.in_process:
-            log.info("recprep: a one-shot iterable is read once, in this process")
-            backend = get_backend("serial")
-        elif not backend.in_process:
-            log.info(
-                "recprep: a single reader runs as one task on %s; pass partitions([...]) "
-                "for parallel work",
-                backend.name or type(backend).__name__,
-            )
-        args = (reader, fs, staging.path, names, options)
-        task = _Task("stream", "the reader", stream_task, args, True)
+        if not backend.in_process and parts is None:
+            warn_unsplit(reader, backend.name or type(backend).__name__)
+            if not callable(reader):
+                backend = get_backend("serial")  # a one-shot iterable is read here, once
+        cuts = list(accumulate(len(part) for part in parts[:-1])) if parts else []
+        args = (reader, fs, staging.path, names, options, cuts)
+        task = _Task("stream", "the reader's task", stream_task, args, True)
         (result,) = _run_tasks(backend, [task], progress, staging, resume)
         progress.add_shards(len(names))
-        return [f for f in result.files if f is not None], result.notes
+        return [f for f in result.files if f is not None], result.notes, result.pickled
     n = len(names)
     piece_tasks = []
     for start, end in reader.groups():
@@ -170,6 +210,12 @@ def _write(
         part_args = (start, group, fs, staging.path, n, options)
         piece_tasks.append(_Task(key, label, pieces_task, part_args, True))
     pieces = _run_tasks(backend, piece_tasks, progress, staging, resume)
+    pickled: dict[str, int] = {}
+    offset = 0  # instances of the partitions before this task's
+    for piece in pieces:
+        for type_name, index in piece.pickled.items():
+            pickled.setdefault(type_name, offset + index)
+        offset += piece.records
     assemble = [
         _Task(f"shard-{s:05d}", f"shard {s} ({names[s]})", assemble_task,
               (names[s], parts, fs, staging.path, options))
@@ -181,23 +227,24 @@ def _write(
         assert facts is not None
         shards.append(facts)
         progress.add_shards()
-    return shards, [note for p in pieces for note in p.notes]
+    return shards, [note for p in pieces for note in p.notes], pickled
 
 
+@checked
 def convert(
-    output_path: str,
+    output_path: str | os.PathLike[str],
     reader: Any,
     num_shards: int,
     name_prefix: str,
     *,
-    format: str = "recordio",
-    codec: str | Codec = "recprep",
-    compressor: str | None = None,
+    format: FormatName | str = "recordio",
+    codec: CodecName | str | Codec = "recprep",
+    compressor: CompressorName | str | None = None,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     progress: ProgressArg | Progress = None,
     chunk_bytes: int | None = None,
-    executor: str | cf.Executor | Backend = "serial",
+    executor: ExecutorName | str | cf.Executor | Backend = "serial",
     num_workers: int | None = None,
     executor_options: Mapping[str, Any] | None = None,
     resume: bool = False,
@@ -277,8 +324,7 @@ def convert(
     started = time.perf_counter()
     options = check_options(format, compressor, codec, num_shards, chunk_bytes)
     check_prefix(name_prefix)
-    if not isinstance(reader, Partitions):
-        check_reader(reader)
+    reader = as_input(reader)
     backend = get_backend(executor, num_workers, executor_options)
     fs, out = resolve(output_path, storage_options)
     names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
@@ -348,7 +394,10 @@ def _convert(
         else Progress(progress, total_shards=len(names), desc=staging.prefix)
     )
     try:
-        facts, notes = _write(reader, backend, fs, staging, names, options, bar, reuse)
+        facts, notes, pickled = _write(
+            reader, backend, fs, staging, names, options, bar, reuse
+        )
+        notes.extend(_warn_pickled(pickled))
         shards = [
             ShardInfo(name, f.records, f.bytes, f.crc32c)
             for name, f in zip(names, facts, strict=True)
@@ -360,6 +409,7 @@ def _convert(
             compressor=options.compressor,
             shards=shards,
             schema=options.codec.schema(),
+            pickled=sorted(pickled),
         )
         if not overwrite:
             _refuse_existing(fs, out, staging.prefix)  # a set may have appeared meanwhile
@@ -375,6 +425,18 @@ def _convert(
     finally:
         bar.close()
     return manifest, notes
+
+
+def _warn_pickled(pickled: Mapping[str, int]) -> list[str]:
+    """Warn once per type that the codec stored as a pickle; the notes that say so."""
+    notes = []
+    for type_name, index in sorted(pickled.items(), key=lambda item: item[1]):
+        warnings.warn(PickleFallbackWarning(type_name, index), stacklevel=4)
+        notes.append(
+            f"holds pickles: {type_name} (first in instance {index}); readers need "
+            "allow_pickle=True"
+        )
+    return notes
 
 
 def _tfrecord_indexes(fs: Any, staging: Staging, staged: Mapping[str, str]) -> dict[str, str]:
@@ -418,8 +480,9 @@ def _committed(
         if not facts_intact(fs, FileFacts(path, shard.records, shard.bytes, shard.crc32c)):
             raise CorruptDataError(
                 f"the committed shard set doesn't match its manifest (size or CRC-32C of "
-                f"{shard.name}); pass overwrite=True to write it again",
+                f"{shard.name})",
                 path=display(fs, path),
+                remedy=Remedy("overwrite", True, effect="to write it again"),
             )
     staging.remove()  # leftovers of a run that died after committing
     log.info("recprep: %s is complete and verified; nothing to do", final_manifest)
@@ -435,15 +498,15 @@ def _check_same(manifest: Manifest, options: WriteOptions, names: list[str], out
             f"resume: the shard set in {out} was written as format={have[0]!r}, "
             f"codec={have[1]!r}, compressor={have[2]!r}, {len(have[3])} shards; this run "
             f"asks for {want[0]!r}, {want[1]!r}, {want[2]!r}, {len(want[3])} shards. Use "
-            "the same options, or overwrite=True"
+            f"the same options{REMEDY}",
+            remedy=Remedy("overwrite", True, effect="to start again"),
         )
 
 
 def _refuse_existing(fs: Any, out: str, prefix: str) -> None:
     existing = existing_set_files(fs, out, prefix)
     if existing:
-        err = OutputExistsError(display(fs, out), [display(fs, p) for p in existing])
-        if not fs.exists(posixpath.join(out, manifest_name(prefix))):
-            err.args = (str(err) + "; no manifest: if a conversion into it was "
-                        "interrupted, resume=True finishes it",)
-        raise err
+        raise OutputExistsError(
+            display(fs, out), [display(fs, p) for p in existing],
+            resumable=not fs.exists(posixpath.join(out, manifest_name(prefix))),
+        )

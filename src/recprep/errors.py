@@ -19,22 +19,34 @@ out/p-00000-of-00001 at byte 40: bad magic 0x00000000 (the file is damaged: ...)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 __all__ = [
+    "AmbiguousPathError",
     "ChunkTooLargeError",
+    "ClusterUnreachableError",
     "CorruptDataError",
+    "CorruptDataWarning",
     "DecodeError",
     "EncodeError",
+    "InputError",
     "InvalidArgumentError",
     "MissingDependencyError",
     "MissingShardsError",
     "NotFoundError",
     "OutputExistsError",
+    "PickleFallbackWarning",
     "PickleRefusedError",
     "RecprepError",
+    "RecprepWarning",
+    "SetChangedError",
+    "Remedy",
     "TaskFailedError",
+    "UncommittedSetWarning",
+    "UnsplitInputWarning",
+    "UntrustedFileError",
     "WriteError",
 ]
 
@@ -48,12 +60,100 @@ def _rebuild(
     return err
 
 
+#: where a message template says a remedy ("; pass <option> <effect>", or nothing); the
+#: markers of a message are said by its remedies in order
+REMEDY = "{remedy}"
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """An option the user can set to get past an error, kept apart from the words.
+
+    ``option`` is the Python keyword (``"on_corrupt"``); ``value`` what to set it to
+    (``None``: a value of the user's choosing), ``also`` other values that work too;
+    ``effect`` what it does. The error's message says it the Python way;
+    :meth:`RecprepError.message` lets another audience say it its own way (the command
+    line says ``--on-corrupt skip``).
+
+    Examples
+    --------
+    >>> Remedy("on_corrupt", "skip").python(), Remedy("format").python()
+    ("on_corrupt='skip'", 'format=')
+    >>> Remedy("codec", "pickle", also=("raw",)).python()
+    "codec='pickle' or codec='raw'"
+    """
+
+    option: str
+    value: Any = None
+    also: tuple[Any, ...] = ()
+    effect: str = ""
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        """``value`` then ``also``."""
+        return (self.value, *self.also)
+
+    def python(self) -> str:
+        """How a Python caller passes it: ``on_corrupt='skip'``, ``format=``."""
+        return " or ".join(
+            f"{self.option}=" if v is None else f"{self.option}={v!r}" for v in self.values
+        )
+
+    def clause(self, said: str | None) -> str:
+        """``"; pass SAID EFFECT"``, or ``""`` when there is nothing to say."""
+        if not said:
+            return ""
+        return f"; pass {said}" + (f" {self.effect}" if self.effect else "")
+
+
 class RecprepError(Exception):
     """Base class of every error recprep raises on purpose.
 
     Errors pickle with their attributes, so they travel back from worker processes and
     cluster tasks intact.
+
+    ``remedy`` (a :class:`Remedy` or None) names the option that gets past the error
+    (``remedies``: all of them, when there are several). A message with the marker
+    ``{remedy}`` is a template: ``str(err)`` says the remedies the Python way,
+    :meth:`message` the way its caller asks.
+
+    Examples
+    --------
+    >>> err = RecprepError("x.bin: unknown format{remedy}", remedy=Remedy("format"))
+    >>> str(err)
+    'x.bin: unknown format; pass format='
+    >>> err.message(lambda r: "--" + r.option), err.message(lambda r: None)
+    ('x.bin: unknown format; pass --format', 'x.bin: unknown format')
     """
+
+    #: the options that get past this error, in the order its message says them
+    remedies: tuple[Remedy, ...] = ()
+
+    def __init__(self, *args: Any, remedy: Remedy | Sequence[Remedy] | None = None) -> None:
+        if remedy is not None:
+            self.remedies = (remedy,) if isinstance(remedy, Remedy) else tuple(remedy)
+        if args and isinstance(args[0], str) and REMEDY in args[0]:
+            self._template = args[0]
+            args = (self._say(Remedy.python), *args[1:])
+        super().__init__(*args)
+
+    @property
+    def remedy(self) -> Remedy | None:
+        """The first of ``remedies``, or None."""
+        return self.remedies[0] if self.remedies else None
+
+    def _say(self, say: Callable[[Remedy], str | None]) -> str:
+        parts = self._template.split(REMEDY)
+        clauses = [r.clause(say(r)) for r in self.remedies[: len(parts) - 1]]
+        clauses += [""] * (len(parts) - 1 - len(clauses))
+        return "".join(p + c for p, c in zip(parts, [*clauses, ""], strict=True))
+
+    def message(self, say: Callable[[Remedy], str | None] | None = None) -> str:
+        """The message with each remedy said by ``say(remedy)`` (``"--on-corrupt skip"``;
+        None leaves that remedy out); without ``say``, ``str(self)``."""
+        if say is None or "_template" not in self.__dict__:
+            return str(self)
+        return self._say(say)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.args, self.__dict__))
@@ -84,14 +184,37 @@ class OutputExistsError(RecprepError, FileExistsError):
     Attributes: ``path`` (the output directory), ``existing`` (the files found).
     """
 
-    def __init__(self, path: str, existing: Sequence[str]) -> None:
+    def __init__(self, path: str, existing: Sequence[str], *, resumable: bool = False) -> None:
         self.path = path
         self.existing = list(existing)
         shown = ", ".join(self.existing[:3]) + (" ..." if len(self.existing) > 3 else "")
+        remedies = [Remedy("overwrite", True, effect="to replace them once the new set is "
+                           "complete")]
+        interrupted = ""
+        if resumable:  # no manifest: a run that was killed before its commit
+            interrupted = f" and no manifest{REMEDY} if a conversion into it was interrupted"
+            remedies.insert(0, Remedy("resume", True, effect="to finish it"))
         super().__init__(
             f"{path} already holds {len(self.existing)} file(s) of this shard set "
-            f"({shown}); pass overwrite=True to replace them once the new set is complete, "
-            "or choose another name_prefix or output path"
+            f"({shown}){interrupted}{REMEDY}, or choose another name prefix or output path",
+            remedy=remedies,
+        )
+
+
+class ClusterUnreachableError(RecprepError, ConnectionError):
+    """Nothing answered at a cluster's address within the connect timeout.
+
+    Attributes: ``address`` (as given), ``timeout`` (seconds), ``detail`` (the last error).
+    """
+
+    def __init__(self, what: str, address: str, timeout: float, detail: str) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.detail = detail
+        super().__init__(
+            f"can't reach the {what} at {address} within {timeout:g} s ({detail}); check "
+            f"that it is running and the address is right{REMEDY}",
+            remedy=Remedy("connect_timeout", effect="to wait longer for one that is starting"),
         )
 
 
@@ -100,7 +223,35 @@ class NotFoundError(RecprepError, FileNotFoundError):
 
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
-        super().__init__(f"{path}: {detail}; check the path (and storage_options)")
+        super().__init__(
+            f"{path}: {detail}; check the path{REMEDY}",
+            remedy=Remedy("storage_options", effect="if the storage needs credentials or "
+                          "an endpoint"),
+        )
+
+
+class AmbiguousPathError(InvalidArgumentError):
+    """A path names several shard sets where one is expected (a directory holding
+    ``train`` and ``test``): reading them as one stream would mix them.
+
+    Attributes: ``path`` (as given), ``directory``, ``sets`` (name -> number of shards).
+    """
+
+    def __init__(
+        self, path: str, directory: str, sets: Mapping[str, int], detail: str = ""
+    ) -> None:
+        self.path = path
+        self.directory = directory
+        self.sets = dict(sets)
+        listed = ", ".join(f"{name} ({count} shards)" for name, count in self.sets.items())
+        first = next(iter(self.sets), "name")
+        one = f"{directory.rstrip('/')}/{first}"
+        super().__init__(
+            f"{path}: {detail or 'the directory holds several shard sets'}: {listed}. "
+            f"Name one set: {one!r} (the directory and the set's prefix), its glob "
+            f"'{one}-*-of-*' or its manifest '{one}.manifest.json'; to read several sets "
+            "as one stream on purpose, pass a list of them"
+        )
 
 
 class MissingShardsError(RecprepError, FileNotFoundError):
@@ -136,6 +287,7 @@ class _Located(RecprepError):
         path: str | None = None,
         offset: int | None = None,
         record_index: int | None = None,
+        remedy: Remedy | None = None,
     ) -> None:
         self.detail = detail
         self.path = path
@@ -150,7 +302,7 @@ class _Located(RecprepError):
             where.append(f"record {record_index} of the chunk")
         prefix = " ".join(where)
         message = f"{prefix}: {detail}" if prefix else detail
-        super().__init__(message + self.hint)
+        super().__init__(message + self.hint, remedy=remedy)
 
     def located(self: _L, **where: object) -> _L:
         """Return a copy of this error with location facts filled in where missing."""
@@ -172,8 +324,9 @@ class CorruptDataError(_Located, ValueError):
 
     hint = (
         " (the file is damaged: copy it again from its source; `recprep verify` lists all "
-        "damage; RecordIO(..., on_corrupt='skip') reads around it)"
+        f"damage{REMEDY})"
     )
+    remedies = (Remedy("on_corrupt", "skip", effect="to read around it"),)
 
 
 class ChunkTooLargeError(CorruptDataError):
@@ -186,12 +339,12 @@ class ChunkTooLargeError(CorruptDataError):
         self.size = size
         self.limit = limit
         super().__init__(
-            f"chunk needs at least {size} bytes, more than max_chunk_bytes={limit}; "
-            "the file is damaged, or it has unusually large chunks: raise max_chunk_bytes",
+            f"chunk needs at least {size} bytes, more than the limit of {limit}",
             **where,  # type: ignore[arg-type]
         )
 
-    hint = ""
+    hint = f"; the file is damaged, or it has unusually large chunks{REMEDY}"
+    remedies = (Remedy("max_chunk_bytes", effect="with a larger limit to read them"),)
 
 
 class DecodeError(_Located, ValueError):
@@ -208,12 +361,14 @@ class PickleRefusedError(_Located):
     def __init__(self, detail: str | None = None, **where: object) -> None:
         super().__init__(
             detail
-            or (
-                "the record holds a pickled value, and unpickling can execute arbitrary "
-                "code; pass allow_pickle=True if you trust where this file came from"
-            ),
+            or "the record holds a pickled value, and unpickling can execute arbitrary code",
             **where,  # type: ignore[arg-type]
         )
+
+    hint = REMEDY
+    remedies = (
+        Remedy("allow_pickle", True, effect="if you trust where this file came from"),
+    )
 
 
 class EncodeError(RecprepError, TypeError):
@@ -273,3 +428,119 @@ class TaskFailedError(RecprepError):
             "(the original traceback is in .original_traceback; the CLI shows it with "
             "--debug)" + (f"\n\n{original_traceback}" if original_traceback else "")
         )
+
+    def message(self, say: Callable[[Remedy], str | None] | None = None) -> str:
+        """As :meth:`RecprepError.message`, saying the original error's remedy."""
+        original = self.original
+        if say is not None and isinstance(original, RecprepError) and self.original_message:
+            return str(self).replace(self.original_message, original.message(say), 1)
+        return super().message(say)
+
+
+class InputError(RecprepError):
+    """recprep couldn't turn the user's input into instances (e.g. a DataFrame column that
+    pandas or pyarrow can't hand out as values).
+
+    Told apart from :class:`WriteError` on purpose: the input is at fault, not the output.
+    (An exception a reader raises itself propagates as it is, inside the
+    :class:`TaskFailedError` of its task, with a note that the input raised it.)
+    Attributes: ``instance_index`` (how many instances the input had yielded before it
+    raised), ``original`` (the exception it raised).
+    """
+
+    def __init__(self, original: BaseException, instance_index: int) -> None:
+        self.original = original
+        self.instance_index = instance_index
+        super().__init__(
+            f"the input raised {type(original).__name__} after {instance_index} instance(s): "
+            f"{original}; this is an error of the input (the reader), not of the output; "
+            "nothing was committed"
+        )
+
+
+class RecprepWarning(UserWarning):
+    """Base class of the warnings recprep gives about what it does on purpose."""
+
+
+class PickleFallbackWarning(RecprepWarning):
+    """``convert`` stored a value as a pickle: readers need ``allow_pickle=True`` for it.
+
+    Given once per type per conversion, at write time, naming the type and the first
+    instance that held it. Attributes: ``type_name``, ``instance_index``.
+    """
+
+    def __init__(self, type_name: str, instance_index: int | None) -> None:
+        self.type_name = type_name
+        self.instance_index = instance_index
+        where = f" (first in instance {instance_index})" if instance_index is not None else ""
+        super().__init__(
+            f"recprep's codec has no type for {type_name}{where}; it is stored as a pickle, "
+            "which readers refuse unless they pass allow_pickle=True (unpickling runs code). "
+            "Convert it to a supported type (numpy array, str, bytes, dict...) to avoid this"
+        )
+
+
+class UnsplitInputWarning(RecprepWarning):
+    """A parallel executor got one reader it can't split: it runs as one task (or, for a
+    one-shot iterable, in this process). Pass :func:`recprep.partitions` of readers, or a
+    sized input (list, array, DataFrame), to spread the work."""
+
+
+class CorruptDataWarning(RecprepWarning):
+    """A reader with ``on_corrupt="skip"`` dropped damaged data.
+
+    Attributes: ``path``, ``offset``, ``records_lost`` (``None`` when unknown), ``detail``.
+    """
+
+    def __init__(
+        self, detail: str, *, path: str | None, offset: int | None,
+        records_lost: int | None,
+    ) -> None:
+        self.detail = detail
+        self.path = path
+        self.offset = offset
+        self.records_lost = records_lost
+        lost = "an unknown number of" if records_lost is None else str(records_lost)
+        super().__init__(
+            f"{path} at byte {offset}: skipped damaged data, {lost} record(s) lost ({detail})"
+        )
+
+
+class SetChangedError(RecprepError):
+    """A shard set is not one committed set for this reader: a commit into it is in
+    progress or was interrupted (its shards may mix two sets), or it was replaced after
+    the reader read its manifest. Attributes: ``path`` (the set), ``detail``.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(f"{path}: {detail}")
+
+
+class UntrustedFileError(RecprepError, ValueError):
+    """A side file in an output directory (``options.json``, ``done-*.json``,
+    ``commit.json`` of a staging directory) that recprep's own runs didn't write for this
+    set, or that names a path outside it: refused, never acted on.
+    Attributes: ``path``, ``detail``.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(
+            f"{path}: refused: {detail}. recprep only reuses staged work its own runs "
+            "recorded; delete the staging directory, or run again without resume (with "
+            "overwrite=True to replace the set)"
+        )
+
+
+class UncommittedSetWarning(RecprepWarning):
+    """A reader with ``on_corrupt="skip"`` reads the files of a set that isn't committed
+    (a commit into it was interrupted or is in progress): they may mix two sets.
+    Attributes: ``path``.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {detail}; reading its files as they are")

@@ -28,6 +28,7 @@ Example
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,8 +37,16 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format
-from .containers.recordio import GO, HEADER_SIZE, LEGACY, MAGIC, iter_chunks
-from .errors import CorruptDataError, InvalidArgumentError
+from .containers.base import OnSkip, max_records, report_skip
+from .containers.recordio import (
+    GO,
+    HEADER_SIZE,
+    LEGACY,
+    MAGIC,
+    MIN_RECORD_BYTES,
+    iter_chunks,
+)
+from .errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError
 
 _HEADER = struct.Struct("<5I")
 
@@ -72,19 +81,29 @@ class RecordRangeError(InvalidArgumentError, IndexError):
 class Seeker:
     """How to index a format by its chunk headers and read it from a chunk's offset."""
 
-    #: ``scan(file, path, on_corrupt)``: each chunk's offset and record count, in order
-    scan: Callable[[BinaryIO, str, str], tuple[list[int], list[int]]]
-    #: ``read_from(file, offset, path, max_chunk_bytes, on_corrupt)``: chunks from there on
-    read_from: Callable[[BinaryIO, int, str, int, str], Iterator[Chunk]]
+    #: ``scan(file, path, on_corrupt, max_chunk_bytes, on_skip)``: each chunk's offset and
+    #: record count, in order (no count more than the chunk's bytes can hold)
+    scan: Callable[[BinaryIO, str, str, int, OnSkip | None], tuple[list[int], list[int]]]
+    #: ``read_from(file, offset, path, max_chunk_bytes, on_corrupt, on_skip)``: chunks from
+    #: there on
+    read_from: Callable[[BinaryIO, int, str, int, str, OnSkip | None], Iterator[Chunk]]
 
 
-def _recordio_scan(file: BinaryIO, path: str, on_corrupt: str) -> tuple[list[int], list[int]]:
+def _recordio_scan(
+    file: BinaryIO, path: str, on_corrupt: str, max_chunk_bytes: int, on_skip: OnSkip | None
+) -> tuple[list[int], list[int]]:
     """Hop from header to header. The first chunk goes through ``iter_chunks``, which
     checks its checksum to tell the variant; then a tight loop reads only headers. At
-    anything unexpected (bad magic, an unknown compressor, a cut header) the careful walk
-    of ``iter_chunks`` starts over, and raises or skips as ``on_corrupt`` says."""
+    anything unexpected (bad magic, an unknown compressor, a record count the chunk's
+    bytes can't hold, a chunk past the end of the file, a cut header) the careful walk of
+    ``iter_chunks`` starts over, and raises or skips as ``on_corrupt`` says."""
+    options: dict[str, Any] = {
+        "path": path, "decode": False, "on_corrupt": on_corrupt,
+        "max_chunk_bytes": max_chunk_bytes, "on_skip": on_skip,
+    }
+    end = file.seek(0, io.SEEK_END)
     file.seek(0)
-    walk = iter_chunks(file, path=path, decode=False, on_corrupt=on_corrupt)
+    walk = iter_chunks(file, **options)
     first = next(walk, None)
     if first is None:
         return [], []
@@ -107,22 +126,28 @@ def _recordio_scan(file: BinaryIO, path: str, on_corrupt: str) -> tuple[list[int
                 break
             fields = unpack(head)
             _, compressor, size, count = dialect.unpack(fields)
-            if fields[0] != MAGIC or compressor not in dialect.ids:
+            if fields[0] != MAGIC or compressor not in dialect.ids or (
+                pos + HEADER_SIZE + size > end
+            ) or count > max_records(
+                size, dialect.ids[compressor], MIN_RECORD_BYTES, max_chunk_bytes
+            ):
                 break
             offsets.append(pos)
             counts.append(count)
             pos += HEADER_SIZE + size
     file.seek(0)
-    infos = [i for i, _ in iter_chunks(file, path=path, decode=False, on_corrupt=on_corrupt)]
+    infos = [i for i, _ in iter_chunks(file, **options)]
     return [i.offset for i in infos], [i.num_records for i in infos]
 
 
 def _recordio_read_from(
-    file: BinaryIO, offset: int, path: str, max_chunk_bytes: int, on_corrupt: str
+    file: BinaryIO, offset: int, path: str, max_chunk_bytes: int, on_corrupt: str,
+    on_skip: OnSkip | None = None,
 ) -> Iterator[Chunk]:
     file.seek(offset)
     for _, chunk in iter_chunks(
-        file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt
+        file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
+        on_skip=on_skip,
     ):
         assert chunk is not None
         yield chunk
@@ -146,21 +171,25 @@ class FileIndex:
 
     ``firsts[k]`` is the number of the first record of chunk ``k``; ``firsts[-1]`` is the
     file's record count. ``seekable``: a chunk can be read by seeking to its offset.
+    ``records``: where each record starts and, last, where the records end, when the
+    index knows (a TFRecord side index); reading then checks every record against it.
     """
 
     offsets: np.ndarray
     firsts: np.ndarray
     seekable: bool
     _by_offset: dict[int, int] = field(default_factory=dict, repr=False)
+    records: np.ndarray | None = None
 
     @classmethod
     def from_counts(
-        cls, offsets: list[int], counts: list[int], seekable: bool
+        cls, offsets: list[int], counts: list[int], seekable: bool,
+        records: np.ndarray | None = None,
     ) -> FileIndex:
         firsts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(np.asarray(counts, dtype=np.int64), out=firsts[1:])
-        by_offset = dict(zip(offsets, firsts[:-1].tolist(), strict=True))
-        return cls(np.asarray(offsets, dtype=np.int64), firsts, seekable, by_offset)
+        by_offset = dict(zip(offsets, range(len(offsets)), strict=True))
+        return cls(np.asarray(offsets, dtype=np.int64), firsts, seekable, by_offset, records)
 
     @property
     def num_records(self) -> int:
@@ -176,7 +205,13 @@ class FileIndex:
 
     def first_record_at(self, offset: int) -> int | None:
         """The number of the first record of the chunk at byte ``offset``, if one is there."""
-        return self._by_offset.get(offset)
+        k = self._by_offset.get(offset)
+        return None if k is None else int(self.firsts[k])
+
+    def count_at(self, offset: int) -> int | None:
+        """The record count of the chunk at byte ``offset``, if one is there."""
+        k = self._by_offset.get(offset)
+        return None if k is None else int(self.firsts[k + 1] - self.firsts[k])
 
 
 def build_index(
@@ -186,19 +221,27 @@ def build_index(
     path: str,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     on_corrupt: str = "raise",
+    on_skip: OnSkip | None = None,
 ) -> FileIndex:
     """The index of ``file``: from chunk headers when the format has a seeker, else by
-    reading the whole file once (records are counted, never decoded by a codec)."""
+    reading the whole file once (records are counted, never decoded by a codec).
+
+    Header counts are checked against the bytes that hold them, so no index claims more
+    records than its file can hold. Damage raises, or with ``on_corrupt="skip"`` is left
+    out of the index with a :class:`~recprep.errors.CorruptDataWarning` (handed to
+    ``on_skip`` too).
+    """
     seeker = _SEEKERS.get(container.name)
     offsets: list[int]
     counts: list[int]
     if seeker is not None:
-        offsets, counts = seeker.scan(file, path, on_corrupt)
+        offsets, counts = seeker.scan(file, path, on_corrupt, max_chunk_bytes, on_skip)
         return FileIndex.from_counts(offsets, counts, True)
     file.seek(0)
     offsets, counts = [], []
     for chunk in container.read_chunks(
-        file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt
+        file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
+        on_skip=on_skip,
     ):
         offsets.append(chunk.offset)
         counts.append(len(chunk.records))
@@ -215,49 +258,89 @@ def read_range_chunks(
     path: str,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     on_corrupt: str = "raise",
+    on_skip: OnSkip | None = None,
 ) -> Iterator[tuple[Chunk, int]]:
     """The chunks holding records ``start:end`` of ``file``, cut to that range, each with
     how many records were cut off its front (to locate a record of the chunk).
 
     With a seekable index, reading starts at the chunk that holds ``start``; chunks
-    before it are never read. Otherwise the file is read from its start. A file that ends
-    before ``end`` (it changed since it was indexed, or its manifest is wrong) raises
-    :class:`~recprep.errors.CorruptDataError` unless ``on_corrupt="skip"``.
+    before it are never read, and each chunk read must hold the records the index says
+    (a TFRecord side index: each record must start where it says). Otherwise the file is
+    read from its start. A file that ends before ``end`` (it changed since it was
+    indexed, or its manifest is wrong), or that disagrees with its index, raises
+    :class:`~recprep.errors.CorruptDataError`; with ``on_corrupt="skip"`` reading stops
+    there with a :class:`~recprep.errors.CorruptDataWarning` (handed to ``on_skip`` too).
+    A wrong record is never yielded.
     """
     if start >= end:
         return
     first = 0
+    reported: list[CorruptDataWarning] = []  # skips the container reports on the way
+
+    def note(warning: CorruptDataWarning) -> None:
+        reported.append(warning)
+        if on_skip is not None:
+            on_skip(warning)
+
+    chunks: Iterator[Chunk]
     if index.seekable and index.num_chunks:
         k = min(index.chunk_of(start), index.num_chunks - 1)
         first = int(index.firsts[k])
-        read_from: Callable[..., Iterator[Chunk]]
-        if container.name == "tfrecord":  # seekable only through its side index
+        offset = int(index.offsets[k])
+        if index.records is not None:  # a TFRecord side index: every record is checked
             from .containers import tfrecord_index
 
-            read_from = tfrecord_index.read_from
+            chunks = tfrecord_index.read_from(
+                file, offset, path, max_chunk_bytes, on_corrupt, note,
+                expected=index.records,
+            )
         else:
-            read_from = _SEEKERS[container.name].read_from
-        chunks = read_from(file, int(index.offsets[k]), path, max_chunk_bytes, on_corrupt)
+            chunks = _SEEKERS[container.name].read_from(
+                file, offset, path, max_chunk_bytes, on_corrupt, note
+            )
     else:
         file.seek(0)
         chunks = container.read_chunks(
-            file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt
+            file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
+            on_skip=note,
         )
-    for chunk in chunks:
-        known = index.first_record_at(chunk.offset) if index.seekable else None
-        if known is not None:  # so a damaged chunk skipped before this one shifts nothing
-            first = known
-        n = len(chunk.records)
-        lo, hi = max(start - first, 0), min(end - first, n)
-        if lo < hi:
-            records = chunk.records if (lo, hi) == (0, n) else chunk.records[lo:hi]
-            yield Chunk(chunk.offset, records), lo
-        first += n
-        if first >= end:
-            return
+    aligned = index.seekable and index.records is None  # chunks are the index's chunks
+    try:
+        for chunk in chunks:
+            n = len(chunk.records)
+            if index.records is not None:  # read_from checked that a record starts there
+                first = int(np.searchsorted(index.records, chunk.offset))
+            known = index.first_record_at(chunk.offset) if aligned else None
+            if known is not None:  # so a damaged chunk skipped before this one shifts nothing
+                first = known
+                expected = index.count_at(chunk.offset)
+                if expected != n:
+                    raise CorruptDataError(
+                        f"the chunk holds {n} records, its index says {expected} (the file "
+                        "changed after it was indexed)", path=path, offset=chunk.offset,
+                    )
+            lo, hi = max(start - first, 0), min(end - first, n)
+            if lo < hi:
+                records = chunk.records if (lo, hi) == (0, n) else chunk.records[lo:hi]
+                yield Chunk(chunk.offset, records), lo
+            first += n
+            if first >= end:
+                return
+    except CorruptDataError as err:
+        if on_corrupt == "raise":
+            raise
+        report_skip(on_skip, f"{err.detail}; skipped the rest of records {start}:{end}",
+                    path=path, offset=err.offset, records_lost=end - max(first, start))
+        return
+    detail = (
+        f"the file ends after record {first}, but records up to {end} were expected "
+        "(it changed after it was indexed, or its manifest is wrong)"
+    )
     if on_corrupt == "raise":
-        raise CorruptDataError(
-            f"the file ends after record {first}, but records up to {end} were expected "
-            "(it changed after it was indexed, or its manifest is wrong)",
-            path=path,
-        )
+        raise CorruptDataError(detail, path=path)
+    missing = end - max(first, start)
+    if any(w.records_lost is None for w in reported) or missing <= sum(
+        w.records_lost or 0 for w in reported
+    ):
+        return  # the skips already reported account for it
+    report_skip(on_skip, detail, path=path, offset=None, records_lost=missing)

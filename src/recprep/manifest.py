@@ -46,6 +46,9 @@ class Manifest:
     compressor: str
     shards: list[ShardInfo]
     schema: dict[str, Any] = field(default_factory=dict)
+    #: types the codec stored as pickles by its fallback (readers need ``allow_pickle``);
+    #: written only when there are some, so other manifests keep their bytes
+    pickled: list[str] = field(default_factory=list)
     recprep_version: str = __version__
 
     @property
@@ -77,6 +80,8 @@ class Manifest:
             ],
             "schema": self.schema,
         }
+        if self.pickled:
+            doc["pickled"] = sorted(self.pickled)
         return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
 
     @classmethod
@@ -96,6 +101,7 @@ class Manifest:
                 shards=shards,
                 schema=dict(doc.get("schema") or {}),
                 recprep_version=doc.get("recprep_version", "unknown"),
+                pickled=[str(name) for name in doc.get("pickled") or []],
             )
             if doc.get("num_shards", len(shards)) != len(shards):
                 raise ValueError("num_shards does not match the shard list")

@@ -17,25 +17,29 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain, cycle, islice
 from typing import Any
 
+from .arguments import checked
 from .codecs import Codec, get_codec
 from .containers import DEFAULT_MAX_CHUNK_BYTES, get_format
 from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, decoded
-from .errors import InvalidArgumentError
+from .errors import CorruptDataWarning, InvalidArgumentError
 from .index import RecordRangeError
 from .manifest import Manifest
+from .names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
 from .prefetch import check_threads, prefetched
 from .sharding import SPLIT_MODES, Piece, Task, check_part, make_tasks, split
 from .shards import ShardSet, resolve_shard_sets
 from .shuffling import buffered_shuffle, check_buffer, check_seed, fresh_seed, rng
 from .sources import Sources
-from .storage import resolve
+from .storage import display, resolve
 
 __all__ = ["RecordIO"]
 
@@ -46,6 +50,25 @@ DEFAULT_SHUFFLE_BUFFER = 10_000
 #: with threads, what the batches of shards read round-robin may hold together: each
 #: shard's batch is smaller when there are many (never less than a chunk)
 INTERLEAVED_BYTES = 64 << 20
+
+
+@dataclass
+class Skipped:
+    """What a reader with ``on_corrupt="skip"`` has left out so far (every skip is also a
+    :class:`~recprep.errors.CorruptDataWarning`): ``events`` (damaged chunks, torn tails,
+    damaged manifests), ``records`` (records known lost) and ``unknown`` (events whose
+    loss could not be counted)."""
+
+    events: int = 0
+    records: int = 0
+    unknown: int = 0
+
+    def add(self, warning: CorruptDataWarning) -> None:
+        self.events += 1
+        if warning.records_lost is None:
+            self.unknown += 1
+        else:
+            self.records += warning.records_lost
 
 
 def _roundrobin(iterators: list[Iterator[Any]]) -> Iterator[Any]:
@@ -85,8 +108,9 @@ class RecordIO:
     on_corrupt
         ``"raise"`` (default): damage stops the read with a
         :class:`~recprep.errors.CorruptDataError` naming the file and byte offset.
-        ``"skip"``: a damaged chunk is dropped with a logged warning (file, offset,
-        records lost) and reading goes on; a damaged record is never yielded.
+        ``"skip"``: a damaged chunk (or manifest) is left out with a
+        :class:`~recprep.errors.CorruptDataWarning` (file, offset, records lost), counted
+        in :attr:`skipped`, and reading goes on; a damaged record is never yielded.
     shuffle
         Shuffle each pass: the order of this reader's files (or record ranges), a new one
         each epoch, then the instances through a buffer of ``shuffle_buffer``. Off: files
@@ -139,31 +163,34 @@ class RecordIO:
     [(4, '4')]
     """
 
+    @checked
     def __init__(
         self,
-        pattern: str | Sequence[str],
+        pattern: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
-        codec: str | Codec | None = None,
+        codec: CodecName | str | Codec | None = None,
         allow_pickle: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
-        format: str | None = None,
-        on_corrupt: str = "raise",
+        format: FormatName | str | None = None,
+        on_corrupt: OnCorrupt = "raise",
         shuffle: bool = False,
         seed: int | None = None,
         shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
         rank: int = 0,
         world_size: int = 1,
         num_threads: int = 0,
-        split: str = "auto",
-        compressor: str | None = None,
+        split: SplitMode = "auto",
+        compressor: CompressorName | str | None = None,
     ) -> None:
-        patterns = [pattern] if isinstance(pattern, str) else list(pattern)
-        if not patterns or not all(isinstance(p, str) for p in patterns):
+        single = isinstance(pattern, (str, os.PathLike))
+        given = [pattern] if single else list(pattern)  # type: ignore[arg-type]
+        if not given or not all(isinstance(p, (str, os.PathLike)) for p in given):
             raise InvalidArgumentError(
-                f"pattern must be a path, URL or glob (str) or a non-empty list of them, "
-                f"got {pattern!r}"
+                f"pattern must be a path, URL or glob (str or pathlib.Path) or a non-empty "
+                f"list of them, got {pattern!r}"
             )
+        patterns = [os.fspath(p) for p in given]
         if not isinstance(max_chunk_bytes, int) or max_chunk_bytes < 1:
             raise InvalidArgumentError(
                 f"max_chunk_bytes must be a positive int, got {max_chunk_bytes!r}"
@@ -177,6 +204,7 @@ class RecordIO:
         check_part(rank, world_size)
         self.on_corrupt = on_corrupt
         self._codec = None if codec is None else get_codec(codec)
+        self._codecs: dict[int, Codec] = {}
         self.allow_pickle = allow_pickle
         self.max_chunk_bytes = max_chunk_bytes
         self.shuffle = bool(shuffle)
@@ -199,10 +227,34 @@ class RecordIO:
             raise InvalidArgumentError(
                 f"compressor={compressor!r} needs a format that has it ({valid})"
             )
+        self.skipped = Skipped()
         self._sources = Sources(
             self.fs, self.shard_sets, format=container, compressor=compressor,
             max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
+            on_skip=self.skipped.add,
         )
+
+    def __repr__(self) -> str:
+        sets = []
+        for shard_set, manifest in zip(self.shard_sets, self.manifests, strict=True):
+            where = display(self.fs, shard_set.directory)
+            if shard_set.prefix is None:
+                sets.append(display(self.fs, shard_set.paths[0]))
+                continue
+            described = f"{where}/{shard_set.prefix}: {len(shard_set.paths)} shards"
+            if manifest is not None:
+                described += (f", {manifest.num_records} instances, {manifest.format}/"
+                              f"{manifest.codec}/{manifest.compressor}")
+            sets.append(described)
+        options = [f"rank={self.rank}/{self.world_size}"] if self.world_size > 1 else []
+        if self.shuffle:
+            options.append(f"shuffle(seed={self.seed})")
+        if self._codec is not None:
+            options.append(f"codec={self._codec.name!r}")
+        if self.on_corrupt != "raise":
+            options.append(f"on_corrupt={self.on_corrupt!r}")
+        shown = "; ".join(sets[:5]) + (f"; ... ({len(sets)} sets)" if len(sets) > 5 else "")
+        return f"RecordIO({shown}{''.join(', ' + o for o in options)})"
 
     # -- what is read ---------------------------------------------------------------------
 
@@ -231,13 +283,25 @@ class RecordIO:
         self._epoch = check_seed(epoch, "epoch")
 
     def codec_for(self, index: int) -> Codec:
-        """The codec used for shard set ``index``."""
-        if self._codec is not None:
-            return self._codec
+        """The codec used for shard set ``index``.
+
+        The codec passed to the reader, else the one the set's manifest names, else
+        ``"recprep"``. A codec with no schema of its own (a name, or an object without
+        features) takes the schema the manifest records when the manifest names that same
+        codec, so naming the codec the manifest names changes nothing; a codec object with
+        its own schema (an ``ExampleCodec`` with features) wins over the manifest.
+        """
+        cached = self._codecs.get(index)
+        if cached is not None:
+            return cached
         manifest = self._sources.manifests[index]
-        if manifest is None:
-            return get_codec("recprep")
-        return get_codec(manifest.codec).with_schema(manifest.schema)
+        codec = self._codec
+        if codec is None:
+            codec = get_codec("recprep" if manifest is None else manifest.codec)
+        if manifest is not None and manifest.codec == codec.name and not codec.schema():
+            codec = codec.with_schema(manifest.schema)
+        self._codecs[index] = codec
+        return codec
 
     def for_rank(self, rank: int, world_size: int) -> RecordIO:
         """A copy of this reader that reads the share of ``rank`` of ``world_size``."""

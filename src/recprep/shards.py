@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .errors import InvalidArgumentError, MissingShardsError, NotFoundError
+from .errors import AmbiguousPathError, InvalidArgumentError, MissingShardsError, NotFoundError
 
 MANIFEST_SUFFIX = ".manifest.json"
 SUCCESS_NAME = "_SUCCESS"
@@ -187,14 +187,46 @@ def list_directory(fs: Any, directory: str) -> tuple[list[str], list[str], list[
     return sorted(files), sorted(manifests), sorted(subdirs)
 
 
-def _directory_sets(fs: Any, directory: str) -> list[ShardSet]:
-    """The shard sets of ``directory`` — or, when it holds none, its data files one by one
-    (a Spark output directory) — then those of its partition subdirectories, recursively."""
-    files, _, subdirs = list_directory(fs, directory)
+def _directory_sets(fs: Any, directory: str, shown: str) -> list[ShardSet]:
+    """The shard set of ``directory`` — or, when it holds none, its data files one by one
+    (a Spark output directory) — then those of its partition subdirectories, recursively.
+
+    A directory holding more than one shard set is ambiguous: reading them all as one
+    stream would mix, say, train and test. It raises :class:`AmbiguousPathError`.
+    """
+    files, manifests, subdirs = list_directory(fs, directory)
     groups = _group(files)
     sets = [s for s in groups if s.prefix is not None] or groups
+    prefixes = sorted({s.prefix for s in sets if s.prefix is not None} | {
+        posixpath.basename(m)[: -len(MANIFEST_SUFFIX)] for m in manifests
+    })
+    if len(prefixes) > 1 or len([s for s in sets if s.prefix is not None]) > 1:
+        counts = {p: sum(len(s.paths) for s in sets if s.prefix == p) for p in prefixes}
+        raise AmbiguousPathError(shown, directory, counts)
     for subdir in subdirs:
-        sets.extend(_directory_sets(fs, subdir))
+        sets.extend(_directory_sets(fs, subdir, shown))
+    return sets
+
+
+def _prefix_sets(fs: Any, directory: str, prefix: str) -> list[ShardSet]:
+    """The shard set ``prefix`` of ``directory`` (``directory/prefix-*-of-*``), or [] when
+    it has no shard there and no manifest."""
+    if not fs.isdir(directory):
+        return []
+    files, manifests, _ = list_directory(fs, directory)
+    sets = [s for s in _group(files) if s.prefix == prefix]
+    has_manifest = posixpath.join(directory, manifest_name(prefix)) in manifests
+    if len(sets) > 1:
+        raise AmbiguousPathError(
+            posixpath.join(directory, prefix), directory,
+            {posixpath.basename(s.paths[0]): len(s.paths) for s in sets},
+            detail="shards of the prefix with different shard counts",
+        )
+    if not sets and has_manifest:
+        raise NotFoundError(
+            posixpath.join(directory, prefix),
+            "the set's manifest is there but none of its shards",
+        )
     return sets
 
 
@@ -212,7 +244,7 @@ def _glob_sets(fs: Any, pattern: str) -> list[ShardSet]:
             files.append(path)
     sets = _group(files)
     for subdir in subdirs:
-        sets.extend(_directory_sets(fs, subdir))
+        sets.extend(_directory_sets(fs, subdir, subdir))
     return sets
 
 
@@ -226,28 +258,40 @@ def resolve_shard_sets(fs: Any, patterns: Iterable[str]) -> list[ShardSet]:
       holds none, its data files, each whole, in sorted order (what Spark writes:
       ``part-*`` files, ``_SUCCESS``, ``.crc`` files); then its Hive-style partition
       subdirectories (``key=value``), recursively, in sorted path order;
-    * a file: just that file.
+    * a file: just that file — but a manifest (``dir/p.manifest.json``) stands for its set;
+    * ``dir/prefix`` (no such file): the shard set ``prefix`` of ``dir``, as the command
+      line tools take it.
+
+    A directory that holds several shard sets raises
+    :class:`~recprep.errors.AmbiguousPathError` naming them: name one.
     """
     result: list[ShardSet] = []
     for pattern in patterns:
+        directory, name = posixpath.split(pattern)
         if has_magic(pattern):
             sets = _glob_sets(fs, pattern)
             if not sets:
                 raise NotFoundError(pattern, "no file matches this pattern")
         elif fs.isdir(pattern):
-            sets = _directory_sets(fs, pattern)
+            sets = _directory_sets(fs, pattern, pattern)
             if not sets:
                 raise NotFoundError(
                     pattern, "the directory holds no shard set, data file or partition"
                 )
+        elif name.endswith(MANIFEST_SUFFIX) and fs.isfile(pattern):
+            sets = _prefix_sets(fs, directory, name[: -len(MANIFEST_SUFFIX)])
         elif fs.isfile(pattern):
-            result.append(ShardSet(*posixpath.split(pattern), paths=[pattern]))
-            parsed = parse_shard_name(posixpath.basename(pattern))
+            result.append(ShardSet(directory, None, paths=[pattern]))
+            parsed = parse_shard_name(name)
             if parsed is not None:
                 result[-1].prefix = parsed.prefix
             continue
         else:
-            raise NotFoundError(pattern, "no such file or directory")
+            sets = _prefix_sets(fs, directory, name) if name else []
+            if not sets:
+                raise NotFoundError(
+                    pattern, "no such file or directory, nor a shard set of that prefix"
+                )
         for shard_set in sets:
             if shard_set.prefix is not None:
                 _check_complete(fs, pattern, shard_set)

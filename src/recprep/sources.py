@@ -25,6 +25,7 @@ Example
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -37,7 +38,7 @@ from .containers import (
     detect_format,
     get_format,
 )
-from .errors import CorruptDataError, InvalidArgumentError
+from .errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, Remedy
 from .index import FileIndex, build_index, read_range_chunks
 from .manifest import Manifest, read_manifest
 from .sharding import Piece
@@ -84,6 +85,7 @@ class Sources:
         compressor: str | None = None,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         on_corrupt: str = "raise",
+        on_skip: Callable[[CorruptDataWarning], None] | None = None,
     ) -> None:
         self.fs = fs
         self.shard_sets = list(shard_sets)
@@ -91,10 +93,8 @@ class Sources:
         self.compressor = compressor
         self.max_chunk_bytes = max_chunk_bytes
         self.on_corrupt = on_corrupt
-        self.manifests: list[Manifest | None] = [
-            read_manifest(fs, s.manifest_path) if s.manifest_path else None
-            for s in self.shard_sets
-        ]
+        self.on_skip = on_skip
+        self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
         self.files = [
             SourceFile(index, path, display(fs, path))
             for index, shard_set in enumerate(self.shard_sets)
@@ -104,13 +104,38 @@ class Sources:
         self._numbers.update({f.path: n for n, f in enumerate(self.files)})
         self._counts: dict[int, int] = {}
         self._indexes: dict[int, FileIndex] = {}
+        records_of = [  # per set, once: opening stays linear in the number of shards
+            None if m is None else {s.name: s.records for s in m.shards}
+            for m in self.manifests
+        ]
         for n, file in enumerate(self.files):
-            manifest = self.manifests[file.set_index]
-            if manifest is not None:
-                name = file.path.rsplit("/", 1)[-1]
-                records = {s.name: s.records for s in manifest.shards}.get(name)
-                if records is not None:
-                    self._counts[n] = records
+            records = records_of[file.set_index]
+            if records is not None:
+                count = records.get(file.path.rsplit("/", 1)[-1])
+                if count is not None:
+                    self._counts[n] = count
+
+    def _manifest(self, shard_set: ShardSet) -> Manifest | None:
+        """The manifest of ``shard_set``, if it has one. A damaged one raises, or with
+        ``on_corrupt="skip"`` is left aside with a warning: counts then come from the
+        shards' own chunk headers, as ``recprep ls`` does."""
+        if not shard_set.manifest_path:
+            return None
+        try:
+            return read_manifest(self.fs, shard_set.manifest_path)
+        except CorruptDataError as err:
+            if self.on_corrupt != "skip":
+                raise
+            warning = CorruptDataWarning(
+                f"the manifest is damaged ({err.detail}); reading the shards without it, "
+                "from their own headers (format detected from the bytes)",
+                path=display(self.fs, shard_set.manifest_path), offset=None,
+                records_lost=None,
+            )
+            warnings.warn(warning, stacklevel=4)
+            if self.on_skip is not None:
+                self.on_skip(warning)
+            return None
 
     def number(self, path: str) -> int:
         """The number of the file at ``path`` (as :attr:`files` shows it, or the fs path)."""
@@ -149,9 +174,10 @@ class Sources:
         if found is None:
             raise CorruptDataError(
                 f"not a file of any known format (starts with {head[:8].hex()}; known: "
-                f"{available_formats()}); pass format= to say what it is",
+                f"{available_formats()})",
                 path=display(self.fs, path),
                 offset=0,
+                remedy=Remedy("format", effect="to say what it is"),
             )
         return found
 

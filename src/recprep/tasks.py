@@ -26,7 +26,7 @@ from __future__ import annotations
 import posixpath
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import google_crc32c
@@ -34,7 +34,8 @@ import google_crc32c
 from . import writing
 from .codecs.base import Codec
 from .errors import CorruptDataError, InvalidArgumentError
-from .writing import FileFacts, Tick, WriteOptions, as_iterable, check_reader, write_round_robin
+from .inputs import as_input
+from .writing import FileFacts, Tick, WriteOptions, as_iterable, write_round_robin
 
 _COPY_BLOCK = 8 << 20
 
@@ -108,12 +109,13 @@ def partitions(readers: Iterable[Any], *, max_tasks: int = DEFAULT_MAX_TASKS) ->
         raise InvalidArgumentError("partitions() needs at least one reader")
     if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1:
         raise InvalidArgumentError(f"max_tasks must be an int >= 1, got {max_tasks!r}")
+    checked = []
     for index, reader in enumerate(items):
         try:
-            check_reader(reader)
+            checked.append(as_input(reader))
         except InvalidArgumentError as err:
             raise InvalidArgumentError(f"partition {index}: {err}") from None
-    return Partitions(items, max_tasks)
+    return Partitions(tuple(checked), max_tasks)
 
 
 def _attempt(staging: str, label: str) -> str:
@@ -132,6 +134,9 @@ class TaskResult:
 
     files: list[FileFacts | None]
     notes: list[Any]
+    #: types the codec stored as pickles by its fallback: type name -> first instance
+    #: index (in this task's stream)
+    pickled: dict[str, int] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -155,13 +160,18 @@ def stream_task(
     staging: str,
     names: Sequence[str],
     options: WriteOptions,
+    cuts: Sequence[int] = (),
     tick: Tick | None = None,
 ) -> TaskResult:
-    """Write one reader's instances into the ``names`` shards (all created)."""
+    """Write one reader's instances into the ``names`` shards (all created), cutting the
+    writers before the instances ``cuts`` (see :func:`~recprep.writing.write_round_robin`)."""
     attempt = _attempt(staging, "stream")
     paths = [f"{attempt}-{name}" for name in names]
-    facts = write_round_robin(as_iterable(reader), fs, paths, options, tick=tick)
-    return TaskResult(facts, reader_notes(reader))
+    pickled: dict[str, int] = {}
+    facts = write_round_robin(
+        as_iterable(reader), fs, paths, options, tick=tick, pickled=pickled, cuts=cuts
+    )
+    return TaskResult(facts, reader_notes(reader), pickled)
 
 
 def pieces_task(
@@ -176,11 +186,12 @@ def pieces_task(
     """Write partition ``index`` as ``num_shards`` pieces (``None`` for an empty piece)."""
     attempt = _attempt(staging, f"part-{index:05d}")
     paths = [f"{attempt}-piece-{k:05d}" for k in range(num_shards)]
+    pickled: dict[str, int] = {}
     facts = write_round_robin(
         as_iterable(reader), fs, paths, options, create_empty=False, tick=tick,
-        pack_into=f"{attempt}-pieces", spill_bytes=writing.SPILL_BYTES,
+        pack_into=f"{attempt}-pieces", spill_bytes=writing.SPILL_BYTES, pickled=pickled,
     )
-    return TaskResult(facts, reader_notes(reader))
+    return TaskResult(facts, reader_notes(reader), pickled)
 
 
 def plan_assembly(

@@ -8,13 +8,15 @@ handed a filesystem and paths, never a user's output argument.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .codecs import Codec, get_codec
+from .codecs.base import PICKLE_FALLBACKS
 from .containers import Format, RecordWriter, get_format
 from .errors import EncodeError, InvalidArgumentError, WriteError
+from .inputs import check_reader
 from .storage import ChecksumWriter
 
 DEFAULT_CHUNK_BYTES = 128 << 10
@@ -79,30 +81,17 @@ def check_options(
     return WriteOptions(format, compressor, get_codec(codec), chunk_bytes)
 
 
-_ACCIDENTAL = (str, bytes, bytearray, memoryview, Mapping)
-
-
-def check_reader(reader: Any) -> None:
-    """Raise unless ``reader`` is a callable or an iterable that isn't one by accident."""
-    if isinstance(reader, _ACCIDENTAL):
-        raise InvalidArgumentError(
-            f"reader is a {type(reader).__name__}, which is iterable only by accident; pass "
-            "a no-argument callable returning an iterable of instances, or an iterable"
-        )
-    if not callable(reader) and not hasattr(reader, "__iter__"):
-        raise InvalidArgumentError(
-            f"reader must be a no-argument callable returning an iterable (a PaddlePaddle "
-            f"reader) or an iterable of instances, got {type(reader).__name__}"
-        )
-
-
 def as_iterable(reader: Any) -> Iterable[Any]:
-    """The instances of a PaddlePaddle-style reader (callable) or a one-shot iterable."""
+    """The instances of a PaddlePaddle-style reader (callable) or a one-shot iterable.
+
+    """
     check_reader(reader)
     if not callable(reader):
         return reader
     made = reader()
-    if isinstance(made, _ACCIDENTAL) or not hasattr(made, "__iter__"):
+    if isinstance(made, (str, bytes, bytearray, memoryview, Mapping)) or not hasattr(
+        made, "__iter__"
+    ):
         raise InvalidArgumentError(
             f"calling the reader returned a {type(made).__name__}; a reader must "
             "return an iterable of instances (e.g. be a generator function)"
@@ -197,6 +186,13 @@ class _Sink:
         if finished:  # this piece was complete before the others passed the budget
             real.close()
 
+    def cut(self) -> None:
+        if self.writer is not None:
+            try:
+                self.writer.cut()
+            except OSError as err:
+                raise WriteError(self.path, err) from err
+
     def finish(self, always: bool) -> FileFacts | None:
         if self.writer is None:
             if not always:
@@ -229,6 +225,8 @@ def write_round_robin(
     tick: Tick | None = None,
     pack_into: str | None = None,
     spill_bytes: int = SPILL_BYTES,
+    pickled: dict[str, int] | None = None,
+    cuts: Sequence[int] = (),
 ) -> list[FileFacts | None]:
     """Encode ``instances`` into ``paths``, instance ``j`` to ``paths[j % len(paths)]``.
 
@@ -241,7 +239,24 @@ def write_round_robin(
     ``pack_into`` (each one's facts give its ``offset`` there): one file per task instead
     of one per piece, which is what small partitions need. Past ``spill_bytes`` every
     piece moves to its own file in ``paths``.
+
+    Errors are told apart by who caused them: the input (an exception raised while
+    iterating ``instances`` propagates as it is, with a note saying so), an instance the codec
+    can't represent (:class:`~recprep.errors.EncodeError` with its index), or the output
+    (:class:`~recprep.errors.WriteError`). ``pickled`` (if given) is filled with the types
+    the codec stored as pickles by its fallback, each with the first instance index.
+
+    With ``cuts`` (instance indexes, ascending), every file's writer is cut before those
+    instances (:meth:`~recprep.containers.base.RecordWriter.cut`) when the format is
+    concatenable: the files are then byte for byte what writing each run of instances as a
+    partition of its own and assembling the pieces gives, as a parallel executor does.
     """
+    if pickled is None:
+        pickled = {}
+    if not options.container().concatenable(options.compressor):
+        cuts = ()  # assembly writes such pieces' records again, through one writer
+    cut_at = iter([*cuts, -1])
+    next_cut = next(cut_at)
     budget = None if pack_into is None else _Budget(spill_bytes)
     sinks = [_Sink(fs, path, options, budget) for path in paths]
     if budget is not None:
@@ -252,19 +267,43 @@ def write_round_robin(
     n = len(writes)
     index = -1
     reported = 0
+    fallbacks = PICKLE_FALLBACKS
+    fallbacks.clear()
+    input_failed = True  # until encoding or writing fails: then the error is ours
     try:
         try:
             for index, instance in enumerate(instances):
-                writes[index % n](encode(instance))
+                if index == next_cut:
+                    for sink in sinks:
+                        sink.cut()
+                    next_cut = next(cut_at)
+                try:
+                    writes[index % n](encode(instance))
+                except EncodeError as err:
+                    input_failed = False
+                    err.instance_index = index  # keep the class and its facts: add where
+                    err.args = (f"instance {index}: {err.detail}",)
+                    raise
+                except OSError as err:
+                    input_failed = False
+                    raise WriteError(paths[index % n], err) from err
+                except BaseException:
+                    input_failed = False
+                    raise
+                if fallbacks:
+                    for type_name in fallbacks:
+                        pickled.setdefault(type_name, index)
+                    fallbacks.clear()
                 if tick is not None and not index % PROGRESS_EVERY:
                     tick(index + 1 - reported)
                     reported = index + 1
-        except EncodeError as err:
-            err.instance_index = index  # keep the class (and its facts): add where it was
-            err.args = (f"instance {index}: {err.detail}",)
+        except Exception as err:
+            if input_failed:  # the reader's own error: it stays what it is, located
+                err.add_note(
+                    f"recprep: raised by the input (the reader) after {index + 1} "
+                    "instance(s); not an error of the output"
+                )
             raise
-        except OSError as err:
-            raise WriteError(paths[index % n], err) from err
         facts = [sink.finish(create_empty) for sink in sinks]
         if budget is not None and not budget.spilled and pack_into is not None:
             facts = _pack(fs, pack_into, sinks, facts)

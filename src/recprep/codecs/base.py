@@ -28,6 +28,25 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar
 
+#: Qualified names of the types that codecs of this process stored as pickles because they
+#: have no encoding of their own for them (a fallback the user didn't ask for), appended by
+#: :func:`note_pickle_fallback`. The write loop checks it after each ``encode``, notes the
+#: instance index and clears it, so that ``convert`` warns
+#: (:class:`~recprep.errors.PickleFallbackWarning`) and records the types in the manifest.
+#: Codecs whose whole point is pickle (``"pickle"``) don't note anything.
+PICKLE_FALLBACKS: list[str] = []
+
+
+def note_pickle_fallback(value: object) -> None:
+    """Record that ``value`` is being stored as a pickle by a codec's fallback.
+
+    >>> note_pickle_fallback(object()); PICKLE_FALLBACKS
+    ['builtins.object']
+    >>> PICKLE_FALLBACKS.clear()
+    """
+    kind = type(value)
+    PICKLE_FALLBACKS.append(f"{kind.__module__}.{kind.__qualname__}")
+
 
 class Codec(abc.ABC):
     """Base class of codecs. Subclass it and register it with

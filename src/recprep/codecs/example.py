@@ -50,16 +50,17 @@ float32: declare the feature float32, or use codec='recprep' for exact float64
 from __future__ import annotations
 
 import struct
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError, EncodeError, InvalidArgumentError
+from ..errors import DecodeError, EncodeError, InvalidArgumentError, RecprepWarning
 from ..features import Feature, SchemaMismatchError, as_features, check_instance, fixed_size
 from .base import Codec
 
-__all__ = ["ExampleCodec"]
+__all__ = ["ExampleCodec", "ExampleMergeWarning", "key_order", "varint"]
 
 BYTES, FLOATS, INTS = 1, 2, 3  # the Feature oneof's field numbers
 _KIND_NAME = {BYTES: "bytes_list", FLOATS: "float_list", INTS: "int64_list"}
@@ -82,8 +83,12 @@ class _Fail(Exception):
 _ONE_BYTE = [bytes((i,)) for i in range(128)]
 
 
-def _varint(n: int) -> bytes:
-    """The protobuf varint of ``n`` (negative: 64-bit two's complement)."""
+def varint(n: int) -> bytes:
+    """The protobuf varint of ``n`` (negative: 64-bit two's complement).
+
+    >>> varint(1).hex(), varint(300).hex(), varint(-1).hex()
+    ('01', 'ac02', 'ffffffffffffffffff01')
+    """
     if 0 <= n < 0x80:
         return _ONE_BYTE[n]
     if 0 < n < 0x4000:
@@ -100,7 +105,7 @@ def _varint(n: int) -> bytes:
 def _varints(values: np.ndarray) -> bytes:
     """The packed varints of the int64 (or uint64) ``values``, built by numpy."""
     if values.size <= _SMALL:
-        return b"".join(map(_varint, values.reshape(-1).tolist()))
+        return b"".join(map(varint, values.reshape(-1).tolist()))
     v = np.ascontiguousarray(values).reshape(-1).view(np.uint64)
     width = max(1, (int(v.max()).bit_length() + 6) // 7)  # bytes of the longest varint
     out = np.empty((v.size, width), np.uint8)
@@ -213,11 +218,11 @@ def _encode_list(name: str, arr: np.ndarray) -> tuple[int, list[bytes]]:
         if arr.dtype.itemsize > 4:
             raise EncodeError(f"feature {name!r} is {arr.dtype.name}: {_FLOAT64}")
         data = arr.astype("<f4", copy=False).tobytes()
-        return FLOATS, [b"\x0a", _varint(len(data)), data] if data else []
+        return FLOATS, [b"\x0a", varint(len(data)), data] if data else []
     if kind in "biu":
         wide = np.uint64 if arr.dtype == np.uint64 else np.int64
         data = _varints(arr.astype(wide, copy=False))
-        return INTS, [b"\x0a", _varint(len(data)), data] if data else []
+        return INTS, [b"\x0a", varint(len(data)), data] if data else []
     if kind in "USO":
         pieces: list[bytes] = []
         for v in arr.reshape(-1).tolist():
@@ -228,7 +233,7 @@ def _encode_list(name: str, arr: np.ndarray) -> tuple[int, list[bytes]]:
                     f"feature {name!r} holds a {type(v).__name__}; an object array must hold "
                     "str or bytes"
                 )
-            pieces += (b"\x0a", _varint(len(v)), v)
+            pieces += (b"\x0a", varint(len(v)), v)
         return BYTES, pieces
     raise EncodeError(
         f"feature {name!r} is {arr.dtype}: an Example holds int64, float32 and bytes lists"
@@ -264,22 +269,48 @@ def _infer(name: Any, value: Any) -> np.ndarray:
     return arr
 
 
+def key_order(key: bytes) -> bytes:
+    """The sort key that puts feature names (UTF-8) in the order TensorFlow writes them.
+
+    ``SerializeToString(deterministic=True)`` under protobuf's default Python backend (upb,
+    what TensorFlow installs) compares names byte by byte and, where one name is a prefix
+    of another, puts the **longer one first**. A name is UTF-8, which never holds the byte
+    ``0xff``, so appending it gives that order.
+
+    >>> sorted([b"a", b"b", b"ab", b"", b"abc"], key=key_order)
+    [b'abc', b'ab', b'a', b'b', b'']
+    """
+    return key + b"\xff"
+
+
+def _name_bytes(name: str) -> bytes:
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise EncodeError(f"feature name {name!r} can't be written as UTF-8: {err.reason} "
+                          f"at position {err.start}") from None
+
+
+def _entry_order(item: tuple[bytes, int, list[bytes]]) -> bytes:
+    return item[0] + b"\xff"  # key_order, inlined
+
+
 def _assemble(items: list[tuple[bytes, int, list[bytes]]]) -> bytes:
-    """The Example bytes for ``(key, kind, list body pieces)``, sorted by key."""
+    """The Example bytes for ``(key, kind, list body pieces)``, in :func:`key_order`."""
     parts: list[bytes] = []
     total = 0
-    for key, kind, body in sorted(items, key=lambda item: item[0]):
+    for key, kind, body in sorted(items, key=_entry_order):
         body_size = sum(map(len, body))
-        body_head = _KIND_TAG[kind] + _varint(body_size)
-        key_head = b"\x0a" + _varint(len(key))
+        body_head = _KIND_TAG[kind] + varint(body_size)
+        key_head = b"\x0a" + varint(len(key))
         feature_size = len(body_head) + body_size
-        value_head = b"\x12" + _varint(feature_size)
+        value_head = b"\x12" + varint(feature_size)
         entry_size = len(key_head) + len(key) + len(value_head) + feature_size
-        entry_head = b"\x0a" + _varint(entry_size)
+        entry_head = b"\x0a" + varint(entry_size)
         parts += (entry_head, key_head, key, value_head, body_head)
         parts += body
         total += len(entry_head) + entry_size
-    return b"".join([b"\x0a", _varint(total), *parts])
+    return b"".join([b"\x0a", varint(total), *parts])
 
 
 _KIND_TAG = {kind: bytes(((kind << 3) | 2,)) for kind in (BYTES, FLOATS, INTS)}
@@ -288,9 +319,31 @@ _KIND_TAG = {kind: bytes(((kind << 3) | 2,)) for kind in (BYTES, FLOATS, INTS)}
 # -------------------------------------------------------------------------- decoding
 
 
-def _parse(buf: bytes) -> dict[str, tuple[int, int, int]]:
-    """Each feature's ``(kind, start, stop)`` of its list message (kind 0: none set)."""
-    features: dict[str, tuple[int, int, int]] = {}
+class ExampleMergeWarning(RecprepWarning):
+    """A record stores a feature in pieces that protobuf merges and ``tf.io.parse_example``
+    doesn't: recprep gives protobuf's values (what ``tf.train.Example.FromString`` gives).
+
+    Attributes: ``feature`` (its name).
+    """
+
+    def __init__(self, feature: str, message: str) -> None:
+        self.feature = feature
+        super().__init__(message)
+
+
+_Found = tuple[int, bytes, int, int]  # a feature's kind and its list message: data[start:stop]
+_NO_KIND: _Found = (0, b"", 0, 0)
+
+
+def _parse(buf: bytes) -> dict[str, _Found]:
+    """Each feature's ``(kind, data, start, stop)``: kind 0 when none is set, else its list
+    message is ``data[start:stop]`` (``data`` is ``buf`` unless pieces were merged).
+
+    Protobuf's rules: several ``features`` fields merge; a repeated key's last entry wins;
+    an entry's last ``key`` names it and its ``value`` fields merge; in a ``Feature`` the
+    last list field's kind wins (a oneof) and the fields of that kind in a row merge.
+    """
+    features: dict[str, _Found] = {}
     end, pos = len(buf), 0
     while pos < end:
         tag, pos = _tag(buf, pos, end)
@@ -299,42 +352,95 @@ def _parse(buf: bytes) -> dict[str, tuple[int, int, int]]:
             continue
         fpos, fend = _read_len(buf, pos, end)
         pos = fend
-        while fpos < fend:  # Features: map entries (several `features` fields merge)
+        while fpos < fend:  # Features: map entries
             tag, fpos = _tag(buf, fpos, fend)
             if tag != 0x0A:
                 fpos = _skip(buf, fpos, fend, tag)
                 continue
             epos, eend = _read_len(buf, fpos, fend)
             fpos = eend
-            key, value = b"", (0, 0, 0)
+            key, keys, vstart, vstop = b"", 0, -1, -1
+            more: list[tuple[int, int]] | None = None  # the value fields, if several
             while epos < eend:  # the entry: key = 1, value = 2
                 tag, epos = _tag(buf, epos, eend)
                 if tag == 0x0A:
                     start, epos = _read_len(buf, epos, eend)
-                    key = buf[start:epos]
+                    key, keys = buf[start:epos], keys + 1
                 elif tag == 0x12:
                     start, epos = _read_len(buf, epos, eend)
-                    value = _parse_feature(buf, start, epos)
+                    if vstart < 0:
+                        vstart, vstop = start, epos
+                    elif more is None:
+                        more = [(vstart, vstop), (start, epos)]
+                    else:
+                        more.append((start, epos))
                 else:
                     epos = _skip(buf, epos, eend, tag)
             try:
-                features[key.decode("utf-8")] = value
+                name = key.decode("utf-8")
             except UnicodeDecodeError:
                 raise _Fail(f"feature name {key!r} is not UTF-8") from None
+            if vstart < 0:
+                value = _NO_KIND
+            elif more is None:
+                value = _parse_feature(buf, vstart, vstop) or _merge(buf, [(vstart, vstop)],
+                                                                     name)
+            else:
+                value = _merge(buf, more, name)
+            if keys > 1:
+                _warn_merged(name, f"its map entry holds {keys} keys (the last one counts)")
+            features[name] = value
     return features
 
 
-def _parse_feature(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
-    found = (0, 0, 0)
+def _parse_feature(buf: bytes, pos: int, end: int) -> _Found | None:
+    """A Feature holding at most one list field; None when it holds more (see _merge)."""
+    found = _NO_KIND
     while pos < end:
         tag, pos = _tag(buf, pos, end)
         kind = tag >> 3
         if tag & 7 == 2 and kind in _KIND_NAME:
+            if found[0]:
+                return None
             start, pos = _read_len(buf, pos, end)
-            found = (kind, start, pos)  # a oneof: the last one wins
+            found = (kind, buf, start, pos)
         else:
             pos = _skip(buf, pos, end, tag)
     return found
+
+
+def _merge(buf: bytes, values: list[tuple[int, int]], name: str) -> _Found:
+    """The Feature that protobuf makes of several value fields (or list fields): the last
+    kind set wins, and that kind's lists in a row are joined (joining list messages'
+    bytes merges them)."""
+    kind, pieces, fields = 0, [], 0
+    for pos, end in values:
+        while pos < end:
+            tag, pos = _tag(buf, pos, end)
+            found = tag >> 3
+            if tag & 7 == 2 and found in _KIND_NAME:
+                start, pos = _read_len(buf, pos, end)
+                fields += 1
+                if found != kind:
+                    kind, pieces = found, []
+                pieces.append(buf[start:pos])
+            else:
+                pos = _skip(buf, pos, end, tag)
+    if len(values) > 1:
+        _warn_merged(name, f"its map entry holds {len(values)} values (protobuf merges them)")
+    elif fields > 1:
+        _warn_merged(name, f"its Feature holds {fields} list fields (protobuf keeps the "
+                           "last kind and joins that kind's lists in a row)", first=True)
+    data = b"".join(pieces)
+    return (kind, data, 0, len(data)) if kind else _NO_KIND
+
+
+def _warn_merged(name: str, what: str, first: bool = False) -> None:
+    tf = ("reads only the first list field" if first else "refuses the record")
+    warnings.warn(ExampleMergeWarning(
+        name, f"feature {name!r}: {what}; recprep reads it as protobuf does "
+              f"(tf.train.Example.FromString), but tf.io.parse_example {tf}",
+    ), stacklevel=2)
 
 
 def _floats(buf: bytes, pos: int, end: int) -> np.ndarray:
@@ -532,7 +638,7 @@ class ExampleCodec(Codec):
                 f"codec='example' takes a dict of feature values (or a tuple, once features "
                 f"are declared), a tf.train.Example or its bytes; got {type(instance).__name__}"
             )
-        return _assemble([(k.encode(), *_encode_list(k, v)) for k, v in values.items()])
+        return _assemble([(_name_bytes(k), *_encode_list(k, v)) for k, v in values.items()])
 
     def _checked(self, record: bytes) -> bytes:
         """Serialized Example bytes, checked: parsed, and matched against the features."""
@@ -544,7 +650,7 @@ class ExampleCodec(Codec):
                 if extra:
                     raise SchemaMismatchError(extra[0], "no such feature", "a value",
                                               f"the features are {names}")
-                self._decode_parsed(record, found)
+                self._decode_parsed(found)
         except (_Fail, DecodeError) as err:
             raise EncodeError(f"the serialized Example is not valid here: {err}") from None
         return record
@@ -555,22 +661,20 @@ class ExampleCodec(Codec):
         """Return ``{name: array}`` for the Example in ``record``."""
         buf = record if type(record) is bytes else bytes(record)
         try:
-            return self._decode_parsed(buf, _parse(buf))
+            return self._decode_parsed(_parse(buf))
         except _Fail as err:
             raise DecodeError(f"not a valid tf.train.Example record: {err}") from None
 
-    def _decode_parsed(
-        self, buf: bytes, found: dict[str, tuple[int, int, int]]
-    ) -> dict[str, np.ndarray]:
+    def _decode_parsed(self, found: dict[str, _Found]) -> dict[str, np.ndarray]:
         if not self.features:
             out = {}
-            for name, (kind, start, stop) in found.items():
+            for name, (kind, data, start, stop) in found.items():
                 if not kind:
                     out[name] = _EMPTY[0]()
                 elif kind == BYTES:
-                    out[name] = _object_array(_bytes(buf, start, stop))
+                    out[name] = _object_array(_bytes(data, start, stop))
                 else:
-                    out[name] = _READ[kind](buf, start, stop)
+                    out[name] = _READ[kind](data, start, stop)
             return out
         out = {}
         for f in self.features:
@@ -579,8 +683,8 @@ class ExampleCodec(Codec):
                     f"the record has no feature {f.name!r} (it has {sorted(found)}); is "
                     "this the schema it was written with?"
                 )
-            kind, start, stop = found[f.name]
-            values = _READ[kind](buf, start, stop) if kind else None
+            kind, data, start, stop = found[f.name]
+            values = _READ[kind](data, start, stop) if kind else None
             out[f.name] = _as_declared(f, kind, values)
         return out
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import cloudpickle
 
-from ..errors import DecodeError, EncodeError, PickleRefusedError
+from ..errors import REMEDY, DecodeError, EncodeError, PickleRefusedError, Remedy
 from .base import Codec
 
 __all__ = ["PROTOCOL", "PickleCodec"]
@@ -71,6 +71,7 @@ execute arbitrary code; pass allow_pickle=True if you trust where this file came
             return pickle.loads(record)
         except Exception as e:
             raise DecodeError(
-                f"the record is not a valid pickle ({type(e).__name__}: {e}); if it was "
-                'written with another codec, read it with codec="recprep" or codec="raw"'
+                f"the record is not a valid pickle ({type(e).__name__}: {e}){REMEDY}",
+                remedy=Remedy("codec", "recprep", also=("raw",),
+                              effect="if it was written with another codec"),
             ) from e

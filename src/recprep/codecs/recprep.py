@@ -37,7 +37,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from ..errors import DecodeError, EncodeError, PickleRefusedError
+from ..errors import REMEDY, DecodeError, EncodeError, PickleRefusedError, Remedy
 from .base import Codec
 
 __all__ = ["FORMAT_TAG", "MAX_DEPTH", "RecprepCodec"]
@@ -601,8 +601,9 @@ def _not_recprep(first: int) -> DecodeError:
     hint = " (it looks like a pickle)" if first == 0x80 else ""
     return DecodeError(
         f"the record is not recprep-encoded: it starts with byte 0x{first:02x}{hint}, not "
-        f"0x{FORMAT_TAG:02x}; if it was written with another codec, read it with "
-        'codec="pickle" or codec="raw"'
+        f"0x{FORMAT_TAG:02x}{REMEDY}",
+        remedy=Remedy("codec", "pickle", also=("raw",),
+                      effect="if it was written with another codec"),
     )
 
 
@@ -622,8 +623,8 @@ class RecprepCodec(Codec):
     Traceback (most recent call last):
     ...
     recprep.errors.DecodeError: the record is not recprep-encoded: it starts with byte 0x80 \
-(it looks like a pickle), not 0xf1; if it was written with another codec, read it with \
-codec="pickle" or codec="raw"
+(it looks like a pickle), not 0xf1; pass codec='pickle' or codec='raw' if it was written \
+with another codec
     """
 
     name = "recprep"

@@ -12,9 +12,16 @@ A :class:`Format` is registered under the name users pass as ``format=``; it lis
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import sys
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
+
+from ..errors import CorruptDataWarning
+
+#: called with each :class:`~recprep.errors.CorruptDataWarning` a reader gives when it skips
+OnSkip = Callable[[CorruptDataWarning], None]
 
 
 class Source(Protocol):
@@ -35,6 +42,68 @@ class Sink(Protocol):
 
 DEFAULT_MAX_CHUNK_BYTES = 256 * 1024 * 1024
 """What one chunk may claim, or decompress to, unless the reader raises the bound."""
+
+NO_LIMIT = 1 << 62
+"""A ``max_chunk_bytes`` that bounds nothing: for files recprep itself just wrote."""
+
+#: the most one stored byte can decompress to, per compression name (a property of each
+#: format: deflate's longest match costs two bits, snappy's three bytes copy 64); a record
+#: count that its chunk's bytes could not hold is damage, found before anything is sized
+#: by it
+MAX_EXPANSION = {"none": 1, "snappy-framed": 22, "snappy-raw": 22, "gzip": 1032, "zlib": 1032}
+
+
+def max_records(stored: int, compression: str, min_record: int, limit: int = NO_LIMIT) -> int:
+    """The most records ``stored`` bytes compressed with ``compression`` can hold when each
+    record takes at least ``min_record`` bytes uncompressed and the whole decompresses
+    within ``limit`` bytes (an unknown compression: only ``limit`` bounds it).
+
+    >>> max_records(26, "none", 4), max_records(26, "gzip", 4), max_records(26, "gzip", 4, 64)
+    (6, 6708, 16)
+    """
+    ratio = MAX_EXPANSION.get(compression)
+    inflated = limit if ratio is None else min(stored * ratio, limit)
+    return inflated // min_record
+
+
+def report_skip(
+    on_skip: OnSkip | None,
+    detail: str,
+    *,
+    path: str | None,
+    offset: int | None,
+    records_lost: int | None,
+) -> CorruptDataWarning:
+    """Tell the user that damaged data was skipped: a
+    :class:`~recprep.errors.CorruptDataWarning` (``warnings.warn``, pointing at the first
+    caller outside recprep), also handed to ``on_skip`` (a reader counts them there).
+
+    >>> import warnings
+    >>> seen = []
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = report_skip(seen.append, "bad CRC", path="f", offset=40, records_lost=3)
+    >>> print(caught[0].message)
+    f at byte 40: skipped damaged data, 3 record(s) lost (bad CRC)
+    >>> seen[0].records_lost
+    3
+    """
+    warning = CorruptDataWarning(detail, path=path, offset=offset, records_lost=records_lost)
+    warnings.warn(warning, stacklevel=_outside_recprep())
+    if on_skip is not None:
+        on_skip(warning)
+    return warning
+
+
+def _outside_recprep() -> int:
+    """The ``stacklevel`` of the innermost caller of :func:`report_skip`'s caller that is
+    not recprep's code (user code, or a thread's bootstrap)."""
+    level, frame = 2, sys._getframe(2)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
+        "recprep."
+    ):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 @dataclass
@@ -67,6 +136,14 @@ class RecordWriter(abc.ABC):
     def close(self) -> None:
         """Write out what is buffered."""
 
+    def cut(self) -> None:
+        """End what is buffered here, as a writer closing would: the bytes written so far
+        and those written after are each what a writer of their own would write, so the
+        file is their concatenation (for formats that are :meth:`Format.concatenable`).
+        Writing goes on after it. The default closes, which every built-in writer allows
+        writing after."""
+        self.close()
+
 
 class Format(abc.ABC):
     """A container format, registered under :attr:`name`."""
@@ -89,13 +166,17 @@ class Format(abc.ABC):
         path: str,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         on_corrupt: str = "raise",
+        on_skip: OnSkip | None = None,
     ) -> Iterator[Chunk]:
         """Yield the chunks of ``file`` from its start, verifying checksums.
 
         With ``on_corrupt="raise"``, damage raises
         :class:`~recprep.errors.CorruptDataError` naming ``path`` and the byte offset; with
-        ``"skip"``, the damaged chunk is dropped with a logged warning (file, offset,
-        records lost) and reading goes on. A damaged record is never yielded.
+        ``"skip"``, the damaged chunk is dropped with a
+        :class:`~recprep.errors.CorruptDataWarning` (file, offset, records lost; see
+        :func:`report_skip`, which also hands it to ``on_skip``) and reading goes on. A
+        damaged record is never yielded. Finding the next sound data after damage costs
+        time linear in the bytes passed over.
         """
 
     def concatenable(self, compressor: str) -> bool:

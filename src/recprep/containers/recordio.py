@@ -33,7 +33,7 @@ Example
 
 from __future__ import annotations
 
-import logging
+import io
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -43,13 +43,32 @@ from typing import Any
 import google_crc32c
 
 from ..compression import Compression, get_compression
-from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError, _Located
-from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, ChunkInfo, Format, RecordWriter, Sink, Source
-
-log = logging.getLogger("recprep")
+from ..errors import (
+    ChunkTooLargeError,
+    CorruptDataError,
+    EncodeError,
+    InvalidArgumentError,
+    _Located,
+)
+from .base import (
+    DEFAULT_MAX_CHUNK_BYTES,
+    Chunk,
+    ChunkInfo,
+    Format,
+    OnSkip,
+    RecordWriter,
+    Sink,
+    Source,
+    max_records,
+    report_skip,
+)
 
 MAGIC = 0x01020304
 HEADER_SIZE = 20
+#: a record takes at least its 4-byte length in a decompressed payload
+MIN_RECORD_BYTES = 4
+#: the header's 32-bit size field: the most a chunk's stored payload can be
+MAX_PAYLOAD = 0xFFFFFFFF
 _HEADER = struct.Struct("<5I")
 _U32 = struct.Struct("<I")
 _u32_pack = _U32.pack
@@ -149,7 +168,17 @@ class _Writer(RecordWriter):
 
     def write(self, record: bytes) -> None:
         size = len(record)
-        if self._pending and self._pending_bytes + size > self._limit:
+        if size > MAX_PAYLOAD - MIN_RECORD_BYTES:
+            raise EncodeError(
+                f"a record of {size} bytes is too large for RecordIO, whose chunk size field "
+                f"has 32 bits: a record can hold at most {MAX_PAYLOAD - MIN_RECORD_BYTES} "
+                "bytes (4 GiB - 5); split the instance, or write format='tfrecord'"
+            )
+        pending = self._pending_bytes + MIN_RECORD_BYTES * len(self._pending)
+        if self._pending and (
+            self._pending_bytes + size > self._limit
+            or pending + size + MIN_RECORD_BYTES > MAX_PAYLOAD
+        ):
             self._flush()
         self._pending.append(record)
         self._pending_bytes += size
@@ -160,6 +189,12 @@ class _Writer(RecordWriter):
         if not records:
             return
         payload = self._compression.compress(encode_payload(records))
+        if len(payload) > MAX_PAYLOAD:
+            raise EncodeError(
+                f"a chunk of {len(records)} record(s) compresses to {len(payload)} bytes, "
+                f"more than RecordIO's 32-bit chunk size field can hold ({MAX_PAYLOAD}); "
+                "write smaller records, or format='tfrecord'"
+            )
         header = self._dialect.pack(
             self._dialect.checksum(payload), self._id, len(payload), len(records)
         )
@@ -184,6 +219,22 @@ def _candidates(fields: tuple[int, ...], dialect: Dialect | None) -> list[Dialec
     return [d for d in options if d.unpack(fields)[1] in d.ids]
 
 
+def _implausible(dialect: Dialect, fields: tuple[int, ...], limit: int) -> str | None:
+    """Why a header's record count can't be right (more records than its stored bytes,
+    decompressed within ``limit``, can hold), or None. No checksum covers the count: this
+    keeps an index from being sized by a number nothing vouches for."""
+    _, comp, size, count = dialect.unpack(fields)
+    compression = dialect.ids[comp]
+    bound = max_records(size, compression, MIN_RECORD_BYTES, limit)
+    if count <= bound:
+        return None
+    return (
+        f"the chunk header claims {count} records, but its {size} stored bytes "
+        f"({compression}, at most max_chunk_bytes={limit} decompressed) can hold at most "
+        f"{bound} (a record takes at least {MIN_RECORD_BYTES} bytes)"
+    )
+
+
 class _Damage(Exception):
     """Internal: a damaged chunk, and how reading can go on after it."""
 
@@ -193,14 +244,39 @@ class _Damage(Exception):
         self.error, self.kind, self.lost, self.resume = error, kind, lost, resume
 
 
+class _Budget:
+    """What the search for sound data after damage may read and checksum in one file:
+    four times the bytes it has passed over, plus the file's size. However many false
+    starts a crafted file holds (each a magic, a plausible header and a payload that
+    reaches far), resyncing costs time linear in the file's size; a sound chunk found
+    after ordinary damage is always within the budget."""
+
+    def __init__(self, origin: int, end: int) -> None:
+        self.origin, self.base, self.spent = origin, max(end - origin, 0), 0
+
+    def allow(self, position: int, cost: int) -> bool:
+        if self.spent + cost > 4 * (position - self.origin) + self.base:
+            return False
+        self.spent += cost
+        return True
+
+
 def _read_chunk(
-    file: Source, offset: int, dialect: Dialect | None, limit: int, path: str, decode: bool
+    file: Source,
+    offset: int,
+    dialect: Dialect | None,
+    limit: int,
+    path: str,
+    decode: bool,
+    end: int,
+    budget: _Budget | None = None,
 ) -> tuple[ChunkInfo, Chunk | None, Dialect] | None:
     """Read the chunk at ``offset``; None at the end of the file; damage raises _Damage.
 
     ``kind`` of the damage: ``"torn"`` (the file ends inside the chunk), ``"payload"`` (the
     header is sound, so reading can resume after the chunk), ``"header"`` (the next chunk
-    must be searched for).
+    must be searched for). ``end`` is the file's size; ``budget`` is charged with what
+    decompressing costs (while resyncing).
     """
     where: dict[str, Any] = {"path": path, "offset": offset}
     file.seek(offset)
@@ -223,27 +299,42 @@ def _read_chunk(
             "expected 0-2 (Go RecordIO) or 1-3 (pyrecordio 0.0.4)", **where), "header")
     if not decode and dialect is not None:
         _, _, size, count = dialect.unpack(fields)
+        problem = _implausible(dialect, fields, limit)
+        if problem is not None:
+            raise _Damage(CorruptDataError(problem, **where), "header")
+        if offset + HEADER_SIZE + size > end:
+            raise _Damage(CorruptDataError(
+                f"chunk payload cut off: header says {size} bytes, file has "
+                f"{max(end - offset - HEADER_SIZE, 0)} (a torn last chunk: was the writer "
+                "stopped?)", **where), "torn", count)
         return ChunkInfo(offset, count, size), None, dialect
     try:
         chosen, payload = _read_payload(file, fields, options, offset, limit, path)
     except CorruptDataError as err:
         _, _, size, count = options[0].unpack(fields)
+        lost = None if _implausible(options[0], fields, limit) else count
         if isinstance(err, ChunkTooLargeError):
             raise _Damage(err, "header") from None
         if "cut off" in err.detail:
-            raise _Damage(err, "torn", count) from None
-        raise _Damage(err, "payload", count, offset + HEADER_SIZE + size) from None
+            raise _Damage(err, "torn", lost) from None
+        raise _Damage(err, "payload", lost, offset + HEADER_SIZE + size) from None
     _, comp, size, count = chosen.unpack(fields)
+    resume = offset + HEADER_SIZE + size
+    problem = _implausible(chosen, fields, limit)
+    if problem is not None:
+        raise _Damage(CorruptDataError(problem, **where), "payload", None, resume)
     info = ChunkInfo(offset, count, size)
     if not decode:
         return info, None, chosen
     try:
         data = get_compression(chosen.ids[comp]).decompress(payload, limit)
+        if budget is not None:
+            budget.spent += len(data)
         records = split_payload(data, count)
     except _Located as err:
         located = err.located(**where)
         assert isinstance(located, CorruptDataError)
-        raise _Damage(located, "payload", count, offset + HEADER_SIZE + size) from None
+        raise _Damage(located, "payload", count, resume) from None
     return info, Chunk(offset, records), chosen
 
 
@@ -251,25 +342,53 @@ _MAGIC_BYTES = _U32.pack(MAGIC)
 _RESYNC_BLOCK = 1 << 20
 
 
+def _cost(head: bytes, at: int, dialect: Dialect | None, limit: int, end: int) -> int | None:
+    """What checking a chunk that starts with ``head`` at byte ``at`` would read, or None
+    when its header alone rules it out (O(1): no payload is read)."""
+    if len(head) < HEADER_SIZE:
+        return None
+    fields = _HEADER.unpack(head)
+    sizes = [
+        d.unpack(fields)[2] for d in _candidates(fields, dialect)
+        if not _implausible(d, fields, limit)
+    ]
+    sizes = [size for size in sizes if size <= limit and at + HEADER_SIZE + size <= end]
+    return max(sizes) if sizes else None
+
+
 def _resync(
-    file: Source, start: int, dialect: Dialect | None, limit: int, path: str
+    file: Source, start: int, dialect: Dialect | None, limit: int, path: str, end: int,
+    budget: _Budget,
 ) -> int | None:
-    """The offset of the next sound chunk at or after ``start``, or None."""
+    """The offset of the next sound chunk at or after ``start``, or None.
+
+    Magics are found with ``bytes.find`` a block at a time; a candidate is checked (its
+    payload read and checksummed) only if its header is plausible and ``budget`` allows.
+    """
     pos = start
-    while True:
+    while pos + HEADER_SIZE <= end:
         file.seek(pos)
         block = _read_exact(file, _RESYNC_BLOCK)
         if len(block) < HEADER_SIZE:
             return None
         hit = block.find(_MAGIC_BYTES)
         while hit != -1:
-            try:
-                if _read_chunk(file, pos + hit, dialect, limit, path, True) is not None:
-                    return pos + hit
-            except _Damage:
-                pass
+            at = pos + hit
+            if hit + HEADER_SIZE <= len(block):
+                head = block[hit : hit + HEADER_SIZE]
+            else:
+                file.seek(at)
+                head = _read_exact(file, HEADER_SIZE)
+            cost = _cost(head, at, dialect, limit, end)
+            if cost is not None and budget.allow(at, cost):
+                try:
+                    if _read_chunk(file, at, dialect, limit, path, True, end, budget):
+                        return at
+                except _Damage:
+                    pass
             hit = block.find(_MAGIC_BYTES, hit + 1)
         pos += len(block) - len(_MAGIC_BYTES) + 1
+    return None
 
 
 def iter_chunks(
@@ -279,30 +398,39 @@ def iter_chunks(
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     decode: bool = True,
     on_corrupt: str = "raise",
+    on_skip: OnSkip | None = None,
 ) -> Iterator[tuple[ChunkInfo, Chunk | None]]:
     """Walk a RecordIO file of either variant from its current position.
 
     Yields each chunk's :class:`ChunkInfo` and, with ``decode``, its records (checksum
     verified, payload decompressed within ``max_chunk_bytes``). With ``decode=False`` the
-    payload is skipped by seeking (an index scan, no checksum work).
+    payload is skipped by seeking (an index scan, no checksum work), but a record count
+    more than the chunk's bytes can hold, or a chunk that runs past the end of the file,
+    is damage all the same.
 
     ``on_corrupt="raise"`` stops at the first damage with a
-    :class:`~recprep.errors.CorruptDataError`; ``"skip"`` logs a warning naming the file,
-    the offset and the records lost, drops the damaged chunk and goes on with the next
-    sound one (found by its magic and checksum when the header itself is damaged). It
-    never yields a record from a damaged chunk.
+    :class:`~recprep.errors.CorruptDataError`; ``"skip"`` gives a
+    :class:`~recprep.errors.CorruptDataWarning` naming the file, the offset and the
+    records lost (also handed to ``on_skip``), drops the damaged chunk and goes on with
+    the next sound one (found by its magic and checksum when the header itself is
+    damaged, in time linear in the bytes passed over). It never yields a record from a
+    damaged chunk.
     """
     if on_corrupt not in ("raise", "skip"):
         raise InvalidArgumentError(f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}")
     dialect: Dialect | None = None
     offset = file.tell()
+    file.seek(0, io.SEEK_END)
+    end = file.tell()
+    budget = _Budget(offset, end)
     while True:
         try:
-            found = _read_chunk(file, offset, dialect, max_chunk_bytes, path, decode)
+            found = _read_chunk(file, offset, dialect, max_chunk_bytes, path, decode, end)
         except _Damage as damage:
             if on_corrupt == "raise":
                 raise damage.error from None
-            offset = _skip(file, damage, offset, dialect, max_chunk_bytes, path)
+            offset = _skip(file, damage, offset, dialect, max_chunk_bytes, path, end, budget,
+                           on_skip)
             if offset < 0:
                 return
             continue
@@ -314,21 +442,21 @@ def iter_chunks(
 
 
 def _skip(file: Source, damage: _Damage, offset: int, dialect: Dialect | None,
-          limit: int, path: str) -> int:
-    """Log what ``damage`` loses; the offset to go on from, or -1 to stop."""
-    lost = "an unknown number of" if damage.lost is None else str(damage.lost)
+          limit: int, path: str, end: int, budget: _Budget, on_skip: OnSkip | None) -> int:
+    """Report what ``damage`` loses; the offset to go on from, or -1 to stop."""
+    detail = damage.error.detail
     if damage.kind == "payload" and damage.resume is not None:
-        log.warning("recprep: skipping damaged chunk in %s at byte %d: %s records lost (%s)",
-                    path, offset, lost, damage.error.detail)
+        report_skip(on_skip, f"damaged chunk: {detail}", path=path, offset=offset,
+                    records_lost=damage.lost)
         return damage.resume
     if damage.kind == "torn":
-        log.warning("recprep: %s ends in a torn chunk at byte %d: %s records lost (%s)",
-                    path, offset, lost, damage.error.detail)
+        report_skip(on_skip, f"the file ends in a torn chunk: {detail}", path=path,
+                    offset=offset, records_lost=damage.lost)
         return -1
-    resume = _resync(file, offset + 1, dialect, limit, path)
-    end = "the end of the file" if resume is None else f"byte {resume}"
-    log.warning("recprep: skipping damaged data in %s from byte %d to %s: an unknown number "
-                "of records lost (%s)", path, offset, end, damage.error.detail)
+    resume = _resync(file, offset + 1, dialect, limit, path, end, budget)
+    until = "the end of the file" if resume is None else f"byte {resume}"
+    report_skip(on_skip, f"{detail}; skipped from byte {offset} to {until}", path=path,
+                offset=offset, records_lost=None)
     return -1 if resume is None else resume
 
 
@@ -400,11 +528,13 @@ class RecordIOFormat(Format):
         path: str,
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         on_corrupt: str = "raise",
+        on_skip: OnSkip | None = None,
         compressor: str | None = None,
     ) -> Iterator[Chunk]:
         # ``compressor`` is for whole-file formats; RecordIO names its own in every chunk
         chunks = iter_chunks(
-            file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt
+            file, path=path, max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
+            on_skip=on_skip,
         )
         for _, chunk in chunks:
             assert chunk is not None

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import cloudpickle
 
-from ..errors import InvalidArgumentError, TaskFailedError
+from ..errors import REMEDY, InvalidArgumentError, Remedy, TaskFailedError
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,8 @@ def serialize(fn: Any, args: tuple[Any, ...], description: str) -> bytes:
         raise InvalidArgumentError(
             f"{description} can't be sent to workers: cloudpickle failed with "
             f"{type(err).__name__}: {err}. Make the reader (and what it captures) picklable "
-            "— e.g. open files and connections inside the reader, not outside — or use "
-            "executor='serial'"
+            f"— e.g. open files and connections inside the reader, not outside{REMEDY}",
+            remedy=Remedy("executor", "serial", effect="to run it in this process"),
         ) from err
 
 

@@ -5,15 +5,21 @@ Joins the running Ray instance if ``ray.init`` was already called; otherwise cal
 with ``ray start``, or ``{"num_cpus": 4}`` for a local one. Workers run the interpreter
 the cluster was started with: recprep (and what your readers import) must be installed
 there, or shipped with ``{"runtime_env": {...}}``.
+
+``connect_timeout`` (seconds, default 60) bounds the wait for an ``address``: where
+nothing answers, :class:`~recprep.errors.ClusterUnreachableError` names it, instead of
+``ray.init`` retrying for many minutes.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import MissingDependencyError, TaskFailedError
+from ._connect import DEFAULT_CONNECT_TIMEOUT, check_timeout, wait_for
 from .base import Backend, Outcome, execute
 
 log = logging.getLogger("recprep")
@@ -36,12 +42,32 @@ class RayBackend(Backend):
         self, num_workers: int | None = None, options: Mapping[str, Any] | None = None
     ) -> None:
         super().__init__(num_workers, options)
+        self.connect_timeout = check_timeout(
+            self.options.pop("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        )
         self._ray = _import_ray()
+
+    def _address(self) -> str | None:
+        """The address ``ray.init`` will join (``auto`` resolved), or None for a new one."""
+        address = self.options.get("address") or os.environ.get("RAY_ADDRESS")
+        if address in (None, "", "local"):
+            return None
+        if address == "auto":
+            try:
+                from ray._private.services import canonicalize_bootstrap_address
+
+                return canonicalize_bootstrap_address("auto")
+            except Exception:  # no running cluster (ray.init says so), or a private API gone
+                return None
+        return str(address)
 
     def _connect(self) -> None:
         ray = self._ray
         if ray.is_initialized():
             return
+        address = self._address()
+        if address is not None:
+            wait_for(address, self.connect_timeout, "Ray cluster")
         options = dict(self.options)
         if self.num_workers and "address" not in options:
             options.setdefault("num_cpus", self.num_workers)

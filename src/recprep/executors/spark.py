@@ -2,7 +2,8 @@
 
 Uses the active SparkSession when there is one; otherwise builds one from
 ``executor_options``: ``master`` (default ``local[num_workers]`` or ``local[*]``),
-``conf`` (a dict of Spark settings) and ``app_name``. For a session recprep starts, the
+``conf`` (a dict of Spark settings), ``app_name`` and ``connect_timeout`` (seconds to wait
+for a ``spark://`` master to answer, default 60). For a session recprep starts, the
 Python workers are pointed at the driver's interpreter (``PYSPARK_PYTHON``), so they import
 the same recprep and packages; on a cluster of other machines, install recprep (and what
 your readers import) into that same interpreter path on every worker.
@@ -17,11 +18,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import InvalidArgumentError, MissingDependencyError, TaskFailedError
+from ._connect import DEFAULT_CONNECT_TIMEOUT, check_timeout, wait_for
 from .base import Backend, Outcome, execute
 
 log = logging.getLogger("recprep")
 
-_OPTIONS = {"master", "conf", "app_name"}
+_OPTIONS = {"master", "conf", "app_name", "connect_timeout"}
 
 
 def _import_pyspark() -> Any:
@@ -52,6 +54,9 @@ class SparkBackend(Backend):
                 f"executor 'spark' takes executor_options {sorted(_OPTIONS)}, "
                 f"got {sorted(unknown)}"
             )
+        self.connect_timeout = check_timeout(
+            self.options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        )
         self._session_class = _import_pyspark()
 
     def session(self) -> Any:
@@ -63,9 +68,12 @@ class SparkBackend(Backend):
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         workers = self.num_workers or "*"
+        master = str(self.options.get("master", f"local[{workers}]"))
+        if master.startswith("spark://"):  # else Spark gives up after ~90 s, saying little
+            wait_for(master, self.connect_timeout, "Spark master")
         builder = (
             SparkSession.builder.appName(self.options.get("app_name", "recprep"))
-            .master(self.options.get("master", f"local[{workers}]"))
+            .master(master)
             .config("spark.pyspark.python", sys.executable)
         )
         for key, value in dict(self.options.get("conf") or {}).items():

@@ -2,9 +2,9 @@
 
 * ``example`` — one ``tf.train.Example`` per row, byte for byte what
   :class:`~recprep.codecs.example.ExampleCodec` gives for the row's values as arrays
-  (entries in sorted key order, packed lists), built a column at a time: numbers are turned
-  into float32 bytes and varints by numpy for the whole batch, and each row's entry is a
-  cached header plus a slice. A null value leaves its feature out of that row's Example
+  (entries in TensorFlow's key order, :func:`~recprep.codecs.example.key_order`; packed
+  lists), built a column at a time: numbers are turned into float32 bytes and varints by
+  numpy for the whole batch, and each row's entry is a cached header plus a slice. A null value leaves its feature out of that row's Example
   (as Spark-TFRecord does); a null *element* of an array can't be written (an Example list
   has no nulls) and raises :class:`~recprep.errors.EncodeError` naming the column.
 * ``recprep`` — one ``{column: value}`` dict per row (nulls kept as ``None``).
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import get_codec
-from ..codecs.example import _varint
+from ..codecs.example import key_order, varint
 from ..errors import EncodeError
 from .columns import ColumnSpec
 
@@ -39,8 +39,6 @@ __all__ = ["BatchEncoder", "encoder_for"]
 
 BYTES, FLOATS, INTS = 1, 2, 3  # the Feature oneof's field numbers
 _PACKED, _ONE_VALUE, _LIST_BODY = range(3)  # what a column's payload is (see _Headers)
-
-
 
 
 def _varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -79,12 +77,12 @@ class _Headers(dict[int, bytes]):
         if self.payload == _LIST_BODY or (self.payload == _PACKED and not n):
             inner = b""
         else:
-            inner = b"\x0a" + _varint(n)
+            inner = b"\x0a" + varint(n)
         list_size = len(inner) + n
-        feature = bytes(((self.kind << 3) | 2,)) + _varint(list_size)
+        feature = bytes(((self.kind << 3) | 2,)) + varint(list_size)
         feature_size = len(feature) + list_size
-        key = b"\x0a" + _varint(len(self.key)) + self.key + b"\x12" + _varint(feature_size)
-        header = b"\x0a" + _varint(len(key) + feature_size) + key + feature + inner
+        key = b"\x0a" + varint(len(self.key)) + self.key + b"\x12" + varint(feature_size)
+        header = b"\x0a" + varint(len(key) + feature_size) + key + feature + inner
         self[n] = header
         return header
 
@@ -93,7 +91,7 @@ class _RecordHeads(dict[int, bytes]):
     """``0a len`` before an Example's body, by body length."""
 
     def __missing__(self, n: int) -> bytes:
-        self[n] = head = b"\x0a" + _varint(n)
+        self[n] = head = b"\x0a" + varint(n)
         return head
 
 
@@ -146,7 +144,7 @@ class ExampleEncoder(BatchEncoder):
     name = "example"
 
     def __init__(self, columns: Sequence[ColumnSpec]) -> None:
-        super().__init__(sorted(columns, key=lambda c: c.name.encode()))
+        super().__init__(sorted(columns, key=lambda c: key_order(c.name.encode())))
         self._heads = _RecordHeads()
         self._headers: dict[tuple[str, int, int], _Headers] = {}
 
@@ -210,7 +208,7 @@ class ExampleEncoder(BatchEncoder):
         """The bytes-list bodies of arrays of strings, back to back, and where each row's
         body starts (``rows``: each row's first value)."""
         offsets, data = _binary(values)
-        frames = [b"\x0a" + _varint(e - s) + data[s:e]
+        frames = [b"\x0a" + varint(e - s) + data[s:e]
                   for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
         sizes = np.fromiter(map(len, frames), np.int64, len(frames))
         value_starts = np.zeros(len(frames) + 1, dtype=np.int64)

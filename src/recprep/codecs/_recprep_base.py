@@ -1,0 +1,82 @@
+"""What the modules of the ``"recprep"`` codec share: tags, struct layouts, caches, pickles.
+
+The codec is split by concern: ``recprep.py`` (the record, the iterative encoder and
+decoder, the codec class), ``_recprep_packed.py`` (packed tuples/lists/dicts),
+``_recprep_numpy.py`` (arrays and numpy scalars) and ``_recprep_types.py`` (datetimes,
+decimals, UUIDs, fractions, named tuples, pandas values). Tags are listed in
+``docs/format.md``.
+
+>>> hex(T_NAMEDTUPLE), hex(T_PICKLE)
+('0x1e', '0x14')
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import cloudpickle
+
+from ..errors import EncodeError
+from .base import note_pickle_fallback
+
+#: the first byte of every record: 0xF0 | format version 1
+FORMAT_TAG = 0xF1
+#: containers nested deeper than this are refused (EncodeError / DecodeError)
+MAX_DEPTH = 1000
+
+# value tags (see docs/format.md)
+T_NONE, T_FALSE, T_TRUE, T_INT, T_BIGINT, T_FLOAT, T_COMPLEX, T_STR = range(8)
+T_BYTES, T_BYTEARRAY, T_LIST, T_TUPLE, T_DICT, T_PLIST, T_PTUPLE, T_PDICT = range(8, 16)
+T_NDARRAY, T_NPSCALAR, T_NPSTR, T_NPBYTES, T_PICKLE = range(0x10, 0x15)
+T_DATE, T_TIME, T_DATETIME, T_TIMEDELTA, T_DECIMAL = range(0x15, 0x1A)
+T_UUID, T_FRACTION, T_SET, T_FROZENSET, T_NAMEDTUPLE = range(0x1A, 0x1F)
+
+F1 = bytes([FORMAT_TAG])
+pack_tag_u32 = struct.Struct("<BI").pack
+u32 = struct.Struct("<I").unpack_from
+CACHE_MAX = 512  # entries per cache (plans, dtypes, types); a full cache is cleared
+
+
+class Fail(Exception):
+    """Internal: a malformed record; the message becomes a DecodeError's."""
+
+
+def cache_put(cache: dict, key: Any, value: Any) -> Any:
+    """Store ``value`` under ``key`` (clearing ``cache`` first if full); return ``value``."""
+    if len(cache) >= CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def utf8(s: str) -> bytes:
+    """``s`` as UTF-8, lone surrogates included (``surrogatepass``)."""
+    return s.encode("utf-8", "surrogatepass")
+
+
+def read_sized(buf: bytes, off: int) -> tuple[bytes, int]:
+    """The ``u32 n`` + ``n`` bytes at ``off``: those bytes and the offset after them."""
+    start = off + 4
+    end = start + u32(buf, off)[0]
+    if end > len(buf):
+        raise Fail(f"a value needs {end - start} bytes, the record has {len(buf) - start}")
+    return buf[start:end], end
+
+
+def enc_pickle(x: Any, out: list) -> None:
+    """The pickle fallback (tag 0x14) for a value recprep has no tag for.
+
+    Notes the fallback (:func:`~recprep.codecs.base.note_pickle_fallback`): ``convert``
+    warns about it.
+    """
+    try:
+        body = cloudpickle.dumps(x, protocol=5)
+    except Exception as e:
+        raise EncodeError(
+            f"recprep can't encode a {type(x).__qualname__} and pickling it failed "
+            f"({type(e).__name__}: {e})"
+        ) from e
+    note_pickle_fallback(x)
+    out.append(pack_tag_u32(T_PICKLE, len(body)))
+    out.append(body)
