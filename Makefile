@@ -49,10 +49,10 @@ venv: $(FULL)
 demo: $(BASE)
 	$(PY) examples/demo.py $(DEMO)/convert
 	$(PY) examples/mnist/generate_raw.py $(DEMO)/raw --count 200
-	$(VENV)/bin/recprep prepare examples/mnist/model.py $(DEMO)/raw $(DEMO)/prepared local \
-		--num-workers 2 --num-shards 4 --overwrite --no-progress
+	$(VENV)/bin/recprep prepare examples/mnist/model.py $(DEMO)/raw/train $(DEMO)/prepared local \
+		--num-workers 2 --num-shards 4 --name-prefix train --overwrite --no-progress
 	$(VENV)/bin/recprep ls $(DEMO)/prepared
-	$(VENV)/bin/recprep head $(DEMO)/prepared -n 1
+	$(VENV)/bin/recprep head $(DEMO)/prepared/train -n 1
 
 lint: $(FULL)
 	$(PY) -m ruff check src tests benchmarks examples docs/hooks
@@ -93,3 +93,31 @@ docs: $(DOCS)
 
 clean:
 	rm -rf $(VENV) $(DOCS_VENV) site $(DEMO) .pytest_cache .hypothesis
+
+# recprep side by side with the tools users would pick instead (litdata, mosaic streaming,
+# webdataset, HF datasets, tf.data): benchmarks/RESULTS-peers.md. Its own venv, .venv-peers,
+# since the peers bring their own pins (transformers, torchvision...). Mosaic's `streaming`
+# imports torchvision, and PyPI's torchvision loads only beside a CUDA build of torch
+# ("operator torchvision::nms does not exist" next to torch+cpu), so this venv takes torch
+# 2.14.1 + torchvision 0.29.1 (~8 GB in all; everything runs on the CPU).
+# `make bench-peers PEERS_TORCH=torch==2.13.0` keeps the CPU build (~3.6 GB): mosaic then
+# can't import and the report says so. The written data goes to /tmp.
+PEERS_VENV  := .venv-peers
+PEERS_PY    := $(PEERS_VENV)/bin/python
+PEERS_TORCH ?= torch==2.14.1 torchvision==0.29.1
+PEERS       := litdata streaming-community webdataset datasets tensorflow-cpu psutil
+PEERS_STAMP  = $(PEERS_VENV)/.peers-$(HASH)-$(shell echo '$(PEERS_TORCH)' | cksum | cut -d' ' -f1)
+
+.PHONY: bench-peers
+
+$(PEERS_PY):
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_PY) -m pip install --quiet --upgrade pip
+
+$(PEERS_STAMP): pyproject.toml | $(PEERS_PY)
+	$(PEERS_PY) -m pip install --quiet -e . $(PEERS_TORCH) $(PEERS)
+	rm -f $(PEERS_VENV)/.peers-*
+	touch $@
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_PY) benchmarks/bench_peers.py --out benchmarks/RESULTS-peers.md

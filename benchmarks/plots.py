@@ -18,6 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+#: Sized for the page that shows them. The docs theme's content column is about 690 CSS px
+#: wide (Material, 1280 px screen): a figure WIDTH_IN wide fills it at 100 px per inch, so
+#: a point there is 100/72 px and the smallest text, MIN_FONT_PT, renders at 12.5 px.
+#: Saved at DPI (2 px per CSS px) for sharp HiDPI screens and for the full-size view the
+#: site links each plot to. Panels are stacked rather than side by side where their labels
+#: are long, so nothing is shrunk to fit.
+COLUMN_PX = 690
+WIDTH_IN = 6.9
+DPI = 200
+MIN_FONT_PT = 9
+STYLE = {
+    "figure.dpi": 100, "savefig.dpi": DPI, "font.size": 10, "axes.titlesize": 10,
+    "axes.labelsize": 10, "xtick.labelsize": MIN_FONT_PT, "ytick.labelsize": MIN_FONT_PT,
+    "legend.fontsize": MIN_FONT_PT, "figure.titlesize": 11, "svg.hashsalt": "recprep",
+}
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
@@ -96,7 +112,7 @@ def _short(label: str) -> str:
 
 
 def plot_core(tables: list[Table], plt) -> object:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH_IN, 6.4))
     for ax, heading, title in ((axes[0], "A:", "A: MNIST-like, 20,000 x (float64[784], int)"),
                                (axes[1], "B:", "B: 200,000 small tuples (int, float, str)")):
         table = find_table(tables, heading, "write inst/s")
@@ -109,16 +125,16 @@ def plot_core(tables: list[Table], plt) -> object:
         ax.set_yticks(list(ys), labels)
         ax.invert_yaxis()
         ax.set_xlabel("thousand instances / s (higher is better)")
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title)
         ax.grid(axis="x", alpha=0.3)
     axes[0].legend(loc="lower right")
-    fig.suptitle("Core: convert and read, 10 shards, local disk (benchmarks/RESULTS.md)")
+    fig.suptitle("Core: convert and read, 10 shards, local disk\n(benchmarks/RESULTS.md)")
     return fig
 
 
 def plot_chunk_sizes(tables: list[Table], plt) -> object:
     table = find_table(tables, "Chunk size sweep", "chunk_bytes")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.6))
     for ax, data_set in zip(axes, ("A", "B"), strict=True):
         rows = [row for row in table.rows if row["data set"] == data_set]
         kib = [table.number(row, "chunk_bytes") for row in rows]
@@ -129,11 +145,11 @@ def plot_chunk_sizes(tables: list[Table], plt) -> object:
         ax.set_xticks(kib, [f"{int(k)}" for k in kib])
         ax.set_xlabel("chunk_bytes (KiB)")
         ax.set_ylabel("thousand instances / s")
-        ax.set_title(f"set {data_set}", fontsize=10)
+        ax.set_title(f"set {data_set}")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     axes[0].legend(loc="lower right")
-    fig.suptitle("Chunk size: throughput by chunk_bytes (benchmarks/RESULTS.md)")
+    fig.suptitle("Chunk size: throughput by chunk_bytes\n(benchmarks/RESULTS.md)")
     return fig
 
 
@@ -141,7 +157,7 @@ def plot_reading(tables: list[Table], plt) -> object:
     throughput = find_table(tables, "Read + decode throughput", "x floor")
     stall = find_table(tables, "A training loop", "input stall ms")
     remote = find_table(tables, "Simulated remote storage", "instances/s")
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    fig, axes = plt.subplots(3, 1, figsize=(WIDTH_IN, 9.2))
 
     configs: dict[str, dict[int, float]] = {}
     for row in throughput.rows:
@@ -155,12 +171,12 @@ def plot_reading(tables: list[Table], plt) -> object:
         axes[0].plot([str(t) for t in threads], [by_threads[t] for t in threads], marker="o",
                      label=name)
     axes[0].axhline(1.0, color="grey", linestyle="--", linewidth=1)
-    axes[0].text(0, 1.0, " floor (read + pickle.loads)", va="bottom", fontsize=8, color="grey")
+    axes[0].text(0, 1.0, " floor (read + pickle.loads)", va="bottom", color="grey")
     axes[0].set_ylim(0, 1.15)
     axes[0].set_xlabel("num_threads")
     axes[0].set_ylabel("throughput, x floor")
-    axes[0].set_title("local disk, the loop only reads", fontsize=10)
-    axes[0].legend(fontsize=8, loc="lower left")
+    axes[0].set_title("local disk, the loop only reads")
+    axes[0].legend(loc="lower left")
 
     for ax, table, column, xlabel, title in (
         (axes[1], stall, "input stall ms", "input stall, ms (lower is better)",
@@ -173,10 +189,10 @@ def plot_reading(tables: list[Table], plt) -> object:
         if column == "instances/s":
             values = [v / 1000 for v in values]
         ax.barh(range(len(labels)), values, color="tab:green")
-        ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        ax.set_yticks(range(len(labels)), labels)
         ax.invert_yaxis()
         ax.set_xlabel(xlabel)
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title)
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle("Reading: background threads (benchmarks/RESULTS-reading.md)")
     return fig
@@ -186,16 +202,16 @@ def plot_storage(tables: list[Table], plt) -> object:
     table = find_table(tables, "", "MB/s")
     labels = [_short(row["operation"]) for row in table.rows]
     values = [table.number(row, "MB/s") for row in table.rows]
-    fig, ax = plt.subplots(figsize=(9, 3))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.2))
     bars = ax.barh(range(len(labels)), values, color="tab:purple")
-    ax.bar_label(bars, [f"{v:,.0f} MB/s" for v in values], padding=3, fontsize=8)
+    ax.bar_label(bars, [f"{v:,.0f} MB/s" for v in values], padding=3, fontsize=MIN_FONT_PT)
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(values) * 1.15)
+    ax.set_xlim(0, max(values) * 1.25)
     ax.set_xlabel("MB / s (higher is better)")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title("S3 (moto on loopback) and local disk: 500 MB in 10 shards\n"
-                 "(benchmarks/RESULTS-storage.md)", fontsize=10)
+                 "(benchmarks/RESULTS-storage.md)")
     return fig
 
 
@@ -221,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"figure.dpi": 100, "font.size": 9, "svg.hashsalt": "recprep"})
+    plt.rcParams.update(STYLE)
     args.out.mkdir(parents=True, exist_ok=True)
     parsed: dict[str, list[Table]] = {}
     for name, (results, figure) in FIGURES.items():

@@ -1,6 +1,7 @@
 """A conversion run as its own process, for the crash tests (test_reliability.py).
 
-``python tests/kill_job.py OUT MODE [--resume] [--prefix P] [--tag T]``: MODE is
+``python tests/kill_job.py OUT MODE [--resume] [--overwrite] [--shards N] [--prefix P]
+[--tag T]``: MODE is
 ``serial-stream`` (one reader), ``serial-parts`` or ``processes-parts``
 (partitioned input). Readers pause a little so a kill can land anywhere.
 """
@@ -51,10 +52,13 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--prefix", default="k")
     parser.add_argument("--tag", default="")
+    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--shards", type=int, default=5)
     args = parser.parse_args()
     executor = "processes" if args.mode.startswith("processes") else "serial"
-    convert(args.out, reader_for(args.mode, args.tag), 5, args.prefix, executor=executor,
-            num_workers=2, resume=args.resume, progress=False, chunk_bytes=2048)
+    convert(args.out, reader_for(args.mode, args.tag), args.shards, args.prefix,
+            executor=executor, num_workers=2, resume=args.resume, overwrite=args.overwrite,
+            progress=False, chunk_bytes=2048)
     print("done")
 
 

@@ -21,6 +21,7 @@ import recprep
 from recprep import NotFoundError, RecordIO, WriteError, convert
 from recprep.cli import available_commands, main
 from recprep.containers.recordio import HEADER_SIZE, scan_index
+from recprep.errors import CorruptDataWarning
 from recprep.tools import copy, describe, list_datasets, verify
 from recprep.tools.copy import TEMP_PREFIX
 
@@ -106,7 +107,8 @@ def test_errors_are_one_line_unless_debug(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"recprep: error: {missing}: no such file, directory, glob match or shard set prefix; "
-        "check the path (and storage_options)"
+        "check the path; pass --storage-options JSON if the storage needs credentials or an "
+        "endpoint"
     ]
     debug = run_cli("ls", missing, "--debug")
     assert debug.returncode == 2 and "Traceback (most recent call last)" in debug.stderr
@@ -188,6 +190,16 @@ def test_head_refuses_pickle_unless_allowed(tmp_path):
     allowed = run_cli("head", str(tmp_path / "pk"), "--allow-pickle", "-n", "2")
     assert allowed.returncode == 0
     assert allowed.stdout.splitlines() == ["#0  {'k': int 0}", "#1  {'k': int 1}"]
+
+
+def test_head_of_an_int_too_long_for_str(tmp_path):
+    big = -(7 ** 6000)  # 5071 digits: str() refuses more than 4300
+    convert(str(tmp_path), [(big, 1)], 1, "big")
+    done = run_cli("head", str(tmp_path / "big"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "#0", f"  [0] int of about 5071 digits {hex(big)[:18]}...", "  [1] int 1"
+    ]
 
 
 def test_describe():
@@ -369,8 +381,9 @@ def test_cp_commits_manifest_last_on_s3(data, s3, s3_url, monkeypatch):
     original = s3fs.S3FileSystem.mv
 
     def spy(self, path1, path2, *args, **kwargs):
-        assert posixpath.basename(path1).startswith(TEMP_PREFIX)
-        moved.append(posixpath.basename(path2))
+        if not posixpath.basename(posixpath.dirname(path2)).startswith("."):  # a final name
+            assert posixpath.basename(posixpath.dirname(path1)).startswith(".recprep-")
+            moved.append(posixpath.basename(path2))
         return original(self, path1, path2, *args, **kwargs)
 
     monkeypatch.setattr(s3fs.S3FileSystem, "mv", spy)
@@ -479,3 +492,115 @@ def test_tools_on_tfrecord_sets(tmp_path, compressor):
     shard.write_bytes(bytes(data))
     proc = run_cli("verify", str(tmp_path / "tf"))
     assert proc.returncode == 1 and "tf-00001-of-00002" in proc.stdout
+
+
+# -- errors say what to type here: flags, not Python keywords -------------------------------
+
+
+def damage(path: Path, offset: int) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= 1
+    path.write_bytes(bytes(raw))
+
+
+def _unknown_format(tmp_path: Path) -> list[str]:
+    (tmp_path / "junk.bin").write_bytes(b"not a shard at all" * 4)
+    return ["head", str(tmp_path / "junk.bin")]
+
+
+def _corrupt(tmp_path: Path) -> list[str]:
+    make_set(tmp_path)
+    damage(shard(tmp_path, 0), HEADER_SIZE + 2)
+    return ["head", str(tmp_path / PREFIX)]
+
+
+def _chunk_too_large(tmp_path: Path) -> list[str]:
+    make_set(tmp_path)
+    return ["head", str(tmp_path / PREFIX), "--max-chunk-bytes", "16"]
+
+
+def _pickle(tmp_path: Path) -> list[str]:
+    convert(str(tmp_path), [{"k": 1}], 1, "pk", codec="pickle")
+    return ["head", str(tmp_path / "pk")]
+
+
+def _wrong_codec(tmp_path: Path) -> list[str]:
+    convert(str(tmp_path), [{"k": 1}], 1, "pk", codec="pickle")
+    return ["head", str(tmp_path / "pk"), "--codec", "recprep", "--allow-pickle"]
+
+
+def _missing(tmp_path: Path) -> list[str]:
+    return ["verify", str(tmp_path / "nowhere")]
+
+
+def _exists(tmp_path: Path) -> list[str]:
+    make_set(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    assert main(["cp", str(tmp_path / "a"), str(tmp_path / "b"), "--no-progress"]) == 0
+    return ["cp", str(tmp_path / "a" / PREFIX), str(tmp_path / "b"), "--no-progress"]
+
+
+@pytest.mark.parametrize(("make", "said", "python"), [
+    (_unknown_format, "pass --format {recordio,recordio-legacy,tfrecord} to say what it is",
+     "format="),
+    (_corrupt, "pass --on-corrupt skip to read around it", "on_corrupt"),
+    (_chunk_too_large, "pass --max-chunk-bytes BYTES with a larger limit", "max_chunk_bytes"),
+    (_pickle, "pass --allow-pickle if you trust", "allow_pickle"),
+    (_wrong_codec, "pass --codec pickle or --codec raw if it was written with another codec",
+     "codec="),
+    (_missing, "pass --storage-options JSON if the storage needs", "storage_options"),
+    (_exists, "pass --overwrite to replace them", "overwrite="),
+], ids=lambda v: getattr(v, "__name__", "")[1:] or None)
+def test_error_hints_name_the_commands_flags(tmp_path, make, said, python):
+    done = run_cli(*make(tmp_path))
+    assert done.returncode == 2 and done.stdout == ""
+    assert said in done.stderr and python not in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_python_messages_keep_the_keywords(tmp_path):
+    from recprep.errors import CorruptDataError, PickleRefusedError
+
+    _unknown_format(tmp_path)
+    with pytest.raises(CorruptDataError, match="; pass format= to say what it is") as err:
+        list(RecordIO(str(tmp_path / "junk.bin"))())
+    assert err.value.remedy.option == "format" and err.value.remedy.value is None
+    _pickle(tmp_path)
+    with pytest.raises(PickleRefusedError, match="pass allow_pickle=True if you trust") as err:
+        list(RecordIO(str(tmp_path / "pk"))())
+    assert (err.value.remedy.option, err.value.remedy.value) == ("allow_pickle", True)
+
+
+def test_a_hint_the_command_cannot_act_on_is_left_out(tmp_path):
+    make_set(tmp_path / "a")
+    damage(shard(tmp_path / "a", 1), HEADER_SIZE + 2)  # same size: the manifest's CRC fails
+    (tmp_path / "b").mkdir()
+    done = run_cli("cp", str(tmp_path / "a" / PREFIX), str(tmp_path / "b"), "--no-progress")
+    assert done.returncode == 2
+    assert "its CRC-32C is" in done.stderr and "lists all damage)" in done.stderr
+    assert "on_corrupt" not in done.stderr and "--on-corrupt" not in done.stderr
+
+
+def test_head_reads_around_damage_with_on_corrupt_skip(tmp_path):
+    make_set(tmp_path)
+    damage(shard(tmp_path, 0), HEADER_SIZE + 2)
+    done = run_cli("head", str(tmp_path / PREFIX), "--on-corrupt", "skip", "-n", "100")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("recprep: warning: ") and "record(s) lost" in done.stderr
+    with pytest.warns(CorruptDataWarning):
+        intact = list(RecordIO(str(tmp_path / PREFIX) + "-*", on_corrupt="skip")())
+    assert 0 < len(intact) < 24
+    assert [line for line in done.stdout.splitlines() if line.startswith("#")] == [
+        f"#{k}" for k in range(len(intact))
+    ]
+
+
+def test_main_called_repeatedly_leaves_logging_as_it_was(tmp_path, capsys):
+    import logging
+
+    logger = logging.getLogger("recprep")
+    before, level = list(logger.handlers), logger.level
+    make_set(tmp_path)
+    for _ in range(3):
+        assert main(["ls", str(tmp_path), "-v"]) == 0
+    assert logger.handlers == before and logger.level == level

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+import warnings
 import zlib
 
 import cramjam
@@ -16,7 +17,7 @@ from recordio.recordio.writer import Writer as PyWriter
 
 from recprep.containers import ChunkInfo, get_format
 from recprep.containers.recordio import MAGIC, iter_chunks, scan_index
-from recprep.errors import ChunkTooLargeError, CorruptDataError, RecprepError
+from recprep.errors import ChunkTooLargeError, CorruptDataError, CorruptDataWarning, RecprepError
 
 from .conftest import DATA
 
@@ -192,8 +193,13 @@ def test_record_running_past_its_chunk():
 
 
 def test_more_records_claimed_than_present():
-    err = damage(chunk(struct.pack("<I", 1) + b"x", 3))
+    err = damage(chunk(struct.pack("<I", 8) + b"x" * 8, 3))  # 12 bytes: 3 could fit
     assert "holds 3 records" in str(err)
+
+
+def test_more_records_claimed_than_the_chunk_can_hold():
+    err = damage(chunk(struct.pack("<I", 1) + b"x", 3))  # 5 bytes hold one record at most
+    assert "claims 3 records, but its 5 stored bytes" in str(err) and "at most 1" in str(err)
 
 
 def test_stray_bytes_after_records():
@@ -252,9 +258,22 @@ def numbered(n: int) -> list[bytes]:
 
 
 def read_skipping(data: bytes) -> list[bytes]:
+    return skipping(data)[0]
+
+
+def skipping(data: bytes) -> tuple[list[bytes], list[CorruptDataWarning]]:
+    """The records read with on_corrupt="skip", and the warnings given (each also handed
+    to on_skip: the same objects)."""
     fmt = get_format("recordio")
-    chunks = fmt.read_chunks(io.BytesIO(data), path="f", on_corrupt="skip")
-    return [r for c in chunks for r in c.records]
+    seen: list[CorruptDataWarning] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chunks = fmt.read_chunks(io.BytesIO(data), path="f", on_corrupt="skip",
+                                 on_skip=seen.append)
+        records = [r for c in chunks for r in c.records]
+    assert [w.message for w in caught] == seen
+    assert all(w.category is CorruptDataWarning for w in caught)
+    return records, seen
 
 
 def chunk_records(data: bytes) -> list[tuple[int, int]]:
@@ -262,40 +281,44 @@ def chunk_records(data: bytes) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("compressor", ["none", "snappy", "gzip"])
-def test_skip_loses_exactly_the_damaged_chunk(compressor, caplog):
+def test_skip_loses_exactly_the_damaged_chunk(compressor):
     recs = numbered(200)
     data = bytearray(write_all(recs, compressor=compressor, chunk_bytes=300))
     index = chunk_records(bytes(data))
     third_offset, third_count = index[2]
     data[third_offset + 25] ^= 0xFF  # inside the third chunk's payload
     before = sum(c for _, c in index[:2])
-    with caplog.at_level("WARNING", logger="recprep"):
-        got = read_skipping(bytes(data))
+    got, [warning] = skipping(bytes(data))
     assert got == recs[:before] + recs[before + third_count :]
-    assert f"damaged chunk in f at byte {third_offset}: {third_count} records lost" in caplog.text
+    assert (warning.path, warning.offset, warning.records_lost) == ("f", third_offset,
+                                                                    third_count)
+    assert str(warning).startswith(
+        f"f at byte {third_offset}: skipped damaged data, {third_count} record(s) lost "
+        "(damaged chunk: ")
 
 
-def test_skip_resyncs_after_a_damaged_header(caplog):
+def test_skip_resyncs_after_a_damaged_header():
     recs = numbered(100)
     data = bytearray(write_all(recs, compressor="none", chunk_bytes=200))
     index = chunk_records(bytes(data))
     offset, count = index[1]
     data[offset : offset + 4] = b"\0\0\0\0"  # the magic of chunk 1
-    with caplog.at_level("WARNING", logger="recprep"):
-        got = read_skipping(bytes(data))
+    got, [warning] = skipping(bytes(data))
     start = index[0][1]
     assert got == recs[:start] + recs[start + count :]
-    assert f"from byte {offset} to byte {index[2][0]}" in caplog.text
+    assert (warning.offset, warning.records_lost) == (offset, None)
+    assert f"from byte {offset} to byte {index[2][0]}" in str(warning)
+    assert "an unknown number of record(s) lost" in str(warning)
 
 
-def test_skip_reports_a_torn_last_chunk(caplog):
+def test_skip_reports_a_torn_last_chunk():
     recs = numbered(50)
     data = write_all(recs, compressor="snappy", chunk_bytes=200)
     last_offset, last_count = chunk_records(data)[-1]
-    with caplog.at_level("WARNING", logger="recprep"):
-        got = read_skipping(data[:-3])
+    got, [warning] = skipping(data[:-3])
     assert got == recs[: len(recs) - last_count]
-    assert f"torn chunk at byte {last_offset}: {last_count} records lost" in caplog.text
+    assert (warning.offset, warning.records_lost) == (last_offset, last_count)
+    assert "the file ends in a torn chunk" in str(warning)
 
 
 def test_skip_past_garbage_to_the_end():

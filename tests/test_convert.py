@@ -27,6 +27,7 @@ from recprep import (
     WriteError,
     convert,
 )
+from recprep.errors import CorruptDataWarning, RecprepWarning
 from recprep.shards import parse_shard_name, shard_name
 from recprep.storage import resolve
 from recprep.writing import as_iterable
@@ -89,7 +90,8 @@ def test_instance_i_lands_in_shard_i_mod_n_at_i_div_n(mem_url):
 
 
 def test_more_shards_than_instances_gives_empty_files(tmp_path):
-    result = convert(str(tmp_path), [1, 2], 5, "few")
+    with pytest.warns(RecprepWarning, match="3 of 5 shards are empty"):
+        result = convert(str(tmp_path), [1, 2], 5, "few")
     assert result.records_per_shard == [1, 1, 0, 0, 0]
     assert (tmp_path / "few-00004-of-00004").read_bytes() == b""
     assert list(RecordIO(str(tmp_path / "few-*-of-*"))()) == [1, 2]
@@ -334,7 +336,7 @@ def test_memory_and_local_agree(tmp_path, mem_url):
         assert p.read_bytes() == fs.cat_file(f"{resolve(mem_url)[1]}/{p.name}")
 
 
-def test_reader_skips_a_damaged_chunk_and_keeps_the_rest(tmp_path, caplog):
+def test_reader_skips_a_damaged_chunk_and_keeps_the_rest(tmp_path):
     convert(str(tmp_path), range(400), 2, "dmg", chunk_bytes=256)
     shard = tmp_path / "dmg-00001-of-00001"
     data = bytearray(shard.read_bytes())
@@ -343,12 +345,12 @@ def test_reader_skips_a_damaged_chunk_and_keeps_the_rest(tmp_path, caplog):
     with pytest.raises(CorruptDataError) as info:
         list(RecordIO(str(tmp_path / "dmg-*"))())
     assert info.value.path.endswith("dmg-00001-of-00001") and info.value.offset == 0
-    with caplog.at_level("WARNING", logger="recprep"):
+    with pytest.warns(CorruptDataWarning) as caught:
         got = list(RecordIO(str(tmp_path / "dmg-*"), on_corrupt="skip")())
     lost = 200 - len([x for x in got if x % 2])
     assert lost > 0 and [x for x in got if x % 2 == 0] == list(range(0, 400, 2))
     assert [x for x in got if x % 2] == list(range(1 + 2 * lost, 400, 2))
-    assert f"{lost} records lost" in caplog.text
+    assert [w.message.records_lost for w in caught] == [lost]
     with pytest.raises(InvalidArgumentError):
         RecordIO(str(tmp_path / "dmg-*"), on_corrupt="ignore")
 

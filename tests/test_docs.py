@@ -262,3 +262,167 @@ def test_cli_help_texts_for_the_site():
                     "recprep ls --help", "recprep head --help", "recprep verify --help"):
         assert f"### `{command}`" in text
     assert "usage: recprep" in text
+
+
+# -- the site as users see it: API reference, links from disk, plots ---------------------------
+
+_RAW_ROLE = re.compile(r":(?:py:)?[a-z]+:`")
+#: the same on a built page, where Markdown has made the backquotes <code>
+_RAW_ROLE_HTML = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|exc|data|obj|const):(?:`|<code)")
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _roles():
+    return _load(DOCS / "hooks" / "recprep_griffe.py", "recprep_griffe")
+
+
+def _src_docstrings():
+    import ast
+
+    for path in sorted((ROOT / "src" / "recprep").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                docstring = ast.get_docstring(node, clean=False)
+                if docstring:
+                    yield f"{path.relative_to(ROOT)}:{getattr(node, 'name', '<module>')}", docstring
+
+
+def test_sphinx_roles_become_code_linked_where_documented():
+    roles = _roles()
+    documented = {"recprep.RecordIO", "recprep.reader.RecordIO.set_epoch", "recprep.spark.write"}
+
+    def resolve(target, role):
+        full = {"RecordIO": "recprep.RecordIO", "set_epoch": "recprep.reader.RecordIO.set_epoch"}
+        path = full.get(target, target)
+        return path if path in documented else None
+
+    text = ("Read with :class:`~recprep.RecordIO` (:class:`RecordIO`), call :meth:`set_epoch`, "
+            "write with :func:`recprep.spark.write`; see :mod:`recprep.index`, "
+            ":py:func:`helper`, :class:`!RecordIO` and :attr:`the seed <seed>`.")
+    assert roles.convert_roles(text, resolve) == (
+        'Read with <code><autoref identifier="recprep.RecordIO" optional>RecordIO</autoref></code>'
+        ' (<code><autoref identifier="recprep.RecordIO" optional>RecordIO</autoref></code>), call '
+        '<code><autoref identifier="recprep.reader.RecordIO.set_epoch" optional>set_epoch()'
+        '</autoref></code>, write with <code><autoref identifier="recprep.spark.write" optional>'
+        "recprep.spark.write()</autoref></code>; see `recprep.index`, `helper()`, `RecordIO` "
+        "and `the seed`."
+    )
+    assert roles.parse_role("class", "~a.b.C") == ("C", "a.b.C")
+    assert roles.parse_role("meth", "C.m") == ("C.m()", "C.m")
+
+
+def test_private_bases_give_way_to_their_public_bases():
+    """``CorruptDataError(_Located, ValueError)`` shows "Bases: RecprepError, ValueError"."""
+
+    class Cls:  # what the extension reads of a griffe Class
+        def __init__(self, name, bases, resolved=()):
+            self.name, self.bases, self.resolved_bases = name, bases, list(resolved)
+
+    located = Cls("_Located", ["RecprepError"])
+    deeper = Cls("_Deeper", ["_Located", "OSError"], [located])
+    public_bases = _roles()._public_bases
+    assert public_bases(Cls("CorruptDataError", ["_Located", "ValueError"], [located])) == [
+        "RecprepError", "ValueError"]
+    assert public_bases(Cls("PickleRefusedError", ["_Located"], [located])) == ["RecprepError"]
+    assert public_bases(Cls("X", ["_Deeper", "RecprepError"], [deeper])) == [
+        "RecprepError", "OSError"]
+
+
+def test_every_role_and_doctest_in_the_source_shows_on_the_site():
+    """The docstrings use roles the API pages convert (none shows raw), and every doctest is
+    in an Examples section or fenced (none shows as nested quotes)."""
+    roles = _roles()
+    converted = 0
+    for where, docstring in _src_docstrings():
+        text = roles.convert_roles(roles.fix_sections(docstring), lambda target, role: None)
+        assert not _RAW_ROLE.search(text), f"{where}: a role the site would show raw: {text!r}"
+        converted += docstring != text
+        section, fenced = None, False
+        lines = text.splitlines()
+        for index, line in enumerate(lines):
+            if line.strip().startswith("```"):
+                fenced = not fenced
+            if (line.strip() and index + 1 < len(lines)
+                    and re.fullmatch(r"\s*-{3,}\s*", lines[index + 1])):
+                section = line.strip()
+            if line.lstrip().startswith(">>>"):
+                assert fenced or section == "Examples", f"{where}: doctest shown as quotes"
+    assert converted > 50
+
+
+def test_mkdocs_config_for_reading_from_disk():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert config["use_directory_urls"] is False  # page.html links: the site works from disk
+    assert config["strict"] is True
+    plugins = [next(iter(p)) if isinstance(p, dict) else p for p in config["plugins"]]
+    assert "offline" not in plugins  # it loads a script from unpkg.com on every page
+    python = next(p for p in config["plugins"] if isinstance(p, dict) and "mkdocstrings" in p)
+    options = python["mkdocstrings"]["handlers"]["python"]["options"]
+    for extension in options["extensions"]:
+        assert (ROOT / extension.split(":")[0]).is_file(), extension
+    for css in config["extra_css"]:
+        assert (DOCS / css).is_file(), css
+
+
+def test_plots_open_full_size_on_click():
+    hooks = _hooks()
+    html = '<p>Text</p>\n<p><img alt="Core" src="img/bench-core.png" /></p>'
+    assert hooks.link_figures(html) == (
+        '<p>Text</p>\n<p><a class="recprep-figure" href="img/bench-core.png" '
+        'title="Open full size"><img alt="Core" src="img/bench-core.png" /></a></p>'
+    )
+    inline = '<p>See <img src="a.png"> here</p>'
+    assert hooks.link_figures(inline) == inline
+
+
+def test_plots_are_legible_at_the_width_of_the_page():
+    """Every PNG is drawn for the content column: its smallest text renders >= 11 px there
+    (Chromium at 1280 px: the column is 688 px; 12.5 px measured)."""
+    import struct
+
+    plots = _load(ROOT / "benchmarks" / "plots.py", "recprep_plots")
+    px_per_point = plots.COLUMN_PX / plots.WIDTH_IN / 72
+    assert plots.MIN_FONT_PT * px_per_point >= 11
+    sizes = [v for k, v in plots.STYLE.items() if k.endswith("size") and k != "figure.dpi"]
+    assert min(sizes) >= plots.MIN_FONT_PT
+    assert set(plots.FIGURES) == {p.name for p in (DOCS / "img").glob("bench-*.png")}
+    for name in plots.FIGURES:
+        head = (DOCS / "img" / name).read_bytes()[:24]
+        width, _height = struct.unpack(">II", head[16:24])  # the PNG's IHDR
+        assert width == round(plots.WIDTH_IN * plots.DPI), f"{name}: {width} px wide; make plots"
+
+
+def test_built_site_has_no_raw_roles_and_links_to_files():
+    """If `make docs` has built site/: no Sphinx role on the API pages, and every relative
+    link of every page names a file (page.html, not page/), so the site works from disk."""
+    from urllib.parse import unquote, urlsplit
+
+    site = ROOT / "site"
+    if not (site / "api").is_dir():
+        pytest.skip("no site/ built (make docs)")
+    stale = "site/ may be stale: rebuild it with make docs"
+    for page in (site / "api").glob("*.html"):
+        text = re.sub(r"<pre.*?</pre>", "", page.read_text(encoding="utf-8"), flags=re.S)
+        raw = _RAW_ROLE_HTML.search(text)
+        assert raw is None, f"{page.name}: a raw role, {raw}; {stale}"
+        for bases in re.findall(r"Bases: (.*?)</p>", text, flags=re.S):
+            assert not re.search(r">_[A-Za-z]", bases), f"{page.name}: private base in {bases}"
+    for page in site.rglob("*.html"):
+        if page.name == "404.html":  # served by a web server for any path: absolute links
+            continue
+        for url in re.findall(r'(?:href|src)="([^"]*)"', page.read_text(encoding="utf-8")):
+            parts = urlsplit(url)
+            if parts.scheme or parts.netloc or not parts.path:
+                continue
+            target = page.parent / unquote(parts.path)
+            assert target.is_file(), f"{page.relative_to(site)} links to {url}; {stale}"

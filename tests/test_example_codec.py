@@ -195,9 +195,13 @@ def test_bytes_equal_tensorflow_for_any_names_and_values(tf, instance):
     assert ExampleCodec().encode(instance) == tf_example(tf, instance)
 
 
-def test_a_name_that_is_not_utf8_is_an_encode_error():
+def test_a_name_or_text_that_is_not_utf8_is_an_encode_error():
     with pytest.raises(EncodeError, match="feature name '\\\\ud800' can't be written as UTF-8"):
         ExampleCodec().encode({"\ud800": 1})
+    with pytest.raises(EncodeError, match="feature 'w': value 'a\\\\udc80' can't be written"):
+        ExampleCodec().encode({"v": 1, "w": ["ok", "a\udc80"]})
+    with pytest.raises(EncodeError, match="feature 'w': value"):
+        ExampleCodec([Feature("w", str, (1,))]).encode({"w": ["\udc80"]})
 
 
 def test_parse_single_example_reads_what_we_write(tf):
@@ -377,10 +381,13 @@ def test_features_in_pieces_merge_as_protobuf_does(tf, case):
 
 
 def test_an_entry_with_two_keys_is_named_by_the_last(tf):
-    record = _pb_len(1, _pb_len(1, _pb_len(1, b"a") + _pb_len(1, b"b") + _I(b"")
+    record = _pb_len(1, _pb_len(1, _pb_len(1, b"a") + _pb_len(1, b"b")
                                 + _pb_len(2, _I(_ints(5)))))
     assert list(tf.train.Example.FromString(record).features.feature) == ["b"]
-    with pytest.warns(ExampleMergeWarning, match="feature 'b': its map entry holds 2 keys"):
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.io.parse_example([record], {"b": tf.io.VarLenFeature(tf.int64)})
+    with pytest.warns(ExampleMergeWarning, match="feature 'b': its map entry holds 2 keys .*"
+                                                 "tf.io.parse_example refuses the record"):
         assert ExampleCodec().decode(record)["b"].tolist() == [5]
     # with a schema too, and when bytes are passed through encode
     codec = ExampleCodec([Feature("b", "int8")])
@@ -388,6 +395,18 @@ def test_an_entry_with_two_keys_is_named_by_the_last(tf):
         assert codec.decode(record)["b"] == 5
     with pytest.warns(ExampleMergeWarning):
         assert codec.encode(record) == record
+
+
+def test_an_entry_with_an_unknown_field_is_read_and_warned_about(tf):
+    """TensorFlow's readers disagree here: upb moves the entry to the unknown fields (the
+    feature vanishes), tf.io.parse_example refuses it, the pure-Python protobuf reads it."""
+    record = _pb_len(1, _pb_len(1, _pb_len(1, b"b") + b"\x25abcd" + _pb_len(2, _I(_ints(5)))))
+    assert dict(tf.train.Example.FromString(record).features.feature) == {}
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.io.parse_example([record], {"b": tf.io.VarLenFeature(tf.int64)})
+    with pytest.warns(ExampleMergeWarning, match="feature 'b': its map entry holds an unknown "
+                                                 "field; recprep reads the entry"):
+        assert ExampleCodec().decode(record)["b"].tolist() == [5]
 
 
 # -- round trips --------------------------------------------------------------------------

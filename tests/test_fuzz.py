@@ -13,9 +13,15 @@ all; ``make fuzz`` runs many more. Inputs that once crashed a reader are kept in
 
 from __future__ import annotations
 
+import collections
+import datetime
+import decimal
+import fractions
 import io
 import os
 import struct
+import uuid
+import zoneinfo
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +31,9 @@ from hypothesis import strategies as st
 
 from recprep import RecprepError, get_codec
 from recprep.containers import detect_format, get_format
+
+# skip mode warns for each skip: thousands of them here, all expected
+pytestmark = pytest.mark.filterwarnings("ignore::recprep.errors.CorruptDataWarning")
 
 EXAMPLES = int(os.environ.get("RECPREP_FUZZ_EXAMPLES", "1000"))
 LIMIT = 1 << 20
@@ -131,7 +140,13 @@ def codec_records() -> dict[str, list[bytes]]:
         {"a": [1, 2, {"b": (3.0, -4)}], "c": np.arange(6, dtype=">i2").reshape(2, 3)},
         np.zeros((3, 2), dtype="<M8[ms]"),
         [np.float32(1.5), np.int8(-3), 2**80, complex(1, 2)],
-        {frozenset([1]): 1},  # the pickle fallback
+        {range(1): 1},  # the pickle fallback
+        [datetime.datetime(2020, 1, 2, 3, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
+         datetime.time(1, tzinfo=datetime.timezone(datetime.timedelta(hours=2), "X")),
+         datetime.date(2020, 1, 2), datetime.timedelta(-1, 5, 7)],
+        (decimal.Decimal("-1.50E+3"), uuid.UUID(int=7), fractions.Fraction(-3, 7)),
+        {frozenset({1, "a"}): {b"x", (2.5, None)}},
+        collections.namedtuple("Fuzzed", "x y")(1, [np.array(["ab"], "<U2"), np.longdouble(1)]),
     ]
     records = {"recprep": [get_codec("recprep").encode(v) for v in values]}
     records["pickle"] = [get_codec("pickle").encode(v) for v in values]
@@ -151,6 +166,7 @@ CODEC_RECORDS = codec_records()
 
 
 @pytest.mark.parametrize("codec", sorted(CODEC_RECORDS))
+@pytest.mark.filterwarnings("ignore::recprep.errors.RecprepWarning")  # named tuples, mutated
 def test_codecs_survive_mutations(codec):
     decode = get_codec(codec).decode
 
@@ -194,3 +210,106 @@ def test_known_crashers(path):
             read_everything(data, None if fmt == "detect" else fmt)
     except RecprepError:
         pass
+
+
+# -- files recprep trusts less than it used to: manifests and TFRecord side indexes -----------
+
+
+def _manifest_bytes() -> bytes:
+    from recprep.manifest import Manifest, ShardInfo
+
+    shards = [ShardInfo(f"p-{i:05d}-of-00002", 5, 100 + i, 0x1234ABCD) for i in range(3)]
+    schema = {"features": [{"name": "x", "dtype": "int64", "shape": [2, None]}]}
+    return Manifest("p", "recordio", "example", "snappy", shards, schema).to_json()
+
+
+MANIFEST = _manifest_bytes()
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=4),
+    max_leaves=20,
+)
+
+
+@st.composite
+def manifest_mutations(draw) -> bytes:
+    """Byte mutations of a valid manifest, or one of its fields (at any depth) replaced by
+    any JSON value."""
+    import json
+
+    if draw(st.booleans()):
+        return draw(mutations(MANIFEST))
+    doc = json.loads(MANIFEST)
+    target = doc
+    while True:
+        keys = list(target) if isinstance(target, dict) else list(range(len(target)))
+        if not keys:
+            break
+        key = draw(st.sampled_from(keys))
+        child = target[key]
+        if isinstance(child, (dict, list)) and child and draw(st.booleans()):
+            target = child
+            continue
+        target[key] = draw(JSON_VALUES)
+        break
+    return json.dumps(doc).encode()
+
+
+def test_manifests_survive_mutations():
+    from recprep.codecs import get_codec
+    from recprep.manifest import Manifest, codec_with_schema
+
+    @FUZZ
+    @given(manifest_mutations())
+    def check(data: bytes) -> None:
+        try:
+            manifest = Manifest.from_json(data, path="fuzzed.manifest.json")
+        except RecprepError:
+            return
+        assert Manifest.from_json(manifest.to_json()) == manifest  # what passes is sound
+        try:
+            codec_with_schema(get_codec("example"), manifest.schema, "fuzzed.manifest.json")
+        except RecprepError:
+            pass
+
+    check()
+
+
+TF_RECORDS = [b"", b"a", b"hello world" * 20, bytes(range(256)), b"\0" * 300] * 2
+
+
+def test_side_indexes_survive_mutations():
+    """A mutated ``.tfindex`` (its CRC recomputed, so that the mutation gets past it) gives
+    the right records or a recprep error, never other records."""
+    import fsspec
+    import google_crc32c
+
+    from recprep.containers.tfrecord_index import build_index, index_path, read_records
+
+    fs = fsspec.filesystem("memory")
+    path = "/fuzz-tfindex/p.tfrecord"
+    buf = io.BytesIO()
+    writer = get_format("tfrecord").writer(buf, "none", 512)
+    for record in TF_RECORDS:
+        writer.write(record)
+    writer.close()
+    fs.pipe(path, buf.getvalue())
+    build_index(fs, path)
+    valid = fs.cat_file(index_path(path))
+
+    @FUZZ
+    @given(mutations(valid), st.booleans(), st.integers(0, len(TF_RECORDS)),
+           st.integers(0, len(TF_RECORDS)))
+    def check(data: bytes, fix_crc: bool, start: int, end: int) -> None:
+        if fix_crc and len(data) >= 4:
+            data = data[:-4] + struct.pack("<I", google_crc32c.value(data[:-4]))
+        fs.pipe(index_path(path), data)
+        start, end = min(start, end), max(start, end)
+        try:
+            got = read_records(fs, path, start, end)
+        except RecprepError:
+            return
+        assert got == TF_RECORDS[start:end]
+
+    check()

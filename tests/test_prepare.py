@@ -367,3 +367,66 @@ def test_bad_job_arguments(tmp_path):
         prepare(model, str(raw), str(tmp_path / "out"), on_error="ignore")
     with pytest.raises(InvalidArgumentError, match="--master"):
         prepare(model, str(raw), str(tmp_path / "out"), master="spark://x:7077")
+
+
+# -- a cluster address where nothing listens -------------------------------------------------
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def engine_processes() -> set[str]:
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return {line for line in ps.splitlines() if re.search(r"gcs_server|raylet|SparkSubmit", line)}
+
+
+@pytest.mark.parametrize("engine", ["ray", "spark"])
+def test_cli_cluster_address_where_nothing_listens_fails_in_time(tmp_path, engine):
+    import time
+
+    raw = raw_counts(tmp_path, {"a.txt": 1})
+    model = write_model(tmp_path, MANY)
+    address = f"127.0.0.1:{closed_port()}"
+    flags = (["--executor", "ray", "--address", address] if engine == "ray"
+             else ["--master", f"spark://{address}"])
+    before = engine_processes()
+    start = time.monotonic()
+    proc = run_cli("prepare", model, str(raw), str(tmp_path / "out"), "cluster", *flags,
+                   "--connect-timeout", "3", "--no-progress")
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2, proc.stderr
+    what = "Ray cluster" if engine == "ray" else "Spark master"
+    shown = address if engine == "ray" else f"spark://{address}"
+    assert proc.stderr.startswith(
+        f"recprep: error: can't reach the {what} at {shown} within 3 s ({address}: "
+        "Connection refused); check that it is running and the address is right; pass "
+        "--connect-timeout SECONDS to wait longer"
+    ), proc.stderr
+    assert 3 <= elapsed < 3 + 20  # the timeout, plus starting Python and importing the engine
+    assert engine_processes() == before
+
+
+def test_convert_on_ray_with_connect_timeout(tmp_path):
+    import time
+
+    from recprep import convert, partitions
+    from recprep.errors import ClusterUnreachableError
+
+    address = f"127.0.0.1:{closed_port()}"
+    parts = partitions([lambda: iter(range(2)), lambda: iter(range(2, 4))])
+    start = time.monotonic()
+    with pytest.raises(ClusterUnreachableError, match=f"at {address} within 2 s") as err:
+        convert(str(tmp_path), parts, 2, "p", executor="ray",
+                executor_options={"address": address, "connect_timeout": 2}, progress=False)
+    assert 2 <= time.monotonic() - start < 2 + 3
+    assert (err.value.address, err.value.timeout) == (address, 2)
+    assert "pass connect_timeout= to wait longer" in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(InvalidArgumentError, match="connect_timeout must be a positive"):
+        convert(str(tmp_path), parts, 1, "p", executor="ray",
+                executor_options={"address": address, "connect_timeout": 0}, progress=False)

@@ -384,6 +384,72 @@ def test_read_with_an_explicit_schema(spark, tmp_path):
         rs.read(spark, str(tmp_path / "many"), schema="id int, v bigint").collect()
 
 
+LANGS = [(8, "bat", "en"), (1, "xyz", "fr"), (2, "007", "en")]
+
+
+@pytest.mark.parametrize("schema, columns", [
+    ("word string", ["word", "lang", "number"]),
+    ("word binary", ["word", "lang", "number"]),
+    ("number string, word string", ["word", "lang", "number"]),
+    ("lang string, word string, extra int", ["word", "extra", "lang", "number"]),
+])
+def test_a_schema_keeps_the_partition_columns_it_doesnt_name(spark, tmp_path, schema, columns):
+    df = spark.createDataFrame(LANGS, ["number", "word", "lang"])
+    rs.write(df, str(tmp_path / "rs"), partition_by=["lang", "number"])
+    df.write.partitionBy("lang", "number").parquet(str(tmp_path / "pq"))
+    ours = rs.read(spark, str(tmp_path / "rs"), schema=schema)
+    spark_own = spark.read.schema(schema).parquet(str(tmp_path / "pq"))
+    assert ours.columns == spark_own.columns == columns
+    # a type the schema gives wins; the others are as the manifests record them
+    named = dict(f.split() for f in schema.split(", "))
+    assert [(f.name, f.dataType.simpleString()) for f in ours.schema] == [
+        (n, named.get(n) or {"word": "string", "lang": "string", "number": "bigint"}[n])
+        for n in columns]
+    assert rows(ours.select(*(c for c in columns if c != "word"))) == rows(
+        spark_own.select(*(c for c in columns if c != "word")))
+    assert sorted(bytes(w) if isinstance(w, (bytes, bytearray)) else w
+                  for (w,) in ours.select("word").collect()) == sorted(
+        w.encode() if "binary" in schema else w for _, w, _ in LANGS)
+
+
+def test_a_schema_keeps_inferred_partition_columns_without_manifests(spark, tmp_path):
+    _spark_tfrecord_dir(tmp_path)
+    back = rs.read(spark, str(tmp_path), schema="word string")
+    assert back.schema.simpleString() == "struct<word:string,number:int>"
+    assert rows(back.select("number", "word")) == sorted(SEED, key=repr)
+    # the data source takes the schema as given: Spark fixes a Python source's columns
+    given = spark.read.format("tfrecord").schema("word string").load(str(tmp_path))
+    assert given.columns == ["word"] and sorted(r.word for r in given.collect()) == sorted(
+        w for _, w in SEED)
+
+
+def test_example_rows_are_in_tensorflows_key_order():
+    import pyarrow as pa
+
+    from recprep.spark.columns import ColumnSpec
+    from recprep.spark.encode import encoder_for
+
+    tf = pytest.importorskip("tensorflow")
+    batch = pa.record_batch({"ab": pa.array([1, 2]), "a": pa.array(["x", "y"]),
+                             "abc": pa.array([[0.5], []], pa.list_(pa.float32())),
+                             "b": pa.array([True, False])})
+    columns = [ColumnSpec("ab", "bigint"), ColumnSpec("a", "string"),
+               ColumnSpec("abc", "array<float>"), ColumnSpec("b", "boolean")]
+    records = encoder_for("example", columns).encode(batch)
+    for record, row in zip(records, batch.to_pylist(), strict=True):
+        theirs = tf.train.Example(features=tf.train.Features(feature={
+            "ab": tf.train.Feature(int64_list=tf.train.Int64List(value=[row["ab"]])),
+            "a": tf.train.Feature(bytes_list=tf.train.BytesList(value=[row["a"].encode()])),
+            "abc": tf.train.Feature(float_list=tf.train.FloatList(value=row["abc"])),
+            "b": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(row["b"])])),
+        }))
+        assert record == theirs.SerializeToString(deterministic=True)
+        assert list(ExampleCodec().decode(record)) == ["abc", "ab", "a", "b"]
+        assert record == ExampleCodec().encode({
+            "ab": np.array([row["ab"]]), "a": np.array([row["a"]], object),
+            "abc": np.array(row["abc"], np.float32), "b": np.array([row["b"]])})
+
+
 def test_reads_sets_written_by_convert(spark, tmp_path):
     from recprep import Feature, convert
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gzip
 import io
-import logging
 import struct
 import tracemalloc
+import warnings
 import zlib
 
 import fsspec
@@ -23,6 +23,7 @@ from recprep.containers.tfrecord import detect_compression, masked_crc32c
 from recprep.errors import (
     ChunkTooLargeError,
     CorruptDataError,
+    CorruptDataWarning,
     InvalidArgumentError,
     RecprepError,
 )
@@ -274,41 +275,54 @@ def test_gzip_bomb_stops_at_max_chunk_bytes_in_bounded_memory():
     assert count == 40 and peak < 12 << 20
 
 
-def test_skip_mode_drops_only_damaged_records_and_warns(caplog):
+def skipped(data: bytes, **kwargs) -> tuple[list[bytes], list[CorruptDataWarning]]:
+    """Records read with on_corrupt="skip" and the warnings given (the same objects are
+    handed to on_skip)."""
+    seen: list[CorruptDataWarning] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = read(data, on_corrupt="skip", on_skip=seen.append, **kwargs)
+    assert [w.message for w in caught] == seen
+    return got, seen
+
+
+def test_skip_mode_drops_only_damaged_records_and_warns():
     records = [bytes([i]) * 100 for i in range(10)]
     data = bytearray(write(records))
     data[3 * 116 + 20] ^= 0xFF  # record 3's data
     data[6 * 116 + 2] ^= 0xFF  # record 6's length
-    with caplog.at_level(logging.WARNING, logger="recprep"):
-        got = read(bytes(data), on_corrupt="skip")
+    got, seen = skipped(bytes(data))
     assert got == records[:3] + records[4:6] + records[7:]
-    warnings = [r.getMessage() for r in caplog.records]
-    assert len(warnings) == 2
-    assert "at byte 348: record data CRC mismatch" in warnings[0]
-    assert "skipped 116 bytes to the next valid record at byte 464" in warnings[0]
+    assert [(w.path, w.offset, w.records_lost) for w in seen] == [
+        ("f.tfrecord", 348, None), ("f.tfrecord", 696, None)]
+    assert "at byte 348: skipped damaged data" in str(seen[0])
+    assert "record data CRC mismatch" in str(seen[0])
+    assert "skipped 116 bytes to the next valid record at byte 464" in str(seen[0])
     with pytest.raises(CorruptDataError):
         read(bytes(data))
 
 
 @pytest.mark.parametrize("compressor", ["none", "gzip"])
-def test_skip_mode_passes_over_a_record_above_the_limit(caplog, compressor):
+def test_skip_mode_passes_over_a_record_above_the_limit(compressor):
     records = [b"a", bytes(3 << 20), b"b", b"c" * 100]
     data = write(records, compressor)
-    with caplog.at_level(logging.WARNING, logger="recprep"):
-        assert read(data, on_corrupt="skip", max_chunk_bytes=1 << 20) == [b"a", b"b", b"c" * 100]
-    assert "more than max_chunk_bytes=1048576" in caplog.text and "skipped that record" in \
-        caplog.text
+    got, [warning] = skipped(data, max_chunk_bytes=1 << 20)
+    assert got == [b"a", b"b", b"c" * 100]
+    assert warning.records_lost == 1 and warning.offset == 17
+    assert "more than the limit of 1048576" in str(warning)
+    assert "skipped that record" in str(warning)
     with pytest.raises(ChunkTooLargeError):
         read(data, max_chunk_bytes=1 << 20)
 
 
-def test_skip_mode_stops_at_a_torn_tail_or_a_broken_stream(caplog, records):
+def test_skip_mode_stops_at_a_torn_tail_or_a_broken_stream(records):
     data = write(records)
-    with caplog.at_level(logging.WARNING, logger="recprep"):
-        assert read(data[:-3], on_corrupt="skip") == records[:-1]
-        gz = write(records, "gzip")
-        assert len(read(gz[: len(gz) // 2], on_corrupt="skip")) < len(records)
-    assert len(caplog.records) == 2 and "skipped the rest of the file" in caplog.text
+    got, [torn] = skipped(data[:-3])
+    assert got == records[:-1] and torn.records_lost == 1
+    gz = write(records, "gzip")
+    got, [broken] = skipped(gz[: len(gz) // 2])
+    assert len(got) < len(records) and broken.records_lost is None
+    assert "skipped the rest of the file" in str(torn) and "skipped the rest" in str(broken)
     with pytest.raises(InvalidArgumentError, match="on_corrupt"):
         read(data, on_corrupt="ignore")
 

@@ -15,6 +15,10 @@ can't be links on the site, which holds only ``docs/``: they become the file's p
 (``benchmarks/RESULTS.md``), when the file exists; a link to a file that doesn't exist is
 left alone, for MkDocs to report.
 
+A picture alone in its paragraph (``![Throughput](img/bench-core.png)``, the benchmark plots)
+becomes a link to itself, so a click opens it full size (``docs/stylesheets/recprep.css``
+makes it fill the content column and shows a zoom cursor).
+
 A directive that can't be filled (a missing file or section) is a warning, so
 ``mkdocs build --strict`` fails. Nothing here touches the network.
 """
@@ -34,6 +38,8 @@ _CLI_HELP = re.compile(r"^<!--\s*cli-help\s*-->$", re.MULTILINE)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 _DOCS_LINK = re.compile(r"\]\(docs/")
 _LINK = re.compile(r"(?<!!)\[(?P<label>[^\]\n]+)\]\((?P<target>[^)\s#]+)(?P<anchor>#[^)\s]*)?\)")
+
+_FIGURE = re.compile(r'<p>(?P<img><img\b[^>]*?\bsrc="(?P<src>[^"]+)"[^>]*>)</p>')
 
 _root = Path.cwd()
 
@@ -119,3 +125,17 @@ def on_page_markdown(markdown, page, config, files):
     if _CLI_HELP.search(markdown):
         markdown = _CLI_HELP.sub(lambda m: _help_texts(), markdown)
     return markdown
+
+
+def link_figures(html: str) -> str:
+    """Each picture alone in its paragraph, wrapped in a link to itself (full size on click).
+
+    >>> link_figures('<p><img src="a.png"></p>')
+    '<p><a class="recprep-figure" href="a.png" title="Open full size"><img src="a.png"></a></p>'
+    """
+    return _FIGURE.sub(lambda m: f'<p><a class="recprep-figure" href="{m.group("src")}" '
+                                 f'title="Open full size">{m.group("img")}</a></p>', html)
+
+
+def on_page_content(html, page, config, files):
+    return link_figures(html)

@@ -9,6 +9,7 @@ if its partitions were one reader, whichever executor runs the work (``tasks.py`
 from __future__ import annotations
 
 import concurrent.futures as cf
+import errno
 import json
 import logging
 import os
@@ -28,6 +29,8 @@ from .errors import (
     InvalidArgumentError,
     OutputExistsError,
     PickleFallbackWarning,
+    RecprepError,
+    RecprepWarning,
     Remedy,
     WriteError,
 )
@@ -39,7 +42,7 @@ from .manifest import Manifest, ShardInfo, read_manifest
 from .names import CodecName, CompressorName, ExecutorName, FormatName
 from .progress import Progress, ProgressArg
 from .shards import check_prefix, manifest_name, shard_name
-from .staging import Staging, facts_intact
+from .staging import Staging, Unfinishable, facts_intact
 from .storage import display, existing_set_files, resolve
 from .tasks import (
     DEFAULT_MAX_TASKS,
@@ -324,7 +327,8 @@ def convert(
     started = time.perf_counter()
     options = check_options(format, compressor, codec, num_shards, chunk_bytes)
     check_prefix(name_prefix)
-    reader = as_input(reader)
+    if not isinstance(reader, Partitions):
+        reader = as_input(reader)
     backend = get_backend(executor, num_workers, executor_options)
     fs, out = resolve(output_path, storage_options)
     names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
@@ -334,16 +338,10 @@ def convert(
             fs.makedirs(out, exist_ok=True)
         except OSError as err:
             raise WriteError(display(fs, out), err) from err
-        with ShardSetLock(fs, out, name_prefix):
-            staging = Staging(fs, out, name_prefix)
-            manifest = _committed(fs, out, staging, options, names) if resume else None
-            if manifest is None:
-                if not overwrite:
-                    _refuse_existing(fs, out, name_prefix)
-                manifest, notes = _convert(
-                    reader, backend, fs, out, staging, names, options, progress, overwrite,
-                    resume,
-                )
+        manifest, notes = _locked(
+            reader, backend, fs, Staging(fs, out, name_prefix), names, options, progress,
+            overwrite, resume,
+        )
     finally:
         backend.close()
     result = ConvertResult(
@@ -357,10 +355,20 @@ def convert(
         notes=notes,
     )
     log.info("recprep: %s", result)
+    empty = result.records_per_shard.count(0)
+    if empty * 2 > num_shards:
+        warnings.warn(
+            RecprepWarning(
+                f"{empty} of {num_shards} shards are empty ({result.num_records} instances "
+                f"for {num_shards} shards): readers and ranks that get them read nothing; "
+                "use fewer shards"
+            ),
+            stacklevel=3,
+        )
     return result
 
 
-def _fingerprint(options: WriteOptions, names: list[str], reader: Any) -> bytes:
+def _fingerprint(options: WriteOptions, names: list[str], reader: Any) -> str:
     """What staged work depends on: a resumed run reuses it only if this is unchanged."""
     groups = reader.groups() if isinstance(reader, Partitions) else None
     doc = {
@@ -368,7 +376,58 @@ def _fingerprint(options: WriteOptions, names: list[str], reader: Any) -> bytes:
         "codec": options.codec.name, "schema": options.codec.schema(),
         "chunk_bytes": options.chunk_bytes, "shards": names, "groups": groups,
     }
-    return json.dumps(doc, sort_keys=True, default=str).encode()
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
+def _locked(
+    reader: Any,
+    backend: Backend,
+    fs: Any,
+    staging: Staging,
+    names: list[str],
+    options: WriteOptions,
+    progress: ProgressArg | Progress,
+    overwrite: bool,
+    resume: bool,
+) -> tuple[Manifest, list[Any]]:
+    """Holding the set's lock: with ``resume``, finish or verify what a killed run left;
+    otherwise (or then) write and commit the set."""
+    out = staging.output
+    lock = ShardSetLock(fs, out, staging.prefix)
+    try:
+        lock.acquire()
+    except WriteError as err:  # read-only: a complete set needs no writing to verify
+        if not (resume and _read_only(err)):
+            raise
+        manifest = _verified(fs, out, options, names, staging.prefix)
+        if manifest is None:
+            raise
+        return manifest, []
+    try:
+        fingerprint = _fingerprint(options, names, reader)
+        replace = overwrite
+        if resume:
+            try:
+                manifest, replace = _committed(fs, out, staging, options, names, fingerprint)
+            except OSError as err:  # storage failed (a RecprepError that is one stays)
+                if isinstance(err, RecprepError):
+                    raise
+                raise WriteError(display(fs, staging.path), err) from err
+            if manifest is not None:
+                return manifest, []
+            replace = replace or overwrite
+        if not replace:
+            _refuse_existing(fs, out, staging.prefix)
+        return _convert(reader, backend, fs, out, staging, names, options, progress, replace,
+                        resume, fingerprint)
+    finally:
+        lock.release()
+
+
+def _read_only(err: WriteError) -> bool:
+    original = err.original
+    return isinstance(original, OSError) and original.errno in (
+        errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _convert(
@@ -382,16 +441,19 @@ def _convert(
     progress: ProgressArg | Progress,
     overwrite: bool,
     resume: bool,
+    fingerprint: str,
 ) -> tuple[Manifest, list[Any]]:
-    """Write, then commit, the shard set (holding its lock)."""
-    fingerprint = _fingerprint(options, names, reader)
-    reuse = resume and staging.exists() and staging.fingerprint() == fingerprint
+    """Write, then commit, the shard set (holding its lock); ``overwrite``: replace the
+    set there."""
+    run = staging.run() if resume and staging.exists() else None
+    reuse = run is not None and run.fingerprint == fingerprint
     staging.create(keep=reuse)
-    staging.set_fingerprint(fingerprint)
+    staging.start_run(fingerprint, overwrite)
     bar = (
         progress
         if isinstance(progress, Progress)
-        else Progress(progress, total_shards=len(names), desc=staging.prefix)
+        else Progress(progress, total_shards=len(names), desc=staging.prefix,
+                      total_instances=_input_length(reader))
     )
     try:
         facts, notes, pickled = _write(
@@ -418,13 +480,22 @@ def _convert(
         if options.format == "tfrecord" and options.compressor == "none":
             staged.update(_tfrecord_indexes(fs, staging, staged))
         staging.commit(staged, manifest.to_json(), replaced=replaced)
-    except BaseException:
-        if not staging.pending_commit():
-            staging.remove()
+    except BaseException as err:
+        if not staging.committing:  # else the journal says how to finish: keep it all
+            staging.clear(err)  # cleanup failures are notes on err, never hide it
         raise
     finally:
         bar.close()
     return manifest, notes
+
+
+def _input_length(reader: Any) -> int | None:
+    """How many instances the input holds, when that is known without reading it (a list,
+    an array, a table, partitions of those): the progress bar's total."""
+    readers = reader.readers if isinstance(reader, Partitions) else (reader,)
+    if not all(is_sized(r) for r in readers):
+        return None
+    return sum(len(r) for r in readers)
 
 
 def _warn_pickled(pickled: Mapping[str, int]) -> list[str]:
@@ -447,33 +518,65 @@ def _tfrecord_indexes(fs: Any, staging: Staging, staged: Mapping[str, str]) -> d
     indexes = {}
     for name, path in staged.items():
         side = staging.file(index_name(name))
-        build_index(fs, path, index_file=side, compressor="none")
+        try:
+            build_index(fs, path, index_file=side, compressor="none")
+        except WriteError:
+            raise
+        except OSError as err:
+            raise WriteError(display(fs, side), err) from err
         indexes[index_name(name)] = side
     return indexes
 
 
 def _committed(
-    fs: Any, out: str, staging: Staging, options: WriteOptions, names: list[str]
-) -> Manifest | None:
-    """With ``resume``: the set's manifest once a commit a killed run started is
-    finished, or once a complete set is verified; None when there is work to do."""
-    final_manifest = posixpath.join(out, manifest_name(staging.prefix))
+    fs: Any, out: str, staging: Staging, options: WriteOptions, names: list[str],
+    fingerprint: str,
+) -> tuple[Manifest | None, bool]:
+    """With ``resume``: ``(manifest, False)`` once a commit a killed run started is
+    finished, or a complete set is verified; ``(None, replace)`` when there is work to do
+    (``replace``: the work replaces the set there — a killed overwrite is continued)."""
     if staging.pending_commit():
-        staged_manifest = staging.file(manifest_name(staging.prefix))
-        source = staged_manifest if fs.exists(staged_manifest) else final_manifest
-        manifest = Manifest.from_json(fs.cat_file(source), path=display(fs, source))
-        _check_same(manifest, options, names, display(fs, out))
-        intact = {
-            s.name: FileFacts(posixpath.join(out, s.name), s.records, s.bytes, s.crc32c)
-            for s in manifest.shards
-        }
-        log.info("recprep: finishing the commit of an interrupted run in %s", out)
-        staging.finish_commit(intact)
-        return manifest
-    committed = read_manifest(fs, final_manifest)
-    if committed is None:
+        journal = staging.journal()  # checked: this user's, names inside the directory
+        data = staging.staged_manifest(journal)
+        source = staging.file(manifest_name(staging.prefix))
+        if data is None:  # moved in: the commit point was passed
+            source = posixpath.join(out, manifest_name(staging.prefix))
+            committed = read_manifest(fs, source)
+            data = None if committed is None else committed.to_json()
+        if data is not None:
+            manifest = Manifest.from_json(data, path=display(fs, source))
+            _check_same(manifest, options, names, display(fs, out))
+            intact = {
+                s.name: FileFacts(posixpath.join(out, s.name), s.records, s.bytes, s.crc32c)
+                for s in manifest.shards
+            }
+            log.info("recprep: finishing the commit of an interrupted run in %s", out)
+            try:
+                staging.finish_commit(journal, intact)
+                return manifest, False
+            except Unfinishable as why:
+                log.warning("recprep: the interrupted commit in %s can't be finished (%s); "
+                            "writing the set again", display(fs, out), why)
+        return None, True  # a new commit replaces what the interrupted one left
+    run = staging.run() if staging.exists() else None
+    if run is not None and run.fingerprint == fingerprint:
+        return None, run.overwrite  # a killed run's work: finish what it was asked to do
+    complete = _verified(fs, out, options, names, staging.prefix)
+    if complete is None:
+        return None, False
+    staging.remove()  # leftovers of a run that died after committing
+    return complete, False
+
+
+def _verified(
+    fs: Any, out: str, options: WriteOptions, names: list[str], prefix: str
+) -> Manifest | None:
+    """The committed set's manifest once every shard is checked against it (size and
+    CRC-32C), None when there is none. Reads only."""
+    final_manifest = posixpath.join(out, manifest_name(prefix))
+    manifest = read_manifest(fs, final_manifest)
+    if manifest is None:
         return None
-    manifest = committed
     _check_same(manifest, options, names, display(fs, out))
     for shard in manifest.shards:
         path = posixpath.join(out, shard.name)
@@ -484,7 +587,6 @@ def _committed(
                 path=display(fs, path),
                 remedy=Remedy("overwrite", True, effect="to write it again"),
             )
-    staging.remove()  # leftovers of a run that died after committing
     log.info("recprep: %s is complete and verified; nothing to do", final_manifest)
     return manifest
 

@@ -11,7 +11,7 @@
   The index of a DataFrame is not written (a warning says so unless it is the default
   ``0..n-1``): ``df.reset_index()`` keeps it as a column.
 * A sized sequence — a list, tuple, ``range``, numpy array, pandas ``Series`` or a table —
-  with at least :data:`ROWS_PER_PART` x 2 instances is split into row ranges
+  with more than :data:`ROWS_PER_PART` instances is split into row ranges
   (:func:`split_sized`) by a rule that depends on its length alone, so every executor
   reads the same partitions and writes the same bytes; a parallel executor reads them
   in parallel.
@@ -129,7 +129,7 @@ def split_sized(reader: Any, max_parts: int) -> list[Any] | None:
 
     >>> parts = split_sized(list(range(20_000)), 256)
     >>> [len(p) for p in parts], parts[1][0]
-    ([6667, 6667, 6666], 6667)
+    ([6666, 6667, 6667], 6666)
     >>> split_sized(list(range(100)), 256) is None
     True
     """
@@ -169,9 +169,9 @@ class TableReader:
 
     >>> import pandas as pd
     >>> frame = pd.DataFrame({"n": [1, 2], "when": pd.to_datetime(["2024-01-01", None])})
-    >>> list(TableReader(frame)())  # doctest: +NORMALIZE_WHITESPACE
-    [{'n': np.int64(1), 'when': np.datetime64('2024-01-01T00:00:00.000000000')},
-     {'n': np.int64(2), 'when': None}]
+    >>> first, second = TableReader(frame)()
+    >>> first["n"], str(first["when"])[:10], type(first["when"]).__name__, second["when"]
+    (np.int64(1), '2024-01-01', 'datetime64', None)
     """
 
     def __init__(self, table: Any, start: int = 0, end: int | None = None) -> None:

@@ -108,6 +108,7 @@ class ShardSetLock:
             for _ in range(3):
                 if self._create(me):
                     self.held = True
+                    self._remove_dead_temporaries()
                     return
                 if not self._take_over_stale():
                     break
@@ -152,6 +153,20 @@ class ShardSetLock:
                 os.unlink(self.path)  # never leave an empty lock behind
             raise
         return True
+
+    def _remove_dead_temporaries(self) -> None:
+        """Temporaries of this lock (``{lock}.{pid}-{token}.tmp``, ``{lock}.stale-{pid}``)
+        left by processes of this host that died between writing and linking them."""
+        base = posixpath.basename(self.path)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.directory):
+                if not name.startswith(base + "."):
+                    continue
+                rest = name[len(base) + 1:].removeprefix("stale-")
+                pid = rest.split("-", 1)[0].split(".", 1)[0]
+                if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(self.directory, name))
 
     def _owner(self) -> dict[str, Any] | None:
         snap = _snapshot(self.path)

@@ -26,13 +26,15 @@ import tempfile
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from .arguments import checked
 from .codecs import Codec, get_codec
 from .codecs.example import ExampleCodec
 from .convert import ConvertResult, convert
 from .errors import InvalidArgumentError, NotFoundError, RecprepError
 from .features import Feature, as_features, check_instance
+from .names import CodecName, CompressorName, ExecutorName, FormatName
 from .progress import Progress
 from .storage import display, resolve
 from .tasks import partitions
@@ -281,7 +283,7 @@ class PrepareResult:
 
 def _choose_executor(
     mode: str, executor: str | None, master: str | None, address: str | None,
-    conf: Mapping[str, Any] | None, num_workers: int,
+    conf: Mapping[str, Any] | None, num_workers: int, connect_timeout: float | None = None,
 ) -> tuple[str, dict[str, Any]]:
     if mode not in ("local", "cluster"):
         raise InvalidArgumentError(f"mode must be 'local' or 'cluster', got {mode!r}")
@@ -304,31 +306,35 @@ def _choose_executor(
         raise InvalidArgumentError(
             f"--master/--address/--conf go with the spark or ray executors, not {chosen!r}"
         )
+    if connect_timeout is not None and chosen in ("spark", "ray"):
+        options["connect_timeout"] = connect_timeout
     return chosen, options
 
 
+@checked
 def prepare(
-    model_file: str,
-    raw_dir: str,
-    output_dir: str,
-    mode: str = "local",
+    model_file: str | os.PathLike[str],
+    raw_dir: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    mode: Literal["local", "cluster"] = "local",
     *,
     num_workers: int | None = None,
     num_shards: int | None = None,
     name_prefix: str = "data",
-    executor: str | None = None,
+    executor: ExecutorName | str | None = None,
     master: str | None = None,
     address: str | None = None,
     conf: Mapping[str, Any] | None = None,
-    codec: str | Codec | None = None,
-    format: str = "recordio",
-    compressor: str | None = None,
+    codec: CodecName | str | Codec | None = None,
+    format: FormatName | str = "recordio",
+    compressor: CompressorName | str | None = None,
     include: Sequence[str] | str | None = None,
-    on_error: str = "fail",
+    on_error: Literal["fail", "skip"] = "fail",
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     progress: Any = None,
     resume: bool = False,
+    connect_timeout: float | None = None,
 ) -> PrepareResult:
     """Run the data-preparation job: every raw file through the model file's function,
     into ``num_shards`` shards in ``output_dir``.
@@ -366,6 +372,9 @@ def prepare(
     resume
         Complete a run that was killed, reusing the files it finished (see
         :func:`~recprep.convert`).
+    connect_timeout
+        Seconds to wait for the Spark master (``spark://``) or Ray ``address`` to answer
+        (default 60) before :class:`~recprep.errors.ClusterUnreachableError`.
 
     Examples
     --------
@@ -385,8 +394,11 @@ def prepare(
     """
     if on_error not in ("fail", "skip"):
         raise InvalidArgumentError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    model_file, raw_dir, output_dir = (os.fspath(p) for p in (model_file, raw_dir, output_dir))
     workers = num_workers or os.cpu_count() or 1
-    chosen, options = _choose_executor(mode, executor, master, address, conf, workers)
+    chosen, options = _choose_executor(
+        mode, executor, master, address, conf, workers, connect_timeout
+    )
     model = read_model_file(model_file, storage_options)
     features = model.features()
     if codec is None:

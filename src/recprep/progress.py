@@ -1,18 +1,61 @@
-"""Progress reporting: a tqdm bar on a terminal, a user callback, or nothing.
+"""Progress reporting: a tqdm bar on a terminal or in Jupyter, a user callback, or nothing.
 
-``progress=`` takes ``None`` (a bar when stderr is a terminal), ``True``/``False``, or a
-callable ``callback(instances_done, shards_done)`` called as work advances. With
-``tasks_total`` (``recprep prepare``: one task a raw file) the bar counts tasks against that
-total — so it has a rate and an ETA — and shows instances and shards beside it.
+``progress=`` takes ``None`` (a bar when stderr is a terminal, or in a Jupyter kernel),
+``True``/``False``, or a callable ``callback(instances_done, shards_done)`` called as work
+advances. In Jupyter the bar is a widget (``tqdm.notebook``) when ``ipywidgets`` is
+installed, else tqdm's text bar on stderr, which notebooks render too.
+
+What the bar counts against a total (so it shows a percentage, a rate and an ETA):
+``tasks_total`` (``recprep prepare``: one task a raw file) counts tasks, with instances and
+shards beside it; ``total_instances`` (an input of known length) counts instances;
+with neither, instances are counted without a total.
+
+Example
+-------
+>>> seen = []
+>>> bar = Progress(lambda n, s: seen.append((n, s)), total_shards=2, desc="p")
+>>> bar.add_instances(3); bar.add_shards(); bar.close()
+>>> seen
+[(3, 0), (3, 1)]
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any
 
 ProgressArg = bool | Callable[[int, int], Any] | None
+
+
+def in_jupyter() -> bool:
+    """True in a Jupyter kernel (an IPython ``ZMQInteractiveShell``), not in a terminal
+    IPython or plain Python.
+
+    >>> in_jupyter()
+    False
+    """
+    if "ipykernel" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _bar(**kwargs: Any) -> Any:
+    """A tqdm bar: a widget in Jupyter when ipywidgets is there, else text on stderr."""
+    # without ipywidgets tqdm.notebook fails (and warns); its text bar renders in a notebook
+    if in_jupyter() and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        return notebook_tqdm(**kwargs)
+    from tqdm.std import tqdm
+
+    return tqdm(file=sys.stderr, dynamic_ncols=True, **kwargs)
 
 
 class Progress:
@@ -26,22 +69,24 @@ class Progress:
         desc: str,
         tasks_total: int | None = None,
         task_unit: str = "files",
+        total_instances: int | None = None,
     ) -> None:
         self.instances = self.tasks = self.shards = 0
         self._callback = progress if callable(progress) else None
         self._total_shards = total_shards
         self._tasks_total = tasks_total
         self._bar: Any = None
-        show = sys.stderr.isatty() if progress is None else progress is True
+        if progress is None:
+            show = sys.stderr.isatty() or in_jupyter()
+        else:
+            show = progress is True
         if show:
-            from tqdm.auto import tqdm
-
             if tasks_total is None:
-                self._bar = tqdm(desc=desc, unit=" instances", unit_scale=True,
-                                 dynamic_ncols=True)
+                big = total_instances is None or total_instances >= 10_000
+                self._bar = _bar(desc=desc, total=total_instances, unit=" instances",
+                                 unit_scale=big)
             else:
-                self._bar = tqdm(desc=desc, total=tasks_total, unit=f" {task_unit}",
-                                 dynamic_ncols=True)
+                self._bar = _bar(desc=desc, total=tasks_total, unit=f" {task_unit}")
             self._refresh()
 
     def _refresh(self) -> None:

@@ -32,7 +32,7 @@ from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, decoded
 from .errors import CorruptDataWarning, InvalidArgumentError
 from .index import RecordRangeError
-from .manifest import Manifest
+from .manifest import Manifest, codec_with_schema
 from .names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
 from .prefetch import check_threads, prefetched
 from .sharding import SPLIT_MODES, Piece, Task, check_part, make_tasks, split
@@ -299,7 +299,9 @@ class RecordIO:
         if codec is None:
             codec = get_codec("recprep" if manifest is None else manifest.codec)
         if manifest is not None and manifest.codec == codec.name and not codec.schema():
-            codec = codec.with_schema(manifest.schema)
+            codec = codec_with_schema(  # a bad schema is a damaged manifest
+                codec, manifest.schema, self._sources.shard_sets[index].manifest_path
+            )
         self._codecs[index] = codec
         return codec
 

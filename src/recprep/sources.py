@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from .commit import CommittedSets
 from .containers import (
     DEFAULT_MAX_CHUNK_BYTES,
     Chunk,
@@ -38,6 +39,7 @@ from .containers import (
     detect_format,
     get_format,
 )
+from .containers.base import report_skip
 from .errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, Remedy
 from .index import FileIndex, build_index, read_range_chunks
 from .manifest import Manifest, read_manifest
@@ -94,6 +96,7 @@ class Sources:
         self.max_chunk_bytes = max_chunk_bytes
         self.on_corrupt = on_corrupt
         self.on_skip = on_skip
+        self.commits = CommittedSets(self)  # before the manifests are read: see commit.py
         self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
         self.files = [
             SourceFile(index, path, display(fs, path))
@@ -150,10 +153,38 @@ class Sources:
         return number
 
     def count(self, number: int) -> int:
-        """The records of file ``number``: from its manifest, else from its index."""
+        """The records of file ``number``: from its manifest, else from its index.
+
+        A manifest's count is first checked against what the file's size can hold
+        (nothing is sized by an unchecked number); reading the file checks it exactly.
+        """
         count = self._counts.get(number)
         if count is None:
             count = self._counts[number] = self.index(number).num_records
+            return count
+        checked: set[int] = self.__dict__.setdefault("_counts_checked", set())
+        if number not in checked:
+            file = self.files[number]
+            manifest = self.manifests[file.set_index]
+            if manifest is not None:
+                size = self.fs.size(file.path)
+                most = manifest.max_records(size)
+                if count > most or (count == 0 and size > 0):
+                    detail = (
+                        f"the manifest says the file holds {count} records, but its {size} "
+                        + (f"bytes can hold at most {most} ({manifest.format}, "
+                           f"{manifest.compressor})" if count else "bytes hold some")
+                        + ": the manifest is damaged or not this set's"
+                    )
+                    if self.on_corrupt != "skip":
+                        raise CorruptDataError(detail, path=file.shown)
+                    report_skip(self.on_skip,
+                                detail + "; counting the file's own records instead",
+                                path=file.shown, offset=None, records_lost=0)
+                    del self._counts[number]
+                    checked.add(number)
+                    count = self._counts[number] = self.index(number).num_records
+            checked.add(number)
         return count
 
     def container(self, handle: BinaryIO, path: str) -> Format | None:
@@ -190,10 +221,17 @@ class Sources:
             return index
         file = self.files[number]
         if handle is None:
-            with self.fs.open(file.path, "rb") as opened:
+            with self.commits.open(file) as opened:
                 return self.index(number, opened)
         container = container or self.container(handle, file.path)
         side = self._side_index(file.path) if container and container.name == "tfrecord" else None
+        skipped: list[CorruptDataWarning] = []
+
+        def note(warning: CorruptDataWarning) -> None:
+            skipped.append(warning)
+            if self.on_skip is not None:
+                self.on_skip(warning)
+
         if container is None:
             index = FileIndex.from_counts([], [], True)
         elif side is not None:
@@ -201,10 +239,20 @@ class Sources:
         else:
             index = build_index(
                 handle, container, path=file.shown, max_chunk_bytes=self.max_chunk_bytes,
-                on_corrupt=self.on_corrupt,
+                on_corrupt=self.on_corrupt, on_skip=note,
             )
             log.debug("recprep: indexed %s: %d chunks, %d records",
                       file.shown, index.num_chunks, index.num_records)
+        listed = self._counts.get(number)
+        if listed is not None and listed != index.num_records and not skipped:
+            detail = (
+                f"the manifest says the file holds {listed} records, its chunk headers "
+                f"hold {index.num_records}: the manifest is damaged or not this file's"
+            )
+            if self.on_corrupt != "skip":
+                raise CorruptDataError(detail, path=file.shown)
+            report_skip(note, detail + "; reading what the file holds", path=file.shown,
+                        offset=None, records_lost=max(listed - index.num_records, 0))
         self._indexes[number] = index
         return index
 
@@ -216,8 +264,8 @@ class Sources:
         if side is None or side.compressor != "none":
             return None
         infos = chunk_infos(side)
-        return FileIndex.from_counts(
-            [c.offset for c in infos], [c.num_records for c in infos], True
+        return FileIndex.from_counts(  # with every record's offset: reads check them all
+            [c.offset for c in infos], [c.num_records for c in infos], True, side.bounds()
         )
 
     def chunks(
@@ -226,27 +274,60 @@ class Sources:
         """The chunks of ``piece``, each with how many of its records were cut off its
         front (by the start of a range). A whole file is read front to back without an
         index; a range seeks through the index. ``wrap`` wraps the open file (to gate its
-        reads, see :class:`~recprep.prefetch.CpuGate`)."""
+        reads, see :class:`~recprep.prefetch.CpuGate`).
+
+        Damage raises, or with ``on_corrupt="skip"`` is skipped with a
+        :class:`~recprep.errors.CorruptDataWarning` (handed to ``on_skip`` too). A whole
+        file must hold the records its manifest (or index) counts: a count that
+        disagrees with what was read is damage too."""
         file = self.files[piece.file]
+        skipped: list[CorruptDataWarning] = []
+
+        def note(warning: CorruptDataWarning) -> None:
+            skipped.append(warning)
+            if self.on_skip is not None:
+                self.on_skip(warning)
+
         options: dict[str, Any] = {
-            "max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt
+            "max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt,
+            "on_skip": note,
         }
         whole = dict(options)
         if self.compressor is not None:
             whole["compressor"] = self.compressor
-        with self.fs.open(file.path, "rb") as opened:
+        expected = self._counts.get(piece.file) if piece.whole else piece.end
+        with self.commits.open(file, piece.whole) as opened:
             handle = opened if wrap is None else wrap(opened)
             container = self.container(handle, file.path)
             if container is None:
-                if piece.end and self.on_corrupt == "raise":
-                    raise CorruptDataError(
-                        f"the file is empty, but records up to {piece.end} were expected",
-                        path=file.shown,
-                    )
+                if expected:
+                    detail = f"the file is empty, but {expected} records were expected"
+                    if self.on_corrupt == "raise":
+                        raise CorruptDataError(detail, path=file.shown)
+                    report_skip(note, detail, path=file.shown, offset=0,
+                                records_lost=expected - piece.start)
                 return
             if piece.whole:
+                read = 0
                 for chunk in container.read_chunks(handle, path=file.shown, **whole):
+                    read += len(chunk.records)
                     yield chunk, 0
+                if expected is not None and read != expected:
+                    lost = None if any(w.records_lost is None for w in skipped) else sum(
+                        w.records_lost or 0 for w in skipped
+                    )
+                    if lost is None or read + lost != expected:
+                        detail = (
+                            f"the file holds {read} records"
+                            + (f" (and {lost} were skipped as damaged)" if skipped else "")
+                            + f", but its manifest (or index) counts {expected}: the file is "
+                            "cut short, or the count is wrong"
+                        )
+                        if self.on_corrupt == "raise":
+                            raise CorruptDataError(detail, path=file.shown)
+                        if lost is not None:
+                            report_skip(note, detail, path=file.shown, offset=None,
+                                        records_lost=max(expected - read - lost, 0))
                 return
             index = self.index(piece.file, handle, container)
             end = index.num_records if piece.end is None else piece.end

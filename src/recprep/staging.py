@@ -46,7 +46,9 @@ import google_crc32c
 
 from . import _failpoints
 from .errors import RecprepError, UntrustedFileError, WriteError
+from .locking import is_local
 from .shards import manifest_name
+from .storage import display
 from .writing import FileFacts
 
 log = logging.getLogger("recprep")
@@ -192,10 +194,14 @@ def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseExce
     """Record that cleaning up after ``err`` failed too — as a note on ``err`` (the
     error the user must see), else in the log."""
     text = f"recprep: {what} failed too: {type(failure).__name__}: {failure}"
-    if err is not None:
-        err.add_note(text)
-    else:
+    if err is None:
         log.warning(text)
+        return
+    add_note = getattr(err, "add_note", None)  # Python >= 3.11
+    if add_note is not None:
+        add_note(text)
+    else:
+        err.__notes__ = [*getattr(err, "__notes__", []), text]  # type: ignore[attr-defined]
 
 
 class Staging:
@@ -217,15 +223,21 @@ class Staging:
         self.committing = False  # this object wrote the journal now in place
 
     def exists(self) -> bool:
+        self._check_not_a_link()
         return bool(self.fs.exists(self.path))
+
+    def _check_not_a_link(self) -> None:
+        """Refuse a staging directory that is a symbolic link: listing and removing its
+        entries would reach files outside the output directory."""
+        if is_local(self.fs) and os.path.islink(self.path):
+            raise UntrustedFileError(self.path, "a symbolic link where recprep keeps its "
+                                                "staging directory")
 
     def file(self, name: str) -> str:
         """A path inside the staging directory."""
         return posixpath.join(self.path, name)
 
     def _shown(self, name: str) -> str:
-        from .storage import display
-
         return display(self.fs, self.file(name))
 
     def create(self, *, keep: bool) -> None:
@@ -292,6 +304,7 @@ class Staging:
         except (TypeError, ValueError):
             return
         self._write_atomic(f"done-{key}.json", data)
+        _failpoints.hit("staging.record")
 
     def recorded(self, key: str) -> tuple[list[FileFacts | None], list[Any]] | None:
         """A finished task's files and notes, if recorded and still intact on storage.
@@ -332,13 +345,14 @@ class Staging:
         names = {name: self._name_of(path) for name, path in staged.items()}
         old = sorted({posixpath.basename(p) for p in replaced
                       if posixpath.dirname(p) == self.output})
+        digest = hashlib.sha256(manifest).hexdigest()
         doc = {"kind": "journal", "staging": self.path, "area": self.area,
                "prefix": self.prefix, "staged": names, "replaced": old,
-               "manifest_sha256": hashlib.sha256(manifest).hexdigest()}
+               "manifest_sha256": digest}
         self._write_atomic(JOURNAL, seal(doc))
         self.committing = True
         _failpoints.hit("commit.journal")
-        self._finish(Journal(names, old, doc["manifest_sha256"]))
+        self._finish(Journal(names, old, digest))
 
     def pending_commit(self) -> bool:
         """Whether a commit was started (its journal is there) and not finished."""
@@ -393,6 +407,14 @@ class Staging:
         self._finish(journal)
 
     def _finish(self, journal: Journal) -> None:
+        try:
+            self._replay(journal)
+        except OSError as err:  # storage failed mid-commit: the journal stays, to finish it
+            if isinstance(err, RecprepError):
+                raise
+            raise WriteError(display(self.fs, self.output), err) from err
+
+    def _replay(self, journal: Journal) -> None:
         fs = self.fs
         final_manifest = posixpath.join(self.output, manifest_name(self.prefix))
         staged_manifest = self.file(manifest_name(self.prefix))
@@ -401,7 +423,8 @@ class Staging:
                 fs.rm(final_manifest)  # uncommit the old set before touching its files
                 _failpoints.hit("commit.uncommit")
             for name, staged in journal.staged.items():
-                source, target = posixpath.join(self.area, staged), posixpath.join(self.output, name)
+                source = posixpath.join(self.area, staged)
+                target = posixpath.join(self.output, name)
                 if fs.exists(source):
                     fs.mv(source, target)
                     _failpoints.hit("commit.move")
@@ -434,6 +457,7 @@ class Staging:
         write (its set is not committed; this run's commit will replace it). Failures
         become notes on ``error``."""
         try:
+            self._check_not_a_link()
             if not self.committing and self.pending_commit():
                 for entry in self._entries():
                     if posixpath.basename(entry.rstrip("/")) != JOURNAL:
@@ -449,7 +473,9 @@ class Staging:
         """Delete the staging directory and everything in it (best effort; failures are
         notes on ``error``)."""
         try:
-            if self.fs.exists(self.path):
+            if self.exists():
                 self.fs.rm(self.path, recursive=True)
         except Exception as failure:  # cleanup must not hide the error that led here
+            if error is None and isinstance(failure, UntrustedFileError):
+                raise
             note_cleanup_failure(error, f"removing {self.path}", failure)

@@ -32,8 +32,9 @@ from typing import Any
 import google_crc32c
 
 from . import writing
+from .arguments import checked
 from .codecs.base import Codec
-from .errors import CorruptDataError, InvalidArgumentError
+from .errors import CorruptDataError, InvalidArgumentError, WriteError
 from .inputs import as_input
 from .writing import FileFacts, Tick, WriteOptions, as_iterable, write_round_robin
 
@@ -85,6 +86,7 @@ class PartitionGroup:
             self.notes.extend(reader_notes(reader))
 
 
+@checked
 def partitions(readers: Iterable[Any], *, max_tasks: int = DEFAULT_MAX_TASKS) -> Partitions:
     """Mark ``readers`` as the partitions of one input, in order.
 
@@ -248,19 +250,24 @@ def assemble_task(
         assert facts is not None
         return TaskResult([facts], [])
     crc = size = 0
-    with fs.open(path, "wb") as out:
-        for piece in pieces:
-            piece_crc = 0
-            with fs.open(piece.path, "rb") as src:
-                src.seek(piece.offset)
-                left = piece.bytes
-                while left and (block := src.read(min(left, _COPY_BLOCK))):
-                    out.write(block)
-                    piece_crc = google_crc32c.extend(piece_crc, block)
-                    crc = google_crc32c.extend(crc, block)
-                    size += len(block)
-                    left -= len(block)
-            _piece_changed(piece, piece_crc)
+    try:
+        with fs.open(path, "wb") as out:
+            for piece in pieces:
+                piece_crc = 0
+                with fs.open(piece.path, "rb") as src:
+                    src.seek(piece.offset)
+                    left = piece.bytes
+                    while left and (block := src.read(min(left, _COPY_BLOCK))):
+                        out.write(block)
+                        piece_crc = google_crc32c.extend(piece_crc, block)
+                        crc = google_crc32c.extend(crc, block)
+                        size += len(block)
+                        left -= len(block)
+                _piece_changed(piece, piece_crc)
+    except WriteError:
+        raise
+    except OSError as err:  # disk full, network: the output's fault, as documented
+        raise WriteError(path, err) from err
     return TaskResult([FileFacts(path, sum(p.records for p in pieces), size, crc)], [])
 
 

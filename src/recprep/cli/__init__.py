@@ -14,6 +14,10 @@ built, so keep their top-level imports light.
 Exit status: 0 success; 1 ``verify`` found problems; 2 an error (a one-line
 ``recprep: error: ...`` on stderr; ``--debug`` adds the traceback); 130 interrupted.
 
+An error's remedy (:class:`~recprep.errors.Remedy`, e.g. ``on_corrupt='skip'``) is said as
+the command's option whose ``dest`` is that Python keyword (``--on-corrupt skip``), and
+left out when the command has no such option: name options after the Python keywords.
+
 Example
 -------
 >>> {"cp", "ls", "head", "verify"} <= set(available_commands())
@@ -36,7 +40,7 @@ from types import ModuleType
 
 from .._version import __version__
 from ..errors import InvalidArgumentError, RecprepError
-from ._common import common_options
+from ._common import common_options, say_as_option
 
 __all__ = ["available_commands", "build_parser", "main", "register_command"]
 
@@ -120,20 +124,26 @@ def build_parser() -> argparse.ArgumentParser:
             parents=[common],
         )
         module.add_arguments(command)
-        command.set_defaults(run=module.run)
+        command.set_defaults(run=module.run, command_parser=command)
     return parser
 
 
-def _configure_logging(debug: bool, verbose: bool) -> None:
+def _configure_logging(debug: bool, verbose: bool) -> logging.Handler:
+    """Log to stderr for one run of :func:`main` (it removes the handler when done)."""
     logger = logging.getLogger("recprep")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING)
+    return handler
 
 
-def _one_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
+def _one_line(err: BaseException, parser: argparse.ArgumentParser | None = None) -> str:
+    if isinstance(err, RecprepError) and parser is not None:
+        message = err.message(say_as_option(parser))
+    else:
+        message = str(err)
+    lines = message.strip().splitlines()
     text = lines[0] if lines else ""
     if isinstance(err, RecprepError):
         return text or type(err).__name__
@@ -151,7 +161,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print("recprep: error: a command is required (see recprep --help)", file=sys.stderr)
         return EXIT_ERROR
-    _configure_logging(args.debug, args.verbose)
+    logger = logging.getLogger("recprep")
+    level = logger.level
+    handler = _configure_logging(args.debug, args.verbose)
+    try:
+        return _run(args)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args))
     except KeyboardInterrupt:
@@ -165,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         hint = "" if isinstance(err, RecprepError) or args.debug else " (--debug shows more)"
-        print(f"recprep: error: {_one_line(err)}{hint}", file=sys.stderr)
+        print(f"recprep: error: {_one_line(err, args.command_parser)}{hint}", file=sys.stderr)
         return EXIT_ERROR
 
 

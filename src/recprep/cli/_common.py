@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Collection, Sequence
+import shlex
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..errors import Remedy
 
 
 def parse_storage_options(text: str) -> dict[str, Any]:
@@ -58,6 +61,45 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                        help="log what happens")
     return common
+
+
+def say_as_option(parser: argparse.ArgumentParser) -> Callable[[Remedy], str | None]:
+    """Say a :class:`~recprep.errors.Remedy` as ``parser``'s option whose ``dest`` is its
+    Python keyword (None when ``parser`` has no such option, or not that value).
+
+    Examples
+    --------
+    >>> parser = argparse.ArgumentParser()
+    >>> _ = parser.add_argument("--on-corrupt", choices=["raise", "skip"])
+    >>> _ = parser.add_argument("--allow-pickle", action="store_true")
+    >>> say = say_as_option(parser)
+    >>> say(Remedy("on_corrupt", "skip")), say(Remedy("on_corrupt"))
+    ('--on-corrupt skip', '--on-corrupt {raise,skip}')
+    >>> say(Remedy("allow_pickle", True)), say(Remedy("format", "tfrecord"))
+    ('--allow-pickle', None)
+    """
+    actions = {a.dest: a for a in parser._actions if a.option_strings}
+
+    def say(remedy: Remedy) -> str | None:
+        action = actions.get(remedy.option)
+        if action is None:
+            return None
+        flag = max(action.option_strings, key=len)
+        if action.nargs == 0:  # --overwrite, --allow-pickle: says its value by being there
+            return flag if all(v is None or v == action.const for v in remedy.values) else None
+        if action.choices is not None:
+            if any(v is not None and v not in action.choices for v in remedy.values):
+                return None
+            placeholder = "{" + ",".join(map(str, action.choices)) + "}"
+        else:
+            placeholder = action.metavar if isinstance(action.metavar, str) else (
+                action.dest.upper()
+            )
+        return " or ".join(
+            f"{flag} {placeholder if v is None else shlex.quote(str(v))}" for v in remedy.values
+        )
+
+    return say
 
 
 def human_bytes(size: int | None) -> str:

@@ -43,25 +43,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import OutputExistsError
     from ..tools.copy import copy
 
     common = args.storage_options
     src = args.src_storage_options if args.src_storage_options is not None else common
     dest = args.dest_storage_options if args.dest_storage_options is not None else common
-    try:
-        result = copy(
-            args.sources,
-            args.dest,
-            storage_options=src,
-            dest_storage_options=dest or {},
-            overwrite=args.overwrite,
-            num_workers=args.workers,
-            progress=False if args.no_progress else None,
-        )
-    except OutputExistsError as err:  # say it the command line's way
-        found = str(err).split("; pass overwrite=True")[0]
-        err.args = (f"{found}; pass --overwrite to replace them, or copy elsewhere",)
-        raise
+    result = copy(
+        args.sources,
+        args.dest,
+        storage_options=src,
+        dest_storage_options=dest or {},
+        overwrite=args.overwrite,
+        num_workers=args.workers,
+        progress=False if args.no_progress else None,
+    )
     print(f"copied {result}")
     return 0

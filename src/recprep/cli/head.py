@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "print the first instances of a shard set (arrays by dtype, shape and a preview)"
 DESCRIPTION = """\
@@ -15,10 +16,14 @@ examples:
   recprep head 'out/train-*-of-*' -n 20
   recprep head s3://bucket/data/train -n 1 --allow-pickle
   recprep head legacy.recordio --codec raw      records as bytes, undecoded
+  recprep head damaged-00000-of-00001 --on-corrupt skip     read around damage (warns)
+  recprep head data.bin --format tfrecord        a file whose format isn't detected
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..containers import available_formats
+
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a glob, a directory, dir/prefix, or files (read in order)")
     parser.add_argument("-n", "--num", type=int, default=5, metavar="N",
@@ -27,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="unpickle pickled values (only for data you trust)")
     parser.add_argument("--codec", default=None,
                         help="decode with this codec (default: the manifest's, else recprep)")
+    parser.add_argument("--format", default=None, choices=available_formats(),
+                        help="container format (default: the manifest's, else detected)")
+    parser.add_argument("--on-corrupt", default="raise", choices=["raise", "skip"],
+                        help="raise (default): stop at damage; skip: read around it, with "
+                        "a warning saying what was lost")
+    parser.add_argument("--max-chunk-bytes", type=int, default=None, metavar="BYTES",
+                        help="largest chunk accepted (default 256 MiB)")
 
 
 def _paths(fs_paths: list[str], storage_options: dict | None) -> list[str]:
@@ -44,21 +56,31 @@ def _paths(fs_paths: list[str], storage_options: dict | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import PickleRefusedError
-    from ..tools.inspect import describe, head
+    import warnings
+    from itertools import islice
 
+    from ..containers import DEFAULT_MAX_CHUNK_BYTES
+    from ..errors import InvalidArgumentError, RecprepWarning
+    from ..reader import RecordIO
+    from ..tools.inspect import describe
+
+    if args.num < 0:
+        raise InvalidArgumentError(f"-n must be 0 or more, got {args.num}")
     paths = _paths(args.paths, args.storage_options)
-    try:
-        instances = head(
-            paths, args.num, allow_pickle=args.allow_pickle, codec=args.codec,
-            storage_options=args.storage_options,
-        )
-    except PickleRefusedError as err:
-        raise PickleRefusedError(
-            "the record holds a pickled value, and unpickling can execute arbitrary code; "
-            "rerun with --allow-pickle if you trust where this data came from",
-            path=err.path, offset=err.offset, record_index=err.record_index,
-        ) from None
+    reader = RecordIO(
+        paths, codec=args.codec, allow_pickle=args.allow_pickle, format=args.format,
+        on_corrupt=args.on_corrupt, storage_options=args.storage_options,
+        max_chunk_bytes=args.max_chunk_bytes or DEFAULT_MAX_CHUNK_BYTES,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecprepWarning)
+        instances = list(islice(reader(), args.num))
+    for warning in caught:
+        if issubclass(warning.category, RecprepWarning):
+            print(f"recprep: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
     for index, instance in enumerate(instances):
         if isinstance(instance, tuple):
             print(f"#{index}")

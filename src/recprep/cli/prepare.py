@@ -51,6 +51,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
 def _coerce(value: str) -> Any:
     """Ray options are typed (num_cpus=4); Spark's conf are strings and stay strings."""
     for kind in (int, float):
@@ -79,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="default: processes in local mode, spark in cluster mode")
     parser.add_argument("--master", help="Spark master URL, e.g. spark://10.0.0.1:7077")
     parser.add_argument("--address", help="Ray address, e.g. auto or 10.0.0.1:6379")
+    parser.add_argument("--connect-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                        help="how long to wait for the --master or --address to answer "
+                        "(default 60)")
     parser.add_argument("--conf", type=_conf_item, action="append", default=[],
                         metavar="KEY=VALUE",
                         help="engine setting (Spark conf / ray.init option); repeatable")
@@ -129,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         storage_options=args.storage_options,
         progress=False if args.no_progress else None,
         resume=args.resume,
+        connect_timeout=args.connect_timeout,
     )
     print(result.summary())
     for skipped in result.skipped:

@@ -37,7 +37,7 @@ COMPILE_COST = 64
 _CREDIT_MAX = COMPILE_COST * 32
 _credit = [_CREDIT_MAX]  # a process starts able to compile 32 signatures at once
 
-PACKED_TAG = {tuple: T_PTUPLE, list: T_PLIST, dict: T_PDICT}
+PACKED_TAG: dict[type, int] = {tuple: T_PTUPLE, list: T_PLIST, dict: T_PDICT}
 _CODE_OF = {bool: "?", int: "q", float: "d", str: "s", bytes: "y"}
 _FIELD_OF_CODE = bytes.maketrans(b"?qdsy", b"?qdII")
 
@@ -64,13 +64,14 @@ def _fields(codes: bytes) -> struct.Struct:
     return struct.Struct(b"<" + fields)
 
 
-def _may_compile() -> bool:
-    """Earn a credit for a generic use; True (and spend) if a compile is affordable."""
-    credit = _credit[0] + 1
-    if credit >= COMPILE_COST:
+def _may_compile(uses: int) -> bool:
+    """Earn a credit for a use of a generic plan; True (and spend the credits) if the plan
+    has been used :data:`PROMOTE` times and a compile is affordable."""
+    credit = min(_credit[0] + 1, _CREDIT_MAX)
+    if uses >= PROMOTE and credit >= COMPILE_COST:
         _credit[0] = credit - COMPILE_COST
         return True
-    _credit[0] = min(credit, _CREDIT_MAX)
+    _credit[0] = credit
     return False
 
 
@@ -97,31 +98,43 @@ def _new_encoder(t: type, types: tuple[type, ...]) -> tuple:
         pack, n = _fields(codes.encode()).pack, len(key)
         var = [i for i, c in enumerate(codes) if c in "sy"] if "s" in codes or "y" in codes else []
         prefix = pack_tag_u32(PACKED_TAG[t], n // 2 if t is dict else n) + codes.encode()
-        fn: Callable[..., Any] = partial(_enc_packed_long, pack, var, t is dict)
+        fn: Callable[..., Any]
         if n <= GEN_ITEMS:
-            fn = _promoting_encoder(fn, t, types, key, pack, prefix)
+            fn = _EncodePlan(pack, var, t, types, key, prefix)
+        else:
+            fn = partial(_enc_packed_long, pack, var, t is dict)
         plan = (fn, prefix, F1 + prefix, False)
     if len(key) > CACHE_ITEMS:
         return plan
     return cache_put(_EPLANS[t], types, plan)
 
 
-def _promoting_encoder(generic: Callable, t: type, types: tuple, key: tuple, pack: Callable,
-                       prefix: bytes) -> Callable:
-    uses = 0
+class _EncodePlan:
+    """The generic plan of a signature, which generates code for it once used enough.
 
-    def enc(x: Any, head: bytes) -> bytes | None:
-        nonlocal uses
-        uses += 1
-        if uses >= PROMOTE and _may_compile():
-            gen = _gen_encoder(key, pack, t is dict)
-            cache = _EPLANS[t]
-            if types in cache:
-                cache[types] = (gen, prefix, F1 + prefix, True)
-            return gen(x, head)  # type: ignore[no-any-return]
-        return generic(x, head)  # type: ignore[no-any-return]
+    (A small object rather than a closure: a signature seen once costs one allocation.)
+    """
 
-    return enc
+    __slots__ = ("gen", "key", "pack", "prefix", "t", "types", "uses", "var")
+
+    def __init__(self, pack: Callable, var: list[int], t: type, types: tuple, key: tuple,
+                 prefix: bytes) -> None:
+        self.pack, self.var, self.t, self.types, self.key = pack, var, t, types, key
+        self.prefix, self.uses = prefix, 0
+        self.gen: Callable[..., Any] | None = None
+
+    def __call__(self, x: Any, head: bytes) -> bytes | None:
+        gen = self.gen
+        if gen is not None:
+            return gen(x, head)
+        self.uses += 1
+        if _may_compile(self.uses):
+            self.gen = gen = _gen_encoder(self.key, self.pack, self.t is dict)
+            cache, prefix = _EPLANS[self.t], self.prefix
+            if self.types in cache:
+                cache[self.types] = (gen, prefix, F1 + prefix, True)
+            return gen(x, head)
+        return _enc_packed_long(self.pack, self.var, self.t is dict, x, head)
 
 
 def _gen_encoder(key: tuple[type, ...], pack: Callable, is_dict: bool) -> Callable:
@@ -173,14 +186,14 @@ def encode_packed(x: Any, t: type, top: bool) -> bytes | None:
             if plan is not None:
                 b = plan[0](x, plan[2] if top else plan[1])
                 if b is not None:
-                    return b  # type: ignore[no-any-return]
+                    return b
         key = (*map(type, x), *map(type, x.values())) if t is dict else tuple(map(type, x))
         plan = _EPLANS[t].get(key) or _new_encoder(t, key)
         if plan[0] is None:
             return None
         if plan[3]:
             _RECENT[t][n] = plan
-        return plan[0](x, plan[2] if top else plan[1])  # type: ignore[no-any-return]
+        return plan[0](x, plan[2] if top else plan[1])
     except struct.error:  # an int beyond int64, or too long: the plain form
         return None
 
@@ -202,41 +215,46 @@ def packed_decoder(codes: bytes, n: int, tag: int) -> Callable[[bytes, int], tup
     var = []
     if b"s" in codes or b"y" in codes:
         var = [(i, c == 115) for i, c in enumerate(codes) if c in b"sy"]
-    fn: Callable[..., Any] = partial(_dec_packed_long, fields.unpack_from, fields.size, var, tag)
-    if n > CACHE_ITEMS:
-        return fn
-    if n <= GEN_ITEMS:
-        fn = _promoting_decoder(fn, codes, n, tag, fields, var)
-    return cache_put(_DPLANS[tag], codes, fn)  # type: ignore[no-any-return]
+    if n > GEN_ITEMS:
+        fn: Callable[..., Any] = partial(_dec_packed_long, fields.unpack_from, fields.size,
+                                         var, tag)
+        return fn if n > CACHE_ITEMS else cache_put(_DPLANS[tag], codes, fn)
+    return cache_put(_DPLANS[tag], codes,
+                     _DecodePlan(fields.unpack_from, fields.size, var, tag, codes))
 
 
-def _promoting_decoder(generic: Callable, codes: bytes, n: int, tag: int, fields: struct.Struct,
-                       var: list) -> Callable[[bytes, int], tuple[Any, int]]:
-    uses = 0
-    gen: Callable | None = None
+class _DecodePlan:
+    """The generic plan of a signature, which generates code for it once used enough."""
 
-    def dec(buf: bytes, off: int) -> tuple[Any, int]:
-        nonlocal uses, gen
+    __slots__ = ("codes", "gen", "size", "tag", "unpack", "uses", "var")
+
+    def __init__(self, unpack: Callable, size: int, var: list, tag: int, codes: bytes) -> None:
+        self.unpack, self.size, self.var, self.tag, self.codes = unpack, size, var, tag, codes
+        self.uses = 0
+        self.gen: Callable[..., Any] | None = None
+
+    def __call__(self, buf: bytes, off: int) -> tuple[Any, int]:
+        gen = self.gen
         if gen is not None:
-            return gen(buf, off)  # type: ignore[no-any-return]
-        uses += 1
-        if uses >= PROMOTE and _may_compile():
-            gen = _gen_decoder(n, tag, fields, var)
+            return gen(buf, off)
+        self.uses += 1
+        if _may_compile(self.uses):
+            tag, codes = self.tag, self.codes
+            self.gen = gen = _gen_decoder(len(codes), tag, self.unpack, self.size, self.var)
             cache = _DPLANS[tag]
-            if cache.get(codes) is dec:
+            if codes in cache:
                 cache[codes] = gen
-            if LAST_TOP[0][1] is dec:
-                LAST_TOP[0] = (LAST_TOP[0][0], gen)
-            return gen(buf, off)  # type: ignore[no-any-return]
-        return generic(buf, off)  # type: ignore[no-any-return]
+            head = LAST_TOP[0][0]
+            if head[1] == tag and head[6:] == codes:
+                LAST_TOP[0] = (head, gen)
+            return gen(buf, off)
+        return _dec_packed_long(self.unpack, self.size, self.var, self.tag, buf, off)
 
-    return dec
 
-
-def _gen_decoder(n: int, tag: int, fields: struct.Struct, var: list) -> Callable:
+def _gen_decoder(n: int, tag: int, unpack: Callable, size: int, var: list) -> Callable:
     names = ", ".join(f"a{i}" for i in range(n))
     lines = ["def dec(buf, off):", f"    {names}, = unpack(buf, off)"]
-    lines.append(f"    p = off + {fields.size}")
+    lines.append(f"    p = off + {size}")
     for i, is_str in var:
         conv = ".decode('utf-8', 'surrogatepass')" if is_str else ""
         lines.append(f"    e = p + a{i}\n    a{i} = buf[p:e]{conv}\n    p = e")
@@ -246,7 +264,7 @@ def _gen_decoder(n: int, tag: int, fields: struct.Struct, var: list) -> Callable
     else:
         value = f"({names},)" if tag == T_PTUPLE else f"[{names}]"
     lines.append(f"    return {value}, p")
-    return _compile(lines, "dec", {"unpack": fields.unpack_from, "Fail": Fail})
+    return _compile(lines, "dec", {"unpack": unpack, "Fail": Fail})
 
 
 def _dec_packed_long(unpack: Callable, size: int, var: list, tag: int, buf: bytes,

@@ -14,8 +14,11 @@ Integers and booleans become ``int64_list`` (``uint64`` as two's complement), ``
 and ``float32`` become ``float_list``, ``str`` (UTF-8) and ``bytes`` become
 ``bytes_list``; arrays are flattened in C order. Example floats are float32, so a float64
 value (a Python ``float`` included, unless its feature is declared float32) is refused,
-never narrowed. Map entries are written in sorted key order: the same instance gives the
-same bytes, equal to TensorFlow's ``SerializeToString(deterministic=True)``.
+never narrowed. Map entries are written in TensorFlow's key order (:func:`key_order`): the
+same instance gives the same bytes, equal to ``SerializeToString(deterministic=True)``
+under protobuf's default (upb) backend. Records are read with protobuf's merge rules;
+where ``tf.io.parse_example`` would read them otherwise, an :class:`ExampleMergeWarning`
+says so.
 
 With ``features`` (a list of :class:`~recprep.features.Feature`) the instance may also be
 a tuple in feature order, and is checked by :func:`~recprep.features.check_instance`;
@@ -283,12 +286,21 @@ def key_order(key: bytes) -> bytes:
     return key + b"\xff"
 
 
-def _name_bytes(name: str) -> bytes:
-    try:
-        return name.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise EncodeError(f"feature name {name!r} can't be written as UTF-8: {err.reason} "
-                          f"at position {err.start}") from None
+def _not_utf8(values: Mapping[str, Any]) -> EncodeError:
+    """The error for the first feature name or ``str`` value that UTF-8 can't hold (a lone
+    surrogate), found once ``str.encode`` has failed."""
+    for name, value in values.items():
+        texts = [(f"feature name {name!r}", name)]
+        if isinstance(value, np.ndarray) and value.dtype.kind in "UO":
+            texts += [(f"feature {name!r}: value {v!r}", v) for v in value.reshape(-1).tolist()
+                      if type(v) is str]
+        for where, text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:
+                return EncodeError(f"{where} can't be written as UTF-8 ({err.reason} at "
+                                   f"position {err.start})")
+    return EncodeError("a feature name or value can't be written as UTF-8")
 
 
 def _entry_order(item: tuple[bytes, int, list[bytes]]) -> bytes:
@@ -320,8 +332,10 @@ _KIND_TAG = {kind: bytes(((kind << 3) | 2,)) for kind in (BYTES, FLOATS, INTS)}
 
 
 class ExampleMergeWarning(RecprepWarning):
-    """A record stores a feature in pieces that protobuf merges and ``tf.io.parse_example``
-    doesn't: recprep gives protobuf's values (what ``tf.train.Example.FromString`` gives).
+    """A record stores a feature in a shape TensorFlow's two readers disagree on: in pieces
+    that protobuf merges (``tf.train.Example.FromString``) and ``tf.io.parse_example``
+    reads otherwise or refuses, or in a map entry with an unknown field. recprep gives
+    protobuf's values.
 
     Attributes: ``feature`` (its name).
     """
@@ -359,7 +373,7 @@ def _parse(buf: bytes) -> dict[str, _Found]:
                 continue
             epos, eend = _read_len(buf, fpos, fend)
             fpos = eend
-            key, keys, vstart, vstop = b"", 0, -1, -1
+            key, keys, vstart, vstop, unknown = b"", 0, -1, -1, False
             more: list[tuple[int, int]] | None = None  # the value fields, if several
             while epos < eend:  # the entry: key = 1, value = 2
                 tag, epos = _tag(buf, epos, eend)
@@ -375,7 +389,7 @@ def _parse(buf: bytes) -> dict[str, _Found]:
                     else:
                         more.append((start, epos))
                 else:
-                    epos = _skip(buf, epos, eend, tag)
+                    epos, unknown = _skip(buf, epos, eend, tag), True
             try:
                 name = key.decode("utf-8")
             except UnicodeDecodeError:
@@ -387,8 +401,11 @@ def _parse(buf: bytes) -> dict[str, _Found]:
                                                                      name)
             else:
                 value = _merge(buf, more, name)
-            if keys > 1:
-                _warn_merged(name, f"its map entry holds {keys} keys (the last one counts)")
+            if keys > 1 or unknown:  # rare: one test on the usual path
+                if keys > 1:
+                    _warn(name, f"its map entry holds {keys} keys (the last one counts)")
+                if unknown:
+                    _warn(name, "its map entry holds an unknown field", _UNKNOWN)
             features[name] = value
     return features
 
@@ -413,7 +430,8 @@ def _merge(buf: bytes, values: list[tuple[int, int]], name: str) -> _Found:
     """The Feature that protobuf makes of several value fields (or list fields): the last
     kind set wins, and that kind's lists in a row are joined (joining list messages'
     bytes merges them)."""
-    kind, pieces, fields = 0, [], 0
+    kind, fields = 0, 0
+    pieces: list[bytes] = []
     for pos, end in values:
         while pos < end:
             tag, pos = _tag(buf, pos, end)
@@ -427,20 +445,25 @@ def _merge(buf: bytes, values: list[tuple[int, int]], name: str) -> _Found:
             else:
                 pos = _skip(buf, pos, end, tag)
     if len(values) > 1:
-        _warn_merged(name, f"its map entry holds {len(values)} values (protobuf merges them)")
+        _warn(name, f"its map entry holds {len(values)} values (protobuf merges them)")
     elif fields > 1:
-        _warn_merged(name, f"its Feature holds {fields} list fields (protobuf keeps the "
-                           "last kind and joins that kind's lists in a row)", first=True)
+        _warn(name, f"its Feature holds {fields} list fields (protobuf keeps the last kind "
+                    "and joins that kind's lists in a row)", _FIRST)
     data = b"".join(pieces)
     return (kind, data, 0, len(data)) if kind else _NO_KIND
 
 
-def _warn_merged(name: str, what: str, first: bool = False) -> None:
-    tf = ("reads only the first list field" if first else "refuses the record")
-    warnings.warn(ExampleMergeWarning(
-        name, f"feature {name!r}: {what}; recprep reads it as protobuf does "
-              f"(tf.train.Example.FromString), but tf.io.parse_example {tf}",
-    ), stacklevel=2)
+_REFUSES = ("recprep reads it as protobuf does (tf.train.Example.FromString), but "
+            "tf.io.parse_example refuses the record")
+_FIRST = ("recprep reads it as protobuf does (tf.train.Example.FromString), but "
+          "tf.io.parse_example reads only the first list field")
+_UNKNOWN = ("recprep reads the entry, as protobuf's pure-Python parser does, but "
+            "tf.train.Example.FromString (upb) leaves it out of the map and "
+            "tf.io.parse_example refuses the record")
+
+
+def _warn(name: str, what: str, how: str = _REFUSES) -> None:
+    warnings.warn(ExampleMergeWarning(name, f"feature {name!r}: {what}; {how}"), stacklevel=3)
 
 
 def _floats(buf: bytes, pos: int, end: int) -> np.ndarray:
@@ -638,7 +661,11 @@ class ExampleCodec(Codec):
                 f"codec='example' takes a dict of feature values (or a tuple, once features "
                 f"are declared), a tf.train.Example or its bytes; got {type(instance).__name__}"
             )
-        return _assemble([(_name_bytes(k), *_encode_list(k, v)) for k, v in values.items()])
+        try:
+            items = [(k.encode(), *_encode_list(k, v)) for k, v in values.items()]
+        except UnicodeEncodeError:
+            raise _not_utf8(values) from None
+        return _assemble(items)
 
     def _checked(self, record: bytes) -> bytes:
         """Serialized Example bytes, checked: parsed, and matched against the features."""

@@ -517,25 +517,25 @@ class TFRecordFormat(Format):
                         f"{err.detail}; or this is not a TFRecord file at all (it starts "
                         f"with {head[:12].hex()})",
                         path=path,
-                        offset=0,
+                        offset=origin,
                     )
                 if on_corrupt == "raise":
                     raise err from None
-            where = {"path": path, "offset": err.offset}
+            at = err.offset
             if skip:  # a record whose length CRC holds, over max_chunk_bytes: pass over it
                 if parser.discard(skip):
-                    report_skip(on_skip, f"{err.detail}; skipped that record", **where,
-                                records_lost=1)
+                    report_skip(on_skip, f"{err.detail}; skipped that record", path=path,
+                                offset=at, records_lost=1)
                     continue
                 resumable = False
             resumed = parser.resync() if resumable else None
             if resumed is None:
                 torn = "torn last record" in err.detail
-                report_skip(on_skip, f"{err.detail}; skipped the rest of the file", **where,
-                            records_lost=1 if torn else None)
+                report_skip(on_skip, f"{err.detail}; skipped the rest of the file",
+                            path=path, offset=at, records_lost=1 if torn else None)
                 return
-            report_skip(on_skip, f"{err.detail}; skipped {resumed - (err.offset or 0)} bytes "
-                        f"to the next valid record at byte {resumed}", **where,
+            report_skip(on_skip, f"{err.detail}; skipped {resumed - (at or 0)} bytes to the "
+                        f"next valid record at byte {resumed}", path=path, offset=at,
                         records_lost=None)
 
     @classmethod

@@ -25,9 +25,13 @@ Side file layout (little-endian)::
     40       8n    u64  offset of each record's frame in the uncompressed stream
     40+8n    4     u32  CRC-32C of bytes [0, 40+8n)
 
-An index whose magic, CRC or length is wrong, or whose recorded file size is not the
-file's size (the file was rewritten), is ignored with a logged warning, and the file is
-scanned instead.
+An index whose magic, CRC or length is wrong, whose recorded file size is not the
+file's size (the file was rewritten), or that claims more records than the file can hold,
+is ignored with a logged warning, and the file is scanned instead. An index that passes
+these checks is still not trusted blindly: reading through it checks that every record
+read starts where the index says (:func:`read_from`, :func:`read_records`), so an index
+that doesn't match its file raises :class:`~recprep.errors.CorruptDataError` rather than
+give other records.
 
 Example
 -------
@@ -62,7 +66,15 @@ import google_crc32c
 import numpy as np
 
 from ..errors import CorruptDataError, InvalidArgumentError
-from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, ChunkInfo
+from .base import (
+    DEFAULT_MAX_CHUNK_BYTES,
+    MAX_EXPANSION,
+    NO_LIMIT,
+    Chunk,
+    ChunkInfo,
+    OnSkip,
+    max_records,
+)
 from .tfrecord import TFRecordFormat, detect_compression
 
 __all__ = [
@@ -87,6 +99,7 @@ FRAME_BYTES = 16  # length, its CRC, and the data CRC around each record
 _MAGIC = b"RPTFIDX1"
 _HEAD = struct.Struct("<8sQQQB7x")
 _CRC = struct.Struct("<I")
+_HEADER_BYTES = _HEAD.size + _CRC.size
 _COMPRESSION = ("none", "gzip", "zlib")
 
 
@@ -122,6 +135,11 @@ class TFRecordIndex:
     @property
     def num_records(self) -> int:
         return len(self.offsets)
+
+    def bounds(self) -> np.ndarray:
+        """Where each record starts, then where the last one ends (``num_records + 1``
+        offsets): what reading through the index checks records against."""
+        return np.append(self.offsets, self.stream_size)
 
     def lengths(self) -> np.ndarray:
         """Each record's data length (without the 16 framing bytes)."""
@@ -218,16 +236,18 @@ def build_index(
     *,
     index_file: str | None = None,
     compressor: str | None = None,
-    max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+    max_chunk_bytes: int | None = None,
 ) -> TFRecordIndex:
     """Scan the TFRecord file at ``path`` and write its side index.
 
     The index goes to ``index_file``, by default :func:`index_path` of ``path``; a staged
     file is indexed into the index's staged path, then both are moved to their final
-    names. Returns the index.
+    names. Returns the index. ``max_chunk_bytes`` ``None`` bounds no record: for a file
+    recprep itself just wrote (a reader's bound is for files from elsewhere).
     """
+    limit = NO_LIMIT if max_chunk_bytes is None else max_chunk_bytes
     with fs.open(path, "rb") as file:
-        index = scan(file, path=path, compressor=compressor, max_chunk_bytes=max_chunk_bytes)
+        index = scan(file, path=path, compressor=compressor, max_chunk_bytes=limit)
     write_index(fs, index, index_file or index_path(path))
     return index
 
@@ -244,18 +264,34 @@ def load_index(fs: Any, path: str) -> TFRecordIndex | None:
     but can't be used."""
     side = index_path(path)
     try:
-        data = fs.cat_file(side)
+        side_size = fs.size(side)
     except FileNotFoundError:
         return None
+    size = fs.size(path)
+    # before reading it: no more offsets than the file could hold records
+    most = _HEADER_BYTES + 8 * max_records(size, "gzip", FRAME_BYTES)
+    if side_size > most:
+        log.warning("recprep: %s has %d bytes, more than an index of the %d-byte file can "
+                    "need (%d); scanning the file instead", side, side_size, size, most)
+        return None
     try:
-        index = TFRecordIndex.from_bytes(bytes(data), path=side)
+        index = TFRecordIndex.from_bytes(bytes(fs.cat_file(side)), path=side)
+    except FileNotFoundError:
+        return None
     except CorruptDataError as err:
         log.warning("recprep: %s; scanning %s instead", err, path)
         return None
-    size = fs.size(path)
     if size != index.file_size:
         log.warning("recprep: %s is stale (it indexes %d bytes, the file has %s); scanning "
                     "the file instead", side, index.file_size, size)
+        return None
+    ratio = MAX_EXPANSION[index.compressor]
+    if index.stream_size > size * ratio or (
+        index.compressor == "none" and index.stream_size != size
+    ):
+        log.warning("recprep: %s does not match the file (it indexes a %d-byte record "
+                    "stream, the %s file has %d bytes); scanning the file instead", side,
+                    index.stream_size, index.compressor, size)
         return None
     return index
 
@@ -329,13 +365,13 @@ def read_records(
                                                   max_chunk_bytes=max_chunk_bytes)
                    for r in chunk.records]
     except CorruptDataError as err:
-        raise CorruptDataError(err.detail, path=path, offset=(err.offset or 0) + first) from None
-    if len(records) != end - start:
         raise CorruptDataError(
-            f"records {start}:{end} were expected at bytes {first}:{stop}, which hold "
-            f"{len(records)}; the file changed after it was indexed",
-            path=path, offset=first,
-        )
+            f"records {start}:{end} should be bytes {first}:{stop} by the side index, but "
+            f"there: {err.detail}; the file is damaged or does not match its side index "
+            f"{index_path(path)} (delete it: a scan replaces it)",
+            path=path, offset=(err.offset or 0) + first,
+        ) from None
+    _check_records(index.bounds(), first, records, path, start)
     return records
 
 
@@ -369,23 +405,58 @@ def chunk_infos(index: TFRecordIndex, chunk_bytes: int = 1 << 20) -> list[ChunkI
     return infos
 
 
+def _check_records(
+    expected: np.ndarray, offset: int, records: list[bytes], path: str, number: int | None = None
+) -> int:
+    """Check that ``records``, read from byte ``offset`` on, start where ``expected`` (an
+    index's :meth:`~TFRecordIndex.bounds`) says, and the last ends there too; return the
+    number of the first. O(1) Python work per call (numpy compares the offsets)."""
+    k = int(np.searchsorted(expected, offset)) if number is None else number
+    n = len(records)
+    starts = np.empty(n + 1, np.int64)
+    starts[0] = offset
+    np.cumsum(np.fromiter(map(len, records), np.int64, n) + FRAME_BYTES, out=starts[1:])
+    starts[1:] += offset
+    want = expected[k : k + n + 1]
+    if len(want) == n + 1 and np.array_equal(starts, want):
+        return k
+    bad = int(np.argmax(starts[: len(want)] != want)) if len(want) else 0
+    if bad >= len(want) or starts[bad] == want[bad]:
+        found = (f"the file holds a record at byte {int(starts[len(want)])}, past the "
+                 f"{len(expected) - 1} records the index lists")
+    else:
+        found = (f"the index says record {k + bad} starts at byte {int(want[bad])}, the "
+                 f"file's record there starts at byte {int(starts[bad])}")
+    raise CorruptDataError(
+        f"the file does not match its side index {index_path(path)}: {found}; delete the "
+        "side index (a scan replaces it) or copy the set again",
+        path=path, offset=int(starts[min(bad, n)]),
+    )
+
+
 def read_from(
     file: BinaryIO,
     offset: int,
     path: str,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     on_corrupt: str = "raise",
+    on_skip: OnSkip | None = None,
+    *,
+    expected: np.ndarray | None = None,
 ) -> Iterator[Chunk]:
     """The records of a plain TFRecord file from the record at byte ``offset`` on, in
     chunks whose ``offset`` is the file offset of their first record (the ``read_from``
-    of a :class:`recprep.index.Seeker`)."""
+    of a :class:`recprep.index.Seeker`).
+
+    ``expected``, a side index's :meth:`~TFRecordIndex.bounds`: every record read must
+    start where it says, else :class:`~recprep.errors.CorruptDataError` (in any mode:
+    the index, not the data, is wrong, and reading on would number records wrongly).
+    """
     file.seek(offset)
     chunks = TFRecordFormat().read_chunks(file, path=path, max_chunk_bytes=max_chunk_bytes,
-                                          on_corrupt=on_corrupt, compressor="none")
-    try:
-        for chunk in chunks:
-            yield Chunk(chunk.offset + offset, chunk.records)
-    except CorruptDataError as err:
-        raise CorruptDataError(err.detail, path=path,
-                               offset=None if err.offset is None else err.offset + offset
-                               ) from None
+                                          on_corrupt=on_corrupt, on_skip=on_skip,
+                                          compressor="none")
+    for chunk in chunks:
+        if expected is not None:
+            _check_records(expected, chunk.offset, chunk.records, path)
+        yield chunk

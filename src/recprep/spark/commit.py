@@ -5,7 +5,8 @@ Everything a write produces sits in one hidden staging directory at the top of t
 dataset (``.recprep-staging-spark-{run}/``) until the commit. Then, with ``_SUCCESS``
 removed first (the dataset is being changed), each directory is committed with the core
 protocol (:class:`recprep.staging.Staging`, ``docs/format.md`` §3): the manifest and a
-journal are staged, the old set (with ``overwrite``) is uncommitted, the new shards and
+journal are staged (the journal in the directory's ``.recprep-staging-{prefix}/``, where
+readers look for it), the old set (with ``overwrite``) is uncommitted, the new shards and
 their TFRecord indexes are moved to their final names, the old files go, and the manifest
 is moved in last — a directory's commit point. With ``partition_overwrite="static"`` the
 directories the write didn't touch are removed afterwards. ``_SUCCESS`` is written last of
@@ -70,15 +71,6 @@ def manifest_schema(
     return schema
 
 
-class _DirStaging(Staging):
-    """The core commit protocol for one directory, its files staged elsewhere (in the
-    dataset's staging directory); ``path`` holds this directory's manifest and journal."""
-
-    def __init__(self, fs: Any, output: str, prefix: str, path: str) -> None:
-        super().__init__(fs, output, prefix)
-        self.path = path
-
-
 def _files_of(fs: Any, directory: str) -> list[str]:
     """Every file in ``directory`` but recprep's hidden staging and locks."""
     if not fs.isdir(directory):
@@ -123,7 +115,7 @@ def commit_dataset(
     if fs.exists(success):
         fs.rm(success)
     manifests: dict[str, Manifest] = {}
-    for number, output in enumerate(sorted(outputs, key=lambda o: o.rel)):
+    for output in sorted(outputs, key=lambda o: o.rel):
         directory = posixpath.join(root, output.rel) if output.rel else root
         fs.makedirs(directory, exist_ok=True)
         manifest, staged = _manifest(prefix, options, output, schemas[output.rel])
@@ -132,11 +124,12 @@ def commit_dataset(
             name = posixpath.basename(old)
             if name.endswith(MANIFEST_SUFFIX) and name != f"{prefix}{MANIFEST_SUFFIX}":
                 fs.rm(old)
-        commit_dir = posixpath.join(staging, f"commit-{number:05d}")
-        fs.makedirs(commit_dir, exist_ok=True)
-        _DirStaging(fs, directory, prefix, commit_dir).commit(
-            staged, manifest.to_json(), replaced=[p for p in replaced if fs.exists(p)]
-        )
+        # the journal goes where readers look for it (``.recprep-staging-{prefix}`` of the
+        # directory: a set mid-commit is refused, never read as a mix); the staged files
+        # stay in the dataset's staging directory
+        commit = Staging(fs, directory, prefix, area=staging)
+        commit.create(keep=False)
+        commit.commit(staged, manifest.to_json(), replaced=[p for p in replaced if fs.exists(p)])
         manifests[output.rel] = manifest
     if static:
         _prune(fs, root, {o.rel for o in outputs})

@@ -67,6 +67,7 @@ from .writing import (
     job_from_option,
     outputs_as_pieces,
     prepare,
+    save_reports,
 )
 
 __all__ = ["PIECES_SOURCE", "SCAN_SOURCE", "RecordIODataSource", "TFRecordDataSource",
@@ -134,12 +135,9 @@ class _PiecesWriter(DataSourceArrowWriter):
         return TaskMessage(task, pickle.dumps(outcome))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        outcomes = [(m.task, pickle.loads(m.payload)) for m in messages
+        outcomes = [(m.task, pickle.loads(m.payload)) for m in messages  # through Spark
                     if isinstance(m, TaskMessage)]
-        fs, path = self.job.plan.fs, self.job.reports_path
-        with fs.open(path + ".tmp", "wb") as out:
-            out.write(pickle.dumps(outcomes))
-        fs.mv(path + ".tmp", path)
+        save_reports(self.job, outcomes)  # JSON data for the driver, never a pickle
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         log.warning("recprep: the Spark job writing %s was aborted", self.job.plan.root)

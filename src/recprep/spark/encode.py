@@ -4,9 +4,10 @@
   :class:`~recprep.codecs.example.ExampleCodec` gives for the row's values as arrays
   (entries in TensorFlow's key order, :func:`~recprep.codecs.example.key_order`; packed
   lists), built a column at a time: numbers are turned into float32 bytes and varints by
-  numpy for the whole batch, and each row's entry is a cached header plus a slice. A null value leaves its feature out of that row's Example
-  (as Spark-TFRecord does); a null *element* of an array can't be written (an Example list
-  has no nulls) and raises :class:`~recprep.errors.EncodeError` naming the column.
+  numpy for the whole batch, and each row's entry is a cached header plus a slice. A null
+  value leaves its feature out of that row's Example (as Spark-TFRecord does); a null
+  *element* of an array can't be written (an Example list has no nulls) and raises
+  :class:`~recprep.errors.EncodeError` naming the column.
 * ``recprep`` — one ``{column: value}`` dict per row (nulls kept as ``None``).
 * ``raw`` — the bytes of the single binary column (Spark-TFRecord's ``ByteArray``).
 

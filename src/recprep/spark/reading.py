@@ -11,8 +11,11 @@ finds the partition directories and their files; the schema comes from, in order
    (Spark-TFRecord output): up to 1000 records, Examples by default (``record_type``).
 
 Partition columns take their types from the manifests (or the caller's schema); without
-either they are ``int`` when every value is an integer, else ``string``. Executors then
-read one file per Spark task (:func:`recprep.spark.decode.read_file`).
+either they are ``int`` when every value is an integer, else ``string``. ``rs.read`` keeps
+every partition column even when the caller's schema doesn't name it, as Spark's file
+sources do (:meth:`ReadPlan.with_partition_columns`); the data sources can't (Spark fixes a
+Python source's columns to the schema it is given). Executors then read one file per
+Spark task (:func:`recprep.spark.decode.read_file`).
 """
 
 from __future__ import annotations
@@ -85,6 +88,20 @@ class ReadPlan:
         if self.schema is not None:
             return self.schema
         return struct_type((*self.columns, *self.partition_columns))
+
+    def with_partition_columns(self) -> ReadPlan:
+        """This plan, its caller's schema (if any) completed as Spark's file sources do
+        (``spark.read.schema(...).parquet(path)``): the schema's data columns in its order,
+        then every partition column in directory order, as the schema types it when it
+        names it, else as found (manifests, or inferred from the directory names)."""
+        if self.schema is None:
+            return self
+        keys = {c.name for c in self.partition_columns}
+        named = {f.name: f for f in self.schema}
+        found = struct_type(self.partition_columns)
+        fields = [*(f for f in self.schema if f.name not in keys),
+                  *(named.get(f.name, f) for f in found)]
+        return replace(self, schema=type(self.schema)(fields))
 
     def to_option(self) -> str:
         return base64.b64encode(cloudpickle.dumps(self)).decode("ascii")
@@ -300,7 +317,7 @@ def read(
 
         schema = _parse_datatype_string(schema)
     fs, root = resolve(path, storage_options)
-    plan = plan_read(fs, root, schema=schema, record_type=record_type)
+    plan = plan_read(fs, root, schema=schema, record_type=record_type).with_partition_columns()
     log.info("recprep: reading %d file(s) of %s", len(plan.tasks), display(fs, root))
     if not plan.tasks:
         return spark.createDataFrame([], plan.struct())

@@ -5,15 +5,20 @@ every visible file in it; a glob its matches; ``dir/prefix`` or a manifest the w
 Copying every shard of a set copies its manifest too; copying some shards of a set
 doesn't (the destination would claim shards it hasn't got).
 
-Then, as in ``convert``'s commit protocol (``docs/format.md``):
+Then, as in ``convert``'s commit protocol (``docs/format.md`` §3):
 
-1. Each file is streamed, several at a time, into a hidden temporary in the destination
-   directory, ``.recprep-cp-{token}-{name}``, while its CRC-32C is computed; a source
-   whose CRC-32C differs from its manifest's is refused.
-2. Each temporary is read back and its size and CRC-32C compared with the source's.
-3. Only when every file checks out: destination manifests of the sets being replaced are
-   removed (with ``overwrite``), each temporary is moved to its final name, and the
-   manifests are moved **last**, committing the copied sets.
+1. The destination directory's ``cp`` lock and each destination set's lock are taken
+   (local storage), and temporaries a killed ``cp`` left are removed.
+2. Each file is streamed, several at a time, into a hidden temporary — a set's files into
+   the set's staging directory ``.recprep-staging-{prefix}/``, other files as
+   ``.recprep-cp-{token}-{name}`` — while its CRC-32C is computed; a source whose CRC-32C
+   differs from its manifest's is refused. Each temporary is read back and its size and
+   CRC-32C compared with the source's.
+3. Only when every file checks out: files of no set are moved to their names, and each
+   set is committed with the journal: its old manifest removed, its files moved in, the
+   manifest moved in **last**. Readers see the old set, the new one, or an error (a set
+   without a manifest whose journal is there is not committed), never a mix; a copy
+   killed mid-commit is finished by copying again (or ``convert(..., resume=True)``).
 4. Any failure before that removes the temporaries: no partial file ever has a final
    name, and the destination is as it was.
 
@@ -31,6 +36,7 @@ Example
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import logging
 import posixpath
 import sys
@@ -43,6 +49,8 @@ from typing import Any
 
 import google_crc32c
 
+from .. import _failpoints
+from ..containers.tfrecord_index import index_name
 from ..errors import (
     CorruptDataError,
     InvalidArgumentError,
@@ -51,7 +59,9 @@ from ..errors import (
     RecprepError,
     WriteError,
 )
+from ..locking import ShardSetLock
 from ..shards import MANIFEST_SUFFIX, has_magic, manifest_name, parse_shard_name
+from ..staging import Staging, note_cleanup_failure
 from ..storage import display, resolve
 from ._sets import FoundSet, find_sets, list_files
 
@@ -277,6 +287,7 @@ def _copy_one(
     except Exception as err:
         raise WriteError(dest, err) from err
     bar.add(files=1)
+    _failpoints.hit("cp.copied")
     log.debug("recprep: copied %s -> %s (%d bytes, crc32c %08x)", source, dest, size, crc)
     return CopiedFile(source, dest, size, f"{crc:08x}")
 
@@ -299,13 +310,13 @@ def _run(pool: cf.Executor, calls: Iterable[tuple[Any, ...]], stop: threading.Ev
         raise
 
 
-def _remove(fs: Any, paths: Iterable[str]) -> None:
+def _remove(fs: Any, paths: Iterable[str], error: BaseException) -> None:
     for path in paths:
         try:
             if fs.exists(path):
                 fs.rm(path)
-        except Exception:  # cleanup must not hide the error that led here
-            log.warning("recprep: could not remove temporary %s", path, exc_info=True)
+        except Exception as failure:  # cleanup must not hide the error that led here
+            note_cleanup_failure(error, f"removing the temporary {path}", failure)
 
 
 def copy(
@@ -373,35 +384,130 @@ def copy(
     for it in items:
         if display(it.fs, it.path) == display(dfs, finals[it.name]):
             raise InvalidArgumentError(f"{display(it.fs, it.path)} would be copied onto itself")
+    groups = _by_set(items)
     replaced = _replaced(dfs, dpath, items, finals)
     if replaced and not overwrite:
         raise OutputExistsError(shown, [display(dfs, p) for p in replaced])
-    dfs.makedirs(dpath, exist_ok=True)
+    try:
+        dfs.makedirs(dpath, exist_ok=True)
+    except OSError as err:
+        raise WriteError(shown, err) from err
+    with contextlib.ExitStack() as stack:
+        for name in ["{cp}", *sorted(p for p in groups if p is not None)]:
+            stack.enter_context(ShardSetLock(dfs, dpath, name))
+        replaced = _replaced(dfs, dpath, items, finals)  # again, now that no one writes
+        if replaced and not overwrite:
+            raise OutputExistsError(shown, [display(dfs, p) for p in replaced])
+        _remove_leftovers(dfs, dpath)
+        copied = _copy_and_commit(dfs, dpath, items, finals, groups, replaced, progress,
+                                  num_workers)
+    result = CopyResult(shown, copied, time.perf_counter() - started)
+    log.info("recprep: %s", result)
+    return result
+
+
+def _by_set(items: Sequence[_Item]) -> dict[str | None, list[_Item]]:
+    """The items by the destination set they belong to (None: files of no set)."""
+    groups: dict[str | None, list[_Item]] = {}
+    for item in items:
+        parsed = parse_shard_name(item.name)
+        prefix = parsed.prefix if parsed is not None else (
+            item.name[: -len(MANIFEST_SUFFIX)] if item.name.endswith(MANIFEST_SUFFIX)
+            and len(item.name) > len(MANIFEST_SUFFIX) else None)
+        groups.setdefault(prefix, []).append(item)
+    return groups
+
+
+def _remove_leftovers(dfs: Any, dpath: str) -> None:
+    """Temporaries of ``cp`` runs that were killed: on local storage this run holds the
+    directory's ``cp`` lock, so no other ``cp`` writes here (on object stores, as for
+    ``convert``, two writers into one directory at once are not supported)."""
+    try:
+        entries = dfs.ls(dpath, detail=False)
+    except FileNotFoundError:  # an object store's empty "directory"
+        return
+    for entry in entries:
+        name = posixpath.basename(entry.rstrip("/"))
+        if name.startswith(TEMP_PREFIX):
+            log.info("recprep: removing %s, left by a killed copy", display(dfs, entry))
+            try:
+                dfs.rm(entry, recursive=True)
+            except OSError as err:
+                raise WriteError(display(dfs, entry), err) from err
+
+
+def _copy_and_commit(
+    dfs: Any, dpath: str, items: Sequence[_Item], finals: Mapping[str, str],
+    groups: Mapping[str | None, list[_Item]], replaced: Sequence[str], progress: Any,
+    num_workers: int,
+) -> list[CopiedFile]:
+    """Copy every item into a temporary (a set's files into its staging directory),
+    check them all, then commit: files of no set by a rename, each set with the journaled
+    commit protocol (manifest last)."""
     token = uuid.uuid4().hex[:12]
-    temps = {name: posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{name}") for name in finals}
+    stagings = {p: Staging(dfs, dpath, p) for p in groups if p is not None}
+    temps: dict[str, str] = {}
+    for prefix, members in groups.items():
+        for it in members:
+            temps[it.name] = (stagings[prefix].file(f"cp-{it.name}") if prefix is not None
+                              else posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{it.name}"))
     bar = _Bar(progress, sum(it.size for it in items), len(items))
     stop = threading.Event()
     try:
+        for staging in stagings.values():
+            staging.create(keep=False)
         with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
             calls = [(_copy_one, it, dfs, temps[it.name], finals[it.name], bar, stop)
                      for it in items]
             copied = _run(pool, calls, stop)
-            for path in replaced:  # uncommit the destination sets being replaced
-                if path.endswith(MANIFEST_SUFFIX) and dfs.exists(path):
-                    dfs.rm(path)
-            data = [it.name for it in items if not it.is_manifest]
-            _run(pool, [(dfs.mv, temps[n], finals[n]) for n in data], stop)
-            for it in items:  # the manifests, last: the commit point of each set
-                if it.is_manifest:
-                    dfs.mv(temps[it.name], finals[it.name])
-    except BaseException:
-        _remove(dfs, temps.values())
+            lone = [it.name for it in groups.get(None, [])]
+            _run(pool, [(_move, dfs, temps[n], finals[n]) for n in lone], stop)
+        for prefix, staging in stagings.items():
+            _commit_set(dfs, dpath, staging, groups[prefix], temps, replaced)
+    except BaseException as err:
+        _remove(dfs, [temps[it.name] for it in groups.get(None, [])], err)
+        for staging in stagings.values():
+            if not staging.committing:  # else its journal says how to finish: keep it
+                staging.clear(err)
         raise
     finally:
         bar.close()
-    result = CopyResult(shown, copied, time.perf_counter() - started)
-    log.info("recprep: %s", result)
-    return result
+    return copied
+
+
+def _move(fs: Any, source: str, dest: str) -> None:
+    try:
+        fs.mv(source, dest)
+    except OSError as err:
+        raise WriteError(display(fs, dest), err) from err
+
+
+def _commit_set(
+    dfs: Any, dpath: str, staging: Staging, members: Sequence[_Item],
+    temps: Mapping[str, str], replaced: Sequence[str],
+) -> None:
+    """Commit one destination set: with its manifest, journaled (readers never see a mix
+    of the old and new files); without (some shards of a set only), the old manifest is
+    removed and the shards moved in — the result is not a committed set."""
+    data = {it.name: temps[it.name] for it in members if not it.is_manifest}
+    manifests = [it for it in members if it.is_manifest]
+    prefix = staging.prefix
+    old = [p for p in replaced if posixpath.basename(p) in data
+           or posixpath.basename(p) in (manifest_name(prefix), *map(index_name, data))]
+    try:
+        if manifests:
+            manifest = bytes(dfs.cat_file(temps[manifests[0].name]))
+            dfs.rm(temps[manifests[0].name])
+            staging.commit(data, manifest, replaced=old)
+            return
+        final_manifest = posixpath.join(dpath, manifest_name(prefix))
+        if dfs.exists(final_manifest):
+            dfs.rm(final_manifest)  # uncommit the destination set first
+        for name, temp in data.items():
+            dfs.mv(temp, posixpath.join(dpath, name))
+        staging.clear()  # a journal an interrupted commit left still marks the set
+    except OSError as err:
+        raise WriteError(display(dfs, dpath), err) from err
 
 
 def _replaced(dfs: Any, dpath: str, items: list[_Item], finals: Mapping[str, str]) -> list[str]:
@@ -410,8 +516,7 @@ def _replaced(dfs: Any, dpath: str, items: list[_Item], finals: Mapping[str, str
     if not dfs.isdir(dpath):
         return []
     present = {posixpath.basename(p.rstrip("/")) for p in dfs.ls(dpath, detail=False)}
-    prefixes = {
-        parsed.prefix for it in items if (parsed := parse_shard_name(it.name)) is not None
-    }
-    wanted = set(finals) | {manifest_name(p) for p in prefixes}
+    shards = [parsed for it in items if (parsed := parse_shard_name(it.name)) is not None]
+    wanted = set(finals) | {manifest_name(p.prefix) for p in shards}
+    wanted |= {index_name(it.name) for it in items if parse_shard_name(it.name) is not None}
     return sorted(posixpath.join(dpath, name) for name in wanted if name in present)

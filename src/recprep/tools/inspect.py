@@ -19,6 +19,7 @@ Example
 
 from __future__ import annotations
 
+import math
 import reprlib
 import struct
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arguments import checked
 from ..containers import detect_format
 from ..containers.recordio import GO, HEADER_SIZE, LEGACY, Dialect, scan_index
 from ..containers.tfrecord import detect_compression
@@ -170,6 +172,7 @@ def _describe_set(fs: Any, found: FoundSet) -> DatasetInfo:
     return info
 
 
+@checked
 def list_datasets(
     path: str | Sequence[str], *, storage_options: Mapping[str, Any] | None = None
 ) -> list[DatasetInfo]:
@@ -211,6 +214,7 @@ def list_datasets(
     return result
 
 
+@checked
 def head(
     path: str | Sequence[str],
     n: int = 5,
@@ -238,11 +242,13 @@ def head(
     return list(islice(reader(), n))
 
 
+_BIG_INT_BITS = 4000  # ~1200 decimal digits: longer ints are shown by size and in hex
 _REPR = reprlib.Repr()
 _REPR.maxstring = 60
 _REPR.maxother = 60
 
 
+@checked
 def describe(value: Any, *, preview: int = 6) -> str:
     """One line describing ``value``: arrays by dtype, shape and their first items.
 
@@ -282,4 +288,8 @@ float16 1.5, {'k': [int 1, int 2]})"
         return f"{type(value).__name__}[{len(value)}] {cut!r}{'...' if len(value) > 8 else ''}"
     if value is None or isinstance(value, bool):
         return repr(value)
+    if isinstance(value, int) and value.bit_length() > _BIG_INT_BITS:
+        # repr() refuses ints of more than 4300 digits (sys.set_int_max_str_digits)
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"{type(value).__name__} of about {digits} digits {hex(value)[:18]}..."
     return f"{type(value).__name__} {_REPR.repr(value)}"

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 import google_crc32c
 
+from ..commit import pending_journal, uncommitted
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, detect_format
 from ..errors import CorruptDataError
 from ..manifest import ShardInfo
@@ -48,7 +49,9 @@ class Problem:
     Kinds: ``corrupt`` (a chunk is damaged), ``missing`` (a shard isn't there),
     ``records`` / ``bytes`` / ``crc32c`` (the file differs from its manifest entry),
     ``manifest`` (the manifest can't be read), ``unexpected`` (a shard the manifest
-    doesn't list), ``unreadable`` (storage refused to read the file).
+    doesn't list), ``unreadable`` (storage refused to read the file), ``uncommitted``
+    (a commit into the set is in progress or was interrupted: no manifest, and its
+    journal is there — its shards may mix two sets).
     """
 
     path: str
@@ -257,6 +260,13 @@ def _set_problems(fs: Any, found: FoundSet, checked: SetCheck) -> None:
     if found.manifest_error is not None:
         err = found.manifest_error
         checked.problems.append(Problem(err.path or "", err.offset, "manifest", err.detail))
+    elif found.manifest is None and found.prefix is not None and (
+        journal := pending_journal(fs, found.directory, found.prefix)
+    ):
+        checked.problems.append(Problem(
+            display(fs, found.label), None, "uncommitted",
+            uncommitted(display(fs, found.label), display(fs, journal)),
+        ))
     elif found.manifest is None and found.prefix is not None:
         checked.notes.append(
             "no manifest: sizes, record counts and CRC-32C can't be compared (the set was "
