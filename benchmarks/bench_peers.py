@@ -466,7 +466,8 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def timed(fn: Callable[[], int | None]) -> tuple[Run, int | None]:
+def timed(fn: Callable[[], Any]) -> tuple[Run, Any]:
+    """One run of ``fn``: its wall time, CPU and the load around it, and what it returned."""
     gc.collect()
     load = os.getloadavg()[0]
     with CpuWatch() as watch:
@@ -522,7 +523,7 @@ def run_workload(key: str, data: list[Any], contenders: list[Contender], tmp: Pa
             source = dirs[c.files_of or c.key]
             read = c.read
             run, counted = timed(lambda: consume(read(source), c.batched))  # noqa: B023
-            count, units = counted  # type: ignore[misc]
+            count, units = counted
             if count != n:
                 raise SystemExit(f"{c.key} read {count} of {n} instances")
             results[c.key].reads.append(run)
@@ -673,7 +674,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
     p.add_argument("--out", type=Path, help="also write the markdown report to this file")
     p.add_argument("--tmp", default="/tmp", help="where the written files go")
-    p.add_argument("--give-up-after", type=float, default=60.0,
+    p.add_argument("--give-up-after", type=float, default=20.0,
                    help="seconds after which a contender's write or read is not repeated")
     p.add_argument("--list", action="store_true", help="list the contenders and exit")
     args = p.parse_args(argv)
@@ -711,8 +712,10 @@ def main(argv: list[str] | None = None) -> None:
             skipped[c.key] = reason
             log(f"not running {c.key}: {reason}")
     scale = 10 if args.quick else 1
-    makers = {"A": ("MNIST-like, {:,} x (float64[784], int)", mnist_like, 20_000),
-              "B": ("small tuples, {:,} x (int, float, str)", small_tuples, 200_000)}
+    makers: dict[str, tuple[str, Callable[[int], list[Any]], int]] = {
+        "A": ("MNIST-like, {:,} x (float64[784], int)", mnist_like, 20_000),
+        "B": ("small tuples, {:,} x (int, float, str)", small_tuples, 200_000),
+    }
     tmp = Path(tempfile.mkdtemp(prefix="recprep-peers-", dir=args.tmp))
     workloads = []
     try:

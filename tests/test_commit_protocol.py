@@ -598,7 +598,7 @@ def test_staging_records_carry_names_not_paths(tmp_path):
     staging.record("stream", [facts], ["note"])
     doc = json.loads((tmp_path / ".recprep-staging-k" / "done-stream.json").read_bytes())
     assert doc["files"][0]["path"] == "stream-1"
-    assert staging.recorded("stream") == ([facts], ["note"])
+    assert staging.recorded("stream") == ([facts], ["note"], {})
     doc["files"][0]["path"] = "../../etc/passwd"
     (tmp_path / ".recprep-staging-k" / "done-stream.json").write_text(json.dumps(doc))
     with pytest.raises(UntrustedFileError):

@@ -19,6 +19,7 @@ from recprep import (
     MissingDependencyError,
     RecordIO,
     TaskFailedError,
+    UnsplitInputWarning,
     available_executors,
     convert,
     partitions,
@@ -249,11 +250,10 @@ def test_bad_executor_options():
         get_backend("processes", 0)
 
 
-def test_one_shot_iterable_runs_in_the_driver(tmp_path, caplog):
+def test_one_shot_iterable_runs_in_the_driver(tmp_path):
     gen = (instance(i) for i in range(9))
-    with caplog.at_level("INFO", logger="recprep"):
+    with pytest.warns(UnsplitInputWarning, match="one-shot iterable .* in this process"):
         convert(str(tmp_path), gen, N, "once", executor="processes", num_workers=2)
-    assert "one-shot iterable" in caplog.text
     same(decoded(str(tmp_path), "once"), [instance(i) for i in range(9)])
 
 

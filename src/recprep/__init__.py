@@ -21,6 +21,7 @@ from .decorators import batch, shuffle
 from .errors import (
     AmbiguousPathError,
     ChunkTooLargeError,
+    ClusterUnreachableError,
     CorruptDataError,
     CorruptDataWarning,
     DecodeError,
@@ -35,8 +36,11 @@ from .errors import (
     PickleRefusedError,
     RecprepError,
     RecprepWarning,
+    SetChangedError,
     TaskFailedError,
+    UncommittedSetWarning,
     UnsplitInputWarning,
+    UntrustedFileError,
     WriteError,
 )
 from .executors import available_executors, register_executor
@@ -49,6 +53,7 @@ from .tasks import partitions
 __all__ = [
     "AmbiguousPathError",
     "ChunkTooLargeError",
+    "ClusterUnreachableError",
     "Codec",
     "ConvertResult",
     "CorruptDataError",
@@ -69,8 +74,11 @@ __all__ = [
     "RecordIO",
     "RecprepError",
     "RecprepWarning",
+    "SetChangedError",
     "TaskFailedError",
+    "UncommittedSetWarning",
     "UnsplitInputWarning",
+    "UntrustedFileError",
     "WriteError",
     "__version__",
     "available_codecs",

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
@@ -46,6 +45,7 @@ from .errors import (
     NotFoundError,
     SetChangedError,
     UncommittedSetWarning,
+    warn,
 )
 from .manifest import ShardInfo
 from .shards import manifest_name
@@ -112,7 +112,7 @@ class CommittedSets:
                 detail = uncommitted(shown, display(fs, journal))
                 if sources.on_corrupt != "skip":
                     raise SetChangedError(shown, detail)
-                warnings.warn(UncommittedSetWarning(shown, detail), stacklevel=4)
+                warn(UncommittedSetWarning(shown, detail))
 
     def _label(self, set_index: int) -> str:
         shard_set = self._sources.shard_sets[set_index]
@@ -150,7 +150,7 @@ class CommittedSets:
         if not guarded and sources.manifests[index] is not None:  # committed meanwhile
             self._check_unchanged(index)
         try:
-            opened = sources.fs.open(file.path, "rb")
+            opened = sources.files_open.open(file.path)  # a bounded number really open
         except FileNotFoundError:
             if guarded:
                 self._check_unchanged(index)
@@ -177,8 +177,8 @@ class CommittedSets:
         detail = (f"the manifest says {entry.bytes} bytes, the file has {size} ({how}): it "
                   "changed since the set was committed")
         if self._sources.on_corrupt == "skip":
-            warnings.warn(CorruptDataWarning(detail, path=shown, offset=min(size, entry.bytes),
-                                             records_lost=None), stacklevel=5)
+            warn(CorruptDataWarning(detail, path=shown, offset=min(size, entry.bytes),
+                                    records_lost=None))
             return
         raise CorruptDataError(detail, path=shown, offset=min(size, entry.bytes))
 

@@ -15,7 +15,6 @@ import logging
 import os
 import posixpath
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -33,6 +32,7 @@ from .errors import (
     RecprepWarning,
     Remedy,
     WriteError,
+    warn,
 )
 from .executors import Backend, get_backend, serialize
 from .executors.base import failed
@@ -147,7 +147,7 @@ def _run_tasks(
 
     def finished(index: int, result: TaskResult, counted: bool) -> None:
         results[index] = result
-        staging.record(tasks[index].key, result.files, result.notes)
+        staging.record(tasks[index].key, result.files, result.notes, result.pickled)
         if tasks[index].live:
             if not counted:
                 progress.add_instances(result.records)
@@ -357,13 +357,12 @@ def convert(
     log.info("recprep: %s", result)
     empty = result.records_per_shard.count(0)
     if empty * 2 > num_shards:
-        warnings.warn(
+        warn(
             RecprepWarning(
                 f"{empty} of {num_shards} shards are empty ({result.num_records} instances "
                 f"for {num_shards} shards): readers and ranks that get them read nothing; "
                 "use fewer shards"
-            ),
-            stacklevel=3,
+            )
         )
     return result
 
@@ -502,7 +501,7 @@ def _warn_pickled(pickled: Mapping[str, int]) -> list[str]:
     """Warn once per type that the codec stored as a pickle; the notes that say so."""
     notes = []
     for type_name, index in sorted(pickled.items(), key=lambda item: item[1]):
-        warnings.warn(PickleFallbackWarning(type_name, index), stacklevel=4)
+        warn(PickleFallbackWarning(type_name, index))
         notes.append(
             f"holds pickles: {type_name} (first in instance {index}); readers need "
             "allow_pickle=True"

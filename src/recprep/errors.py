@@ -19,6 +19,8 @@ out/p-00000-of-00001 at byte 40: bad magic 0x00000000 (the file is damaged: ...)
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,8 +43,8 @@ __all__ = [
     "PickleRefusedError",
     "RecprepError",
     "RecprepWarning",
-    "SetChangedError",
     "Remedy",
+    "SetChangedError",
     "TaskFailedError",
     "UncommittedSetWarning",
     "UnsplitInputWarning",
@@ -544,3 +546,23 @@ class UncommittedSetWarning(RecprepWarning):
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
         super().__init__(f"{path}: {detail}; reading its files as they are")
+
+
+def warn(warning: Warning) -> None:
+    """Issue ``warning``, attributed to the innermost caller outside recprep (the user's
+    line that called recprep, or a thread's bootstrap), so that it shows by default and
+    points at the user's code.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     warn(RecprepWarning("look"))
+    >>> str(seen[0].message), seen[0].category.__name__
+    ('look', 'RecprepWarning')
+    """
+    level, frame = 1, sys._getframe(0)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[
+        0
+    ] == "recprep":
+        level, frame = level + 1, frame.f_back
+    warnings.warn(warning, stacklevel=level)

@@ -17,6 +17,8 @@ Example
 ...     fs.pipe_file(f"/pool/{k}", bytes([k]) * 4)
 >>> pool = FilePool(fs, max_open=2)
 >>> files = [pool.open(f"/pool/{k}") for k in range(3)]
+>>> pool.num_open
+2
 >>> [f.read(2) for f in files], pool.num_open
 ([b'\\x00\\x00', b'\\x01\\x01', b'\\x02\\x02'], 2)
 >>> files[0].read(), files[0].tell()
@@ -29,10 +31,25 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["MAX_OPEN_FILES", "FilePool", "PooledFile"]
+__all__ = ["MAX_OPEN_FILES", "FilePool", "PooledFile", "default_max_open"]
 
 MAX_OPEN_FILES = 256
-"""Real handles a reader keeps open at most: well under the common limit of 1,024."""
+"""Real handles a reader keeps open at most: well under the common limit of 1,024 (and
+never more than a quarter of the process's own limit, see :func:`default_max_open`)."""
+
+
+def default_max_open() -> int:
+    """:data:`MAX_OPEN_FILES`, or a quarter of the process's file limit if that is less
+    (at least 8): the rest stays for the user's program and recprep's other files."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):  # not POSIX
+        return MAX_OPEN_FILES
+    if soft == resource.RLIM_INFINITY:
+        return MAX_OPEN_FILES
+    return max(8, min(MAX_OPEN_FILES, soft // 4))
 
 
 class PooledFile:
@@ -104,11 +121,17 @@ class PooledFile:
 class FilePool:
     """Files of one filesystem, at most ``max_open`` of them really open at once."""
 
-    def __init__(self, fs: Any, max_open: int = MAX_OPEN_FILES) -> None:
+    def __init__(self, fs: Any, max_open: int | None = None) -> None:
         self.fs = fs
-        self.max_open = max(1, max_open)
+        self.max_open = max(1, default_max_open() if max_open is None else max_open)
         self._open: OrderedDict[int, PooledFile] = OrderedDict()
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"fs": self.fs, "max_open": self.max_open}  # no handles, no lock
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["fs"], state["max_open"])  # type: ignore[misc]
 
     @property
     def num_open(self) -> int:
@@ -116,8 +139,12 @@ class FilePool:
         return len(self._open)
 
     def open(self, path: str) -> PooledFile:
-        """``path`` opened for reading (lazily: nothing is opened until it is read)."""
-        return PooledFile(self, path)
+        """``path`` opened for reading (so a missing file raises here); it may be closed
+        and reopened behind the scenes later."""
+        file = PooledFile(self, path)
+        with file._lock:
+            file._handle()
+        return file
 
     def touch(self, file: PooledFile) -> None:
         """``file`` was just used: keep it open, close the least recently used ones

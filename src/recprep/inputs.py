@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import math
 import sys
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from .errors import InputError, InvalidArgumentError, RecprepWarning, UnsplitInputWarning
+from .errors import InputError, InvalidArgumentError, RecprepWarning, UnsplitInputWarning, warn
 
 __all__ = [
     "ROWS_PER_PART",
@@ -150,14 +149,13 @@ def warn_unsplit(reader: Any, executor: str) -> None:
     """Say that ``reader`` runs as one task on the parallel ``executor``, and what to do."""
     kind = "a one-shot iterable" if not callable(reader) else "a single reader"
     where = "in this process" if not callable(reader) else "as one task"
-    warnings.warn(
+    warn(
         UnsplitInputWarning(
             f"executor={executor!r} got {kind} ({type(reader).__name__}), which can't be "
             f"split: it is read {where}, without parallelism. Pass "
             "recprep.partitions([...]) of readers (one per file, say), or a list, array or "
             "DataFrame, to spread the work"
-        ),
-        stacklevel=4,
+        )
     )
 
 
@@ -212,13 +210,12 @@ def _warn_index(frame: Any) -> None:
     index = frame.index
     if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
         return
-    warnings.warn(
+    warn(
         RecprepWarning(
             f"the DataFrame's index ({type(index).__name__}, name {index.name!r}) is not "
             "written: each instance is a dict of the columns. Call df.reset_index() first "
             "to keep it as a column"
-        ),
-        stacklevel=5,
+        )
     )
 
 

@@ -26,6 +26,7 @@ from itertools import chain, cycle, islice
 from typing import Any
 
 from .arguments import checked
+from .batching import batched
 from .codecs import Codec, get_codec
 from .containers import DEFAULT_MAX_CHUNK_BYTES, get_format
 from .cpugate import CpuGate, storage_waits, usable_cores
@@ -146,6 +147,8 @@ class RecordIO:
     [(0, '0'), (1, '1'), (2, '2'), (3, '3'), (4, '4')]
     >>> len(read)
     5
+    >>> [b[0].tolist() for b in read.batches(2)]  # batches: columns, stacked
+    [[0, 1], [2, 3], [4]]
 
     Two ranks split the set, shuffled (the same seed and epoch give the same order):
 
@@ -333,6 +336,23 @@ class RecordIO:
         return self._pass(epoch)
 
     __iter__ = __call__
+
+    @checked
+    def batches(self, batch_size: int, *, drop_last: bool = False) -> Iterator[Any]:
+        """A fresh pass, as :meth:`__call__` gives it, in batches of ``batch_size``.
+
+        Every option of the reader holds (shuffle, epoch, rank, worker, split, threads,
+        ``on_corrupt``): the instances are those of ``read()`` in the same order, cut into
+        runs of ``batch_size`` (the last one shorter, or left out with ``drop_last``),
+        each made columns by :func:`recprep.batching.collate` — tuples of columns for
+        tuple instances, dicts for dicts; numbers and equal-shape arrays stacked into one
+        numpy array (dtype kept), ``str``/``bytes`` an object array, other columns a list.
+        :func:`recprep.batching.unbatch` gives the instances back (stacked values as numpy
+        values).
+        """
+        if batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
+        return batched(self(), batch_size, drop_last)
 
     def __len__(self) -> int:
         """How many instances a pass yields — this rank's (and worker's) share — from

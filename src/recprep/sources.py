@@ -25,7 +25,6 @@ Example
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -40,7 +39,15 @@ from .containers import (
     get_format,
 )
 from .containers.base import report_skip
-from .errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, Remedy
+from .errors import (
+    CorruptDataError,
+    CorruptDataWarning,
+    InvalidArgumentError,
+    NotFoundError,
+    Remedy,
+    warn,
+)
+from .filepool import FilePool
 from .index import FileIndex, build_index, read_range_chunks
 from .manifest import Manifest, read_manifest
 from .sharding import Piece
@@ -96,6 +103,7 @@ class Sources:
         self.max_chunk_bytes = max_chunk_bytes
         self.on_corrupt = on_corrupt
         self.on_skip = on_skip
+        self.files_open = FilePool(fs)  # round-robin reads of many shards: bounded fds
         self.commits = CommittedSets(self)  # before the manifests are read: see commit.py
         self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
         self.files = [
@@ -107,6 +115,7 @@ class Sources:
         self._numbers.update({f.path: n for n, f in enumerate(self.files)})
         self._counts: dict[int, int] = {}
         self._indexes: dict[int, FileIndex] = {}
+        self._counts_checked: set[int] = set()  # manifest counts checked against the file
         records_of = [  # per set, once: opening stays linear in the number of shards
             None if m is None else {s.name: s.records for s in m.shards}
             for m in self.manifests
@@ -135,7 +144,7 @@ class Sources:
                 path=display(self.fs, shard_set.manifest_path), offset=None,
                 records_lost=None,
             )
-            warnings.warn(warning, stacklevel=4)
+            warn(warning)
             if self.on_skip is not None:
                 self.on_skip(warning)
             return None
@@ -162,12 +171,16 @@ class Sources:
         if count is None:
             count = self._counts[number] = self.index(number).num_records
             return count
-        checked: set[int] = self.__dict__.setdefault("_counts_checked", set())
+        checked = self._counts_checked
         if number not in checked:
             file = self.files[number]
             manifest = self.manifests[file.set_index]
             if manifest is not None:
-                size = self.fs.size(file.path)
+                try:
+                    size = self.fs.size(file.path)
+                except FileNotFoundError:
+                    raise NotFoundError(file.shown, "a file of the set is missing (it was "
+                                        "there when the reader listed it)") from None
                 most = manifest.max_records(size)
                 if count > most or (count == 0 and size > 0):
                     detail = (

@@ -293,12 +293,16 @@ class Staging:
         rel = posixpath.relpath(path, self.area)
         return safe_name(rel, path)
 
-    def record(self, key: str, files: list[FileFacts | None], notes: list[Any]) -> None:
-        """Remember a finished task (skipped when its notes aren't JSON)."""
+    def record(
+        self, key: str, files: list[FileFacts | None], notes: list[Any],
+        pickled: Mapping[str, int] | None = None,
+    ) -> None:
+        """Remember a finished task (skipped when its notes aren't JSON), with the types
+        its codec pickled (so that a resumed run's manifest says the same)."""
         listed = [None if f is None else {**asdict(f), "path": self._name_of(f.path)}
                   for f in files]
         doc = {"kind": "done", "staging": self.path, "key": key, "files": listed,
-               "notes": notes}
+               "notes": notes, "pickled": dict(pickled or {})}
         try:
             data = seal(doc)
         except (TypeError, ValueError):
@@ -306,8 +310,11 @@ class Staging:
         self._write_atomic(f"done-{key}.json", data)
         _failpoints.hit("staging.record")
 
-    def recorded(self, key: str) -> tuple[list[FileFacts | None], list[Any]] | None:
-        """A finished task's files and notes, if recorded and still intact on storage.
+    def recorded(
+        self, key: str
+    ) -> tuple[list[FileFacts | None], list[Any], dict[str, int]] | None:
+        """A finished task's files, notes and pickled types, if recorded and still intact
+        on storage.
         A record this user's runs didn't write for this task raises
         :class:`~recprep.errors.UntrustedFileError`."""
         name = f"done-{key}.json"
@@ -326,12 +333,13 @@ class Staging:
                 for f in doc["files"]
             ]
             notes = list(doc.get("notes") or [])
+            pickled = {str(k): int(v) for k, v in dict(doc.get("pickled") or {}).items()}
         except (KeyError, TypeError, ValueError) as err:
             raise UntrustedFileError(shown, f"not a valid task record ({err})") from None
         if not all(f is None or facts_intact(self.fs, f) for f in files):
             log.warning("recprep: the staged output of task %s changed; running it again", key)
             return None
-        return files, notes
+        return files, notes, pickled
 
     # -- the commit ----------------------------------------------------------------------
 

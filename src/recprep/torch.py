@@ -21,14 +21,23 @@ Example
 >>> batches = list(DataLoader(ds, batch_size=4))
 >>> sorted(int(i) for ids, _ in batches for i in ids), len(ds)
 ([0, 1, 2, 3, 4, 5], 6)
+
+With ``batch_size=``, the dataset yields whole batches (:meth:`recprep.RecordIO.batches`:
+numpy columns, collated once per batch), and the DataLoader only turns them into tensors:
+
+>>> ds = RecordIODataset("memory://doc/torch/t-*", batch_size=4)
+>>> [(ids.tolist(), x.dtype) for ids, x in DataLoader(ds, batch_size=None)], len(ds)
+([([0, 1, 2, 3], torch.float64), ([4, 5], torch.float64)], 2)
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .batching import check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
 from .reader import RecordIO
 
@@ -85,7 +94,17 @@ def _build() -> type:
             This process's rank. ``None`` (both): the reader's own, when it was built for
             a rank; else ``torch.distributed``'s when initialised; else ``0`` of ``1``.
         transform
-            A function applied to each instance (turning arrays into tensors, say).
+            A function applied to each instance (turning arrays into tensors, say), or to
+            each batch with ``batch_size``.
+        batch_size
+            Yield batches of this many instances, collated by
+            :meth:`recprep.RecordIO.batches` (tuples/dicts of columns; numbers and
+            equal-shape arrays stacked into numpy arrays), instead of single instances.
+            Use it with ``DataLoader(ds, batch_size=None)``, which then only converts the
+            arrays to tensors. Each DataLoader worker batches its own part, so every
+            worker's last batch can be short.
+        drop_last
+            With ``batch_size``: leave out each worker's last, short batch.
         **options
             ``RecordIO`` options, when ``source`` is not a reader already.
 
@@ -97,7 +116,10 @@ def _build() -> type:
         ``persistent_workers=True`` the workers keep their copies: don't call
         ``set_epoch``, and each worker's pass ``n`` uses epoch ``n``.)
 
-        ``len(dataset)`` is the rank's share, which all its workers together yield.
+        ``len(dataset)`` is the rank's share, which all its workers together yield; with
+        ``batch_size``, the number of batches of that share read by one process (with
+        ``num_workers > 1`` each worker cuts its own last batch, so there can be up to
+        ``num_workers - 1`` more, or fewer with ``drop_last``).
         """
 
         def __init__(
@@ -107,6 +129,8 @@ def _build() -> type:
             rank: int | None = None,
             world_size: int | None = None,
             transform: Callable[[Any], Any] | None = None,
+            batch_size: int | None = None,
+            drop_last: bool = False,
             **options: Any,
         ) -> None:
             super().__init__()
@@ -124,8 +148,14 @@ def _build() -> type:
                 reader = reader.for_rank(rank, world_size)
             if transform is not None and not callable(transform):
                 raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
+            if batch_size is not None:
+                batch_size = check_batch_size(batch_size)
+            elif drop_last:
+                raise InvalidArgumentError("drop_last=True needs a batch_size")
             self.reader = reader
             self.transform = transform
+            self.batch_size = batch_size
+            self.drop_last = bool(drop_last)
 
         def set_epoch(self, epoch: int) -> None:
             """Shuffle the following passes for ``epoch`` (see the notes)."""
@@ -136,11 +166,19 @@ def _build() -> type:
             reader = self.reader
             if info is not None:
                 reader = reader.for_worker(info.id, info.num_workers)
-            instances = reader()
-            return instances if self.transform is None else map(self.transform, instances)
+            if self.batch_size is None:
+                items = reader()
+            else:
+                items = reader.batches(self.batch_size, drop_last=self.drop_last)
+            return items if self.transform is None else map(self.transform, items)
 
         def __len__(self) -> int:
-            return len(self.reader)
+            instances = len(self.reader)
+            if self.batch_size is None:
+                return instances
+            if self.drop_last:
+                return instances // self.batch_size
+            return math.ceil(instances / self.batch_size)
 
     RecordIODataset.__module__ = __name__
     RecordIODataset.__qualname__ = "RecordIODataset"

@@ -12,9 +12,9 @@ taken as they are:
   are valid: numpy stores them from Python strings and gives them back.
 
 >>> import numpy as np
->>> out = []; enc_ndarray(np.array([np.longdouble(1)]), out)
->>> bytes(memoryview(out[1]))[10:].hex() if LD_PAD else "000000000000"
-'000000000000'
+>>> out = []; enc_ndarray(np.array([1, 2], np.uint8), out)
+>>> out[0].hex(" "), bytes(out[1])  # tag, "|u1", ndim 1, C order, shape (2,), 2 bytes
+('10 03 7c 75 31 01 00 02 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00', b'\\x01\\x02')
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ import fractions
 import struct
 import sys
 import uuid
-import warnings
 import zoneinfo
 from collections.abc import Callable
 from types import MappingProxyType
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RecprepWarning
+from ..errors import RecprepWarning, warn
 from ._recprep_base import (
     T_DATE,
     T_DATETIME,
@@ -334,10 +333,10 @@ def _builder(info: list) -> Callable[[list], Any]:
             raise Fail(f"a named tuple of {n} fields holds a {type(value).__name__}{size}")
         if type(cls) is type:
             return tuple.__new__(cls, value)
-        warnings.warn(
+        warn(RecprepWarning(
             f"named tuple {module + '.' + qualname!r} (fields {', '.join(map(repr, fields))}) "
-            f"decoded as a plain tuple: {cls}", RecprepWarning, stacklevel=4,
-        )
+            f"decoded as a plain tuple: {cls}"
+        ))
         return value
 
     return build
@@ -379,7 +378,7 @@ def pandas_value(x: Any) -> np.generic | None:
         return np.datetime64("NaT")
     if name == "Timestamp":
         if x.tzinfo is not None:
-            warnings.warn(_PANDAS_TZ_WARNING, RecprepWarning, stacklevel=4)
+            warn(RecprepWarning(_PANDAS_TZ_WARNING))
         return x.to_datetime64()
     if name == "Timedelta":
         return x.to_timedelta64()

@@ -53,13 +53,12 @@ float32: declare the feature float32, or use codec='recprep' for exact float64
 from __future__ import annotations
 
 import struct
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError, EncodeError, InvalidArgumentError, RecprepWarning
+from ..errors import DecodeError, EncodeError, InvalidArgumentError, RecprepWarning, warn
 from ..features import Feature, SchemaMismatchError, as_features, check_instance, fixed_size
 from .base import Codec
 
@@ -463,7 +462,7 @@ _UNKNOWN = ("recprep reads the entry, as protobuf's pure-Python parser does, but
 
 
 def _warn(name: str, what: str, how: str = _REFUSES) -> None:
-    warnings.warn(ExampleMergeWarning(name, f"feature {name!r}: {what}; {how}"), stacklevel=3)
+    warn(ExampleMergeWarning(name, f"feature {name!r}: {what}; {how}"))
 
 
 def _floats(buf: bytes, pos: int, end: int) -> np.ndarray:

@@ -12,13 +12,11 @@ A :class:`Format` is registered under the name users pass as ``format=``; it lis
 from __future__ import annotations
 
 import abc
-import sys
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from ..errors import CorruptDataWarning
+from ..errors import CorruptDataWarning, warn
 
 #: called with each :class:`~recprep.errors.CorruptDataWarning` a reader gives when it skips
 OnSkip = Callable[[CorruptDataWarning], None]
@@ -89,21 +87,10 @@ def report_skip(
     3
     """
     warning = CorruptDataWarning(detail, path=path, offset=offset, records_lost=records_lost)
-    warnings.warn(warning, stacklevel=_outside_recprep())
+    warn(warning)
     if on_skip is not None:
         on_skip(warning)
     return warning
-
-
-def _outside_recprep() -> int:
-    """The ``stacklevel`` of the innermost caller of :func:`report_skip`'s caller that is
-    not recprep's code (user code, or a thread's bootstrap)."""
-    level, frame = 2, sys._getframe(2)
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
-        "recprep."
-    ):
-        level, frame = level + 1, frame.f_back
-    return level
 
 
 @dataclass

@@ -449,8 +449,10 @@ def read_from(
     of a :class:`recprep.index.Seeker`).
 
     ``expected``, a side index's :meth:`~TFRecordIndex.bounds`: every record read must
-    start where it says, else :class:`~recprep.errors.CorruptDataError` (in any mode:
-    the index, not the data, is wrong, and reading on would number records wrongly).
+    start where it says, else :class:`~recprep.errors.CorruptDataError` (whatever
+    ``on_corrupt`` says: the index, not the data, is wrong, and reading on would number
+    records wrongly; :func:`recprep.index.read_range_chunks` turns it into a warning when
+    skipping).
     """
     file.seek(offset)
     chunks = TFRecordFormat().read_chunks(file, path=path, max_chunk_bytes=max_chunk_bytes,

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..errors import MissingDependencyError, TaskFailedError
+from ..errors import MissingDependencyError, RecprepWarning, TaskFailedError, warn
 from ._connect import DEFAULT_CONNECT_TIMEOUT, check_timeout, wait_for
 from .base import Backend, Outcome, execute
 
@@ -63,17 +63,34 @@ class RayBackend(Backend):
 
     def _connect(self) -> None:
         ray = self._ray
-        if ray.is_initialized():
-            return
         address = self._address()
         if address is not None:
             wait_for(address, self.connect_timeout, "Ray cluster")
+        if ray.is_initialized():
+            self._joined(address)
+            return
         options = dict(self.options)
         if self.num_workers and "address" not in options:
             options.setdefault("num_cpus", self.num_workers)
         options.setdefault("log_to_driver", False)
         ray.init(**options)
         log.info("recprep: connected to Ray (%s)", options.get("address", "local"))
+
+    def _joined(self, address: str | None) -> None:
+        """Ray is already initialized in this process: its tasks run there. Say so when the
+        options named another cluster (ray.init can't join a second one)."""
+        if address is None:
+            return
+        try:
+            current = str(self._ray.get_runtime_context().gcs_address)
+        except Exception:  # an older Ray, or a client session: nothing to compare
+            return
+        if current.split("://")[-1] != address.split("://")[-1]:
+            warn(RecprepWarning(
+                f"Ray is already initialized in this process (cluster at {current}): tasks "
+                f"run there, not at address={address!r}; call ray.shutdown() first to join "
+                "that one"
+            ))
 
     def run(self, payloads: list[bytes]) -> Iterator[tuple[int, Outcome]]:
         ray = self._ray

@@ -50,6 +50,7 @@ from typing import Any
 import google_crc32c
 
 from .. import _failpoints
+from ..arguments import checked
 from ..containers.tfrecord_index import index_name
 from ..errors import (
     CorruptDataError,
@@ -319,6 +320,7 @@ def _remove(fs: Any, paths: Iterable[str], error: BaseException) -> None:
             note_cleanup_failure(error, f"removing the temporary {path}", failure)
 
 
+@checked
 def copy(
     sources: str | Sequence[str],
     dest: str,

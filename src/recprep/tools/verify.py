@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 import google_crc32c
 
+from ..arguments import checked
 from ..commit import pending_journal, uncommitted
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, detect_format
 from ..errors import CorruptDataError
@@ -111,9 +112,9 @@ class VerifyReport:
     def problems(self) -> list[Problem]:
         """Every problem, set by set, shard by shard."""
         found: list[Problem] = []
-        for checked in self.sets:
-            found.extend(checked.problems)
-            for shard in checked.shards:
+        for set_check in self.sets:
+            found.extend(set_check.problems)
+            for shard in set_check.shards:
                 found.extend(shard.problems)
         return found
 
@@ -289,6 +290,7 @@ def _missing(fs: Any, path: str, expected: ShardInfo | None) -> ShardCheck:
     return check
 
 
+@checked
 def verify(
     paths: str | Sequence[str],
     *,
