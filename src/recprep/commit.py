@@ -158,7 +158,7 @@ class CommittedSets:
                                             "the reader listed it)") from None
         with opened:
             if not guarded:
-                yield opened
+                yield cast(BinaryIO, opened)
                 return
             self._check_unchanged(index)
             entry = self._entry(file)

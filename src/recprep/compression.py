@@ -8,6 +8,12 @@ before any such allocation. Containers map their own on-disk ids to these by nam
 The work is done by cramjam (snappy, gzip) and zlib; Python only walks the snappy
 framing's frame headers (one per 64 KiB) to learn the output size in advance.
 
+:meth:`Compression.compress_below` compresses only when that pays: it returns ``None``
+when the result would not be smaller than a share of the input, so a writer can store
+such a payload uncompressed. For snappy it costs next to nothing on incompressible data:
+the raw blocks are compressed first (snappy gives up early on data it can't shrink, tens
+of GB/s) and the framing's CRC-32C work is done only for output that is kept.
+
 Example
 -------
 >>> from recprep.compression import get_compression
@@ -23,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import cramjam
+import google_crc32c
 
 from .errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
 
@@ -33,11 +40,30 @@ Buffer = bytes | bytearray | memoryview
 
 @dataclass(frozen=True)
 class Compression:
-    """A named way to compress a payload and to decompress it within a limit."""
+    """A named way to compress a payload and to decompress it within a limit.
+
+    ``compress_unless`` (optional) is a cheaper ``compress_below``: it may skip work on
+    output it won't keep.
+    """
 
     name: str
     compress: Callable[[Buffer], bytes]
     decompress: Callable[[Buffer, int], bytes]
+    compress_unless: Callable[[Buffer, float], bytes | None] | None = None
+
+    def compress_below(self, data: Buffer, share: float) -> bytes | None:
+        """``compress(data)`` if it is smaller than ``share * len(data)``, else None.
+
+        >>> snappy = get_compression("snappy-framed")
+        >>> len(snappy.compress_below(b"a" * 1000, 0.9))
+        39
+        >>> snappy.compress_below(bytes(range(256)), 0.9) is None
+        True
+        """
+        if self.compress_unless is not None:
+            return self.compress_unless(data, share)
+        out = self.compress(data)
+        return out if len(out) < share * len(data) else None
 
 
 _REGISTRY: dict[str, Compression] = {}
@@ -89,6 +115,11 @@ def _identity_bounded(data: Buffer, limit: int) -> bytes:
 
 def _snappy_raw_compress(data: Buffer) -> bytes:
     return bytes(cramjam.snappy.compress_raw(data))
+
+
+def _snappy_raw_unless(data: Buffer, share: float) -> bytes | None:
+    out = cramjam.snappy.compress_raw(data)
+    return bytes(out) if len(out) < share * len(data) else None
 
 
 def _snappy_raw_decompress(data: Buffer, limit: int) -> bytes:
@@ -161,6 +192,45 @@ def framed_output_size(data: Buffer) -> int:
     return total
 
 
+_FRAME_INPUT = 65536
+_MASK_DELTA = 0xA282EAD8
+
+
+def _masked_crc32c(data: Buffer) -> bytes:
+    crc = google_crc32c.value(bytes(data))  # it takes no memoryview
+    return (((crc >> 15 | crc << 17) + _MASK_DELTA) & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def _snappy_frames(data: Buffer, share: float) -> bytes | None:
+    """The snappy framing stream of ``data``, byte for byte what ``cramjam.snappy.compress``
+    writes (blocks of 64 KiB input; a block is stored compressed only if that saves 1/8),
+    or None when that stream would not be smaller than ``share * len(data)``.
+
+    Sizes are known once the raw blocks are compressed, so the CRC-32C of each block (the
+    framing's checksum of its uncompressed data) is computed only for a stream that is kept.
+    """
+    view = memoryview(data).cast("B")
+    size = len(view)
+    if not size:
+        return b"" if share > 0 else None
+    blocks = [view[i : i + _FRAME_INPUT] for i in range(0, size, _FRAME_INPUT)]
+    packed = [cramjam.snappy.compress_raw(block) for block in blocks]
+    bodies: list[Buffer] = [
+        small if len(small) < len(block) - len(block) // 8 else block
+        for block, small in zip(blocks, packed, strict=True)
+    ]
+    total = len(_STREAM_ID) + sum(8 + len(body) for body in bodies)
+    if total >= share * size:
+        return None
+    parts: list[Buffer] = [_STREAM_ID]
+    for block, body in zip(blocks, bodies, strict=True):
+        kind = 0x01 if body is block else 0x00
+        parts.append((kind | (len(body) + 4) << 8).to_bytes(4, "little"))
+        parts.append(_masked_crc32c(block))
+        parts.append(body)
+    return b"".join(parts)
+
+
 def _snappy_framed_compress(data: Buffer) -> bytes:
     return bytes(cramjam.snappy.compress(data))
 
@@ -216,8 +286,12 @@ def _zlib_decompress(data: Buffer, limit: int) -> bytes:
 
 for _c in (
     Compression("none", _identity, _identity_bounded),
-    Compression("snappy-framed", _snappy_framed_compress, _snappy_framed_decompress),
-    Compression("snappy-raw", _snappy_raw_compress, _snappy_raw_decompress),
+    Compression(
+        "snappy-framed", _snappy_framed_compress, _snappy_framed_decompress, _snappy_frames
+    ),
+    Compression(
+        "snappy-raw", _snappy_raw_compress, _snappy_raw_decompress, _snappy_raw_unless
+    ),
     Compression("gzip", _gzip_compress, _gzip_decompress),
     Compression("zlib", _zlib_compress, _zlib_decompress),
 ):

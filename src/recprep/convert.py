@@ -192,8 +192,9 @@ def _write(
         if parts is not None and not backend.in_process:
             reader, parts = partitions(parts), None
     if not isinstance(reader, Partitions):
-        if not backend.in_process and parts is None:
-            warn_unsplit(reader, backend.name or type(backend).__name__)
+        if not backend.in_process:
+            if not is_sized(reader):  # (a sized input this small isn't worth splitting)
+                warn_unsplit(reader, backend.name or type(backend).__name__)
             if not callable(reader):
                 backend = get_backend("serial")  # a one-shot iterable is read here, once
         cuts = list(accumulate(len(part) for part in parts[:-1])) if parts else []
@@ -330,7 +331,7 @@ def convert(
     if not isinstance(reader, Partitions):
         reader = as_input(reader)
     backend = get_backend(executor, num_workers, executor_options)
-    fs, out = resolve(output_path, storage_options)
+    fs, out = resolve(os.fspath(output_path), storage_options)
     names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
     notes: list[Any] = []
     try:

@@ -566,3 +566,17 @@ def warn(warning: Warning) -> None:
     ] == "recprep":
         level, frame = level + 1, frame.f_back
     warnings.warn(warning, stacklevel=level)
+
+
+def add_note(err: BaseException, text: str) -> None:
+    """``err.add_note(text)``, also on Python 3.10 (which has no ``add_note`` but shows
+    nothing of ``__notes__`` either: the note is kept for code that reads it).
+
+    >>> err = ValueError("x"); add_note(err, "more"); err.__notes__
+    ['more']
+    """
+    note = getattr(err, "add_note", None)  # Python >= 3.11
+    if note is not None:
+        note(text)
+    else:
+        err.__notes__ = [*getattr(err, "__notes__", []), text]  # type: ignore[attr-defined]

@@ -186,8 +186,9 @@ class RecordIO:
         split: SplitMode = "auto",
         compressor: CompressorName | str | None = None,
     ) -> None:
-        single = isinstance(pattern, (str, os.PathLike))
-        given = [pattern] if single else list(pattern)  # type: ignore[arg-type]
+        given: list[Any] = (
+            [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
+        )
         if not given or not all(isinstance(p, (str, os.PathLike)) for p in given):
             raise InvalidArgumentError(
                 f"pattern must be a path, URL or glob (str or pathlib.Path) or a non-empty "

@@ -45,7 +45,7 @@ from typing import Any
 import google_crc32c
 
 from . import _failpoints
-from .errors import RecprepError, UntrustedFileError, WriteError
+from .errors import RecprepError, UntrustedFileError, WriteError, add_note
 from .locking import is_local
 from .shards import manifest_name
 from .storage import display
@@ -197,11 +197,7 @@ def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseExce
     if err is None:
         log.warning(text)
         return
-    add_note = getattr(err, "add_note", None)  # Python >= 3.11
-    if add_note is not None:
-        add_note(text)
-    else:
-        err.__notes__ = [*getattr(err, "__notes__", []), text]  # type: ignore[attr-defined]
+    add_note(err, text)
 
 
 class Staging:

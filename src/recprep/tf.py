@@ -13,6 +13,10 @@ instance, whose structure (tuples, dicts), dtypes and shapes :func:`describe` re
 (((2, 3), 'float32'), ((), 'int64'), ((), 'string'))
 >>> features_from_schema({"features": [{"name": "x", "dtype": "float32", "shape": [-1]}]})
 {'x': ((None,), 'float32')}
+
+With ``batch_size=``, the dataset's elements are whole batches made by
+:meth:`recprep.RecordIO.batches` (collated once per batch in numpy, no ``ds.batch``):
+every tensor of the signature gets a leading batch dimension.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .batching import batched, check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = ["describe", "features_from_schema", "to_tf_dataset"]
@@ -138,6 +143,16 @@ def _to_specs(tf: Any, described: Any) -> Any:
     return tuple(_to_specs(tf, x) for x in described)
 
 
+def _batch_dims(described: Any, dim: int | None) -> Any:
+    """``described`` with a leading dimension ``dim`` on every leaf."""
+    if isinstance(described, dict):
+        return {k: _batch_dims(v, dim) for k, v in described.items()}
+    if len(described) == 2 and isinstance(described[1], str):  # a leaf: (shape, dtype)
+        shape, dtype = described
+        return (dim, *shape), dtype
+    return tuple(_batch_dims(x, dim) for x in described)
+
+
 def _tensorable(instance: Any) -> Any:
     """Lists become arrays (one tensor), tuples and dicts stay structure."""
     if isinstance(instance, tuple):
@@ -145,12 +160,35 @@ def _tensorable(instance: Any) -> Any:
     if isinstance(instance, dict):
         return {k: _tensorable(v) for k, v in instance.items()}
     if isinstance(instance, list):
-        return np.asarray(instance)
+        return _dense(instance)
     return instance
 
 
+def _dense(values: list[Any]) -> np.ndarray:
+    """A list (a list value, or a batch's list column) as one array, or an error."""
+    try:
+        array = np.asarray(values)
+    except ValueError:
+        array = None
+    if array is None or (array.dtype.hasobject and not all(
+        isinstance(x, (str, bytes)) for x in array.flat
+    )):
+        shown = repr(values)
+        raise InvalidArgumentError(
+            f"a list of ragged or mixed values has no dense tensor type: "
+            f"{shown[:80]}{'...' if len(shown) > 80 else ''}; without batch_size, give an "
+            "output_signature with None dimensions (and use ds.ragged_batch or "
+            "ds.padded_batch), or make the values equal-shape"
+        )
+    return array
+
+
 def to_tf_dataset(
-    reader: Callable[[], Iterable[Any]], *, output_signature: Any = None
+    reader: Callable[[], Iterable[Any]],
+    *,
+    output_signature: Any = None,
+    batch_size: int | None = None,
+    drop_last: bool = False,
 ) -> Any:
     """A ``tf.data.Dataset`` of a reader's instances.
 
@@ -162,7 +200,16 @@ def to_tf_dataset(
     output_signature
         A nested structure of ``tf.TensorSpec``. ``None``: from the manifest's schema,
         else from the first instance (exact shapes; pass a signature with ``None``
-        dimensions for instances whose shapes vary).
+        dimensions for instances whose shapes vary). With ``batch_size``, the signature
+        of a batch.
+    batch_size
+        Make the dataset's elements batches of this many instances, collated by
+        :meth:`recprep.RecordIO.batches` (by :func:`recprep.batching.batched` for other
+        readers) rather than one instance each: tuples/dicts of columns, each one tensor
+        with a leading batch dimension (``None``; ``batch_size`` with ``drop_last``).
+        Columns must be dense: instances of one shape, no ``None``.
+    drop_last
+        With ``batch_size``: leave out the last, short batch of each pass.
 
     Returns
     -------
@@ -181,6 +228,11 @@ def to_tf_dataset(
 TensorSpec(shape=(), dtype=tf.int64, name=None))
     >>> next(iter(ds.batch(2)))[1].numpy().tolist()
     [0, 1]
+    >>> batches = to_tf_dataset(RecordIO("memory://doc/tf/d-*"), batch_size=3)
+    >>> batches.element_spec[0]
+    TensorSpec(shape=(None, 3), dtype=tf.float32, name=None)
+    >>> [labels.numpy().tolist() for _, labels in batches]
+    [[0, 1, 2], [3]]
     """
     tf = _import_tf()
     if not callable(reader):
@@ -188,6 +240,10 @@ TensorSpec(shape=(), dtype=tf.int64, name=None))
             f"to_tf_dataset takes a reader (such as recprep.RecordIO(...)), got "
             f"{type(reader).__qualname__}"
         )
+    if batch_size is not None:
+        batch_size = check_batch_size(batch_size)
+    elif drop_last:
+        raise InvalidArgumentError("drop_last=True needs a batch_size")
     if output_signature is None:
         described = _manifest_features(reader)
         if described is None:
@@ -198,11 +254,19 @@ TensorSpec(shape=(), dtype=tf.int64, name=None))
                     "signature from; pass output_signature="
                 )
             described = describe(_tensorable(first))
+        if batch_size is not None:
+            described = _batch_dims(described, batch_size if drop_last else None)
         output_signature = _to_specs(tf, described)
         log.debug("recprep: tf.data signature %s", output_signature)
 
     def generate() -> Iterator[Any]:
-        for instance in reader():
-            yield _tensorable(instance)
+        if batch_size is None:
+            items = iter(reader())
+        elif callable(getattr(reader, "batches", None)):
+            items = reader.batches(batch_size, drop_last=drop_last)  # type: ignore[attr-defined]
+        else:
+            items = batched(reader(), batch_size, drop_last)
+        for item in items:
+            yield _tensorable(item)
 
     return tf.data.Dataset.from_generator(generate, output_signature=output_signature)

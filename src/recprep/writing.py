@@ -15,7 +15,7 @@ from typing import Any
 from .codecs import Codec, get_codec
 from .codecs.base import PICKLE_FALLBACKS
 from .containers import Format, RecordWriter, get_format
-from .errors import EncodeError, InvalidArgumentError, WriteError
+from .errors import EncodeError, InvalidArgumentError, WriteError, add_note
 from .inputs import check_reader
 from .storage import ChecksumWriter
 
@@ -299,8 +299,8 @@ def write_round_robin(
                     reported = index + 1
         except Exception as err:
             if input_failed:  # the reader's own error: it stays what it is, located
-                err.add_note(
-                    f"recprep: raised by the input (the reader) after {index + 1} "
+                add_note(
+                    err, f"recprep: raised by the input (the reader) after {index + 1} "
                     "instance(s); not an error of the output"
                 )
             raise

@@ -33,6 +33,7 @@ Example
 
 from __future__ import annotations
 
+import importlib
 import io
 import struct
 import zlib
@@ -69,6 +70,9 @@ HEADER_SIZE = 20
 MIN_RECORD_BYTES = 4
 #: the header's 32-bit size field: the most a chunk's stored payload can be
 MAX_PAYLOAD = 0xFFFFFFFF
+#: a snappy chunk is stored compressed only below this share of its uncompressed size
+#: (``benchmarks/RESULTS.md``, "Compression that saves nothing"); else stored as "none"
+SNAPPY_KEEP_BELOW = 1.0
 _HEADER = struct.Struct("<5I")
 _U32 = struct.Struct("<I")
 _u32_pack = _U32.pack
@@ -102,9 +106,21 @@ def _crc32c(data: bytes) -> int:
     return google_crc32c.value(data)
 
 
+def _fastest_crc32() -> Callable[[bytes], int]:
+    """CRC-32 (IEEE): isal's (PCLMUL/ARM CRC, ~10x CPython's zlib here: see
+    ``benchmarks/RESULTS.md``) where it is installed, else zlib's. Same values."""
+    try:
+        crc32: Callable[[bytes], int] = importlib.import_module("isal.isal_zlib").crc32
+    except ImportError:
+        return zlib.crc32
+    return crc32
+
+
+crc32 = _fastest_crc32()
+
 GO = Dialect(
     "recordio",
-    zlib.crc32,
+    crc32,
     {0: "none", 1: "snappy-framed", 2: "gzip"},
     {"none": 0, "snappy": 1, "gzip": 2},
 )
@@ -156,11 +172,21 @@ def split_payload(payload: bytes, count: int) -> list[bytes]:
 
 
 class _Writer(RecordWriter):
+    """Buffers records into chunks of about ``chunk_bytes``; each chunk is written whole.
+
+    With ``compressor="snappy"`` a chunk is stored compressed only if that makes it
+    smaller than :data:`SNAPPY_KEEP_BELOW` of its size, and uncompressed (compressor id
+    "none" in its header) otherwise. The choice depends on the chunk's bytes alone, so the
+    output stays the same whatever the executor and wherever the writer is cut.
+    """
+
     def __init__(self, file: Sink, dialect: Dialect, compressor: str, chunk_bytes: int):
         self._file = file
         self._dialect = dialect
         self._id = dialect.names[compressor]
         self._compression: Compression = get_compression(dialect.ids[self._id])
+        #: the id a snappy chunk that wouldn't shrink is stored under ("none"); None: never
+        self._fallback = dialect.names["none"] if compressor == "snappy" else None
         self._limit = chunk_bytes
         self._pending: list[bytes] = []
         self._pending_bytes = 0
@@ -188,7 +214,15 @@ class _Writer(RecordWriter):
         records = self._pending
         if not records:
             return
-        payload = self._compression.compress(encode_payload(records))
+        data = encode_payload(records)
+        payload: bytes | None
+        comp = self._id
+        if self._fallback is None:
+            payload = self._compression.compress(data)
+        else:
+            payload = self._compression.compress_below(data, SNAPPY_KEEP_BELOW)
+            if payload is None:
+                payload, comp = data, self._fallback
         if len(payload) > MAX_PAYLOAD:
             raise EncodeError(
                 f"a chunk of {len(records)} record(s) compresses to {len(payload)} bytes, "
@@ -196,7 +230,7 @@ class _Writer(RecordWriter):
                 "write smaller records, or format='tfrecord'"
             )
         header = self._dialect.pack(
-            self._dialect.checksum(payload), self._id, len(payload), len(records)
+            self._dialect.checksum(payload), comp, len(payload), len(records)
         )
         self._file.write(header)
         self._file.write(payload)
