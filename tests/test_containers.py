@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import random
 import struct
 import warnings
 import zlib
@@ -12,11 +13,14 @@ import cramjam
 import google_crc32c
 import pytest
 import recordio as pyrecordio  # pyrecordio==0.0.4, the legacy-format oracle
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from recordio.recordio.header import Compressor as PyCompressor
 from recordio.recordio.writer import Writer as PyWriter
 
+from recprep.compression import get_compression
 from recprep.containers import ChunkInfo, get_format
-from recprep.containers.recordio import MAGIC, iter_chunks, scan_index
+from recprep.containers.recordio import MAGIC, crc32, encode_payload, iter_chunks, scan_index
 from recprep.errors import ChunkTooLargeError, CorruptDataError, CorruptDataWarning, RecprepError
 
 from .conftest import DATA
@@ -95,11 +99,13 @@ def test_index_of_reference_file_hops_headers():
 # -- what we write decodes per the spec ---------------------------------------------------
 
 
-@pytest.mark.parametrize("compressor,comp_id", [("none", 0), ("snappy", 1), ("gzip", 2)])
-def test_written_go_files_decode_per_spec(records, compressor, comp_id):
+@pytest.mark.parametrize("compressor,comp_ids", [("none", {0}), ("snappy", {0, 1}),
+                                                  ("gzip", {2})])
+def test_written_go_files_decode_per_spec(records, compressor, comp_ids):
+    # the vectors' records hold incompressible runs: snappy sets mix snappy and none chunks
     data = write_all(records, compressor=compressor, chunk_bytes=4096)
     chunks = spec_decode_go(data)
-    assert len(chunks) > 1 and {c for c, _ in chunks} == {comp_id}
+    assert len(chunks) > 1 and {c for c, _ in chunks} == comp_ids
     assert [r for _, rs in chunks for r in rs] == records
     assert read_all(data) == records
 
@@ -116,6 +122,116 @@ def test_empty_records_and_empty_file():
     assert write_all([]) == b""
     assert read_all(b"") == []
     assert read_all(write_all([b"", b"", b""])) == [b"", b"", b""]
+
+
+# -- snappy only where it saves: chunks that wouldn't shrink are stored as "none" ---------
+
+
+def noise(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def chunk_payloads(data: bytes) -> list[tuple[int, bytes]]:
+    """(compressor id, stored payload) of each chunk of a Go RecordIO file."""
+    out, pos = [], 0
+    while pos < len(data):
+        _, _, comp, size, _ = struct.unpack_from("<5I", data, pos)
+        out.append((comp, data[pos + 20 : pos + 20 + size]))
+        pos += 20 + size
+    return out
+
+
+def test_snappy_stores_incompressible_chunks_uncompressed():
+    noisy = [noise(3000, i) for i in range(6)]  # one 3000-byte record a chunk
+    plain = [b"abc" * 1000] * 6
+    recs = [r for pair in zip(noisy, plain, strict=True) for r in pair]
+    data = write_all(recs, compressor="snappy", chunk_bytes=3000)
+    stored = chunk_payloads(data)
+    assert [c for c, _ in stored] == [0, 1] * 6
+    for (comp, payload), record in zip(stored, recs, strict=True):
+        raw = encode_payload([record])
+        # byte for byte what always compressing gave (snappy chunks), or the raw payload
+        assert payload == (bytes(cramjam.snappy.compress(raw)) if comp else raw)
+    assert [r for _, rs in spec_decode_go(data) for r in rs] == recs == read_all(data)
+
+
+def test_snappy_set_is_never_bigger_than_always_compressing(records):
+    recs = records * 3 + [noise(5000, 7)] * 2
+    data = write_all(recs, compressor="snappy", chunk_bytes=4096)
+    chunks = spec_decode_go(data)
+    always = sum(20 + len(cramjam.snappy.compress(encode_payload(rs))) for _, rs in chunks)
+    assert len(data) < always and {c for c, _ in chunks} == {0, 1}
+
+
+def test_gzip_and_none_sets_keep_their_compressor():
+    recs = [noise(3000, i) for i in range(3)]
+    assert {c for c, _ in chunk_payloads(write_all(recs, compressor="gzip", chunk_bytes=1))} \
+        == {2}
+
+
+def legacy_chunk_ids(data: bytes) -> list[int]:
+    ids, pos = [], 0
+    while pos < len(data):
+        _, _, _, comp, size = struct.unpack_from("<5I", data, pos)
+        ids.append(comp)
+        pos += 20 + size
+    return ids
+
+
+def test_pyrecordio_reads_legacy_sets_of_snappy_and_none_chunks(tmp_path):
+    recs = [noise(3000, 1), b"xyz" * 1000, noise(2000, 2), b"", b"q" * 5000]
+    data = write_all(recs, "recordio-legacy", "snappy", chunk_bytes=2000)
+    assert legacy_chunk_ids(data) == [1, 2, 1, 2]  # legacy ids: 1 none, 2 snappy
+    path = tmp_path / "mixed.recordio"
+    path.write_bytes(data)
+    with pyrecordio.File(str(path), "r") as f:
+        assert list(f.get_reader()) == recs
+    assert read_all(data) == recs
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=300), st.integers(0, 400).map(bytes),
+                          st.integers(1, 9).map(lambda s: noise(500, s))), max_size=40),
+       st.integers(64, 2048), st.data())
+def test_snappy_choice_is_per_chunk_so_cut_writers_concatenate(recs, chunk_bytes, data):
+    """What each chunk holds depends on its bytes alone: writing in two runs (a writer's
+    cut(), as parallel executors' pieces are joined) gives the same bytes as two files."""
+    cut = data.draw(st.integers(0, len(recs)))
+    buf = io.BytesIO()
+    writer = get_format("recordio").writer(buf, "snappy", chunk_bytes)
+    for i, r in enumerate(recs):
+        if i == cut:
+            writer.cut()
+        writer.write(r)
+    writer.close()
+    joined = write_all(recs[:cut], chunk_bytes=chunk_bytes) + write_all(
+        recs[cut:], chunk_bytes=chunk_bytes)
+    assert buf.getvalue() == joined
+    assert read_all(joined) == recs
+    for comp, rs in spec_decode_go(joined):
+        raw = encode_payload(rs)
+        assert (comp == 1) == (len(cramjam.snappy.compress(raw)) < len(raw))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(st.binary(max_size=200_000),
+                 st.integers(0, 200_000).map(bytes),
+                 st.tuples(st.integers(0, 140_000), st.integers(0, 9)).map(
+                     lambda t: noise(t[0], t[1]) + bytes(t[0] // 2))))
+def test_framing_is_cramjams_byte_for_byte(payload):
+    framed = get_compression("snappy-framed")
+    ours = framed.compress_below(payload, float("inf")) if payload else b""
+    assert ours == bytes(cramjam.snappy.compress(payload))
+    kept = framed.compress_below(payload, 1.0)
+    assert kept == (ours if len(ours) < len(payload) else None)
+    raw = get_compression("snappy-raw").compress_below(payload, 0.9)
+    packed = bytes(cramjam.snappy.compress_raw(payload))
+    assert raw == (packed if len(packed) < 0.9 * len(payload) else None)
+
+
+def test_go_checksum_is_zlib_crc32(records):
+    for r in records:
+        assert crc32(r) == zlib.crc32(r)
 
 
 # -- pyrecordio 0.0.4 interop, both ways --------------------------------------------------

@@ -114,9 +114,10 @@ def test_shard_names_widen_past_99999():
 
 
 def test_written_files_are_go_recordio_per_spec(tmp_path):
-    result = convert(str(tmp_path), [b"a", b"bc"] * 3, 2, "raw", codec="raw")
+    # compressible records: a chunk snappy wouldn't shrink is stored as "none" (id 0)
+    result = convert(str(tmp_path), [b"a" * 64, b"bc" * 32] * 3, 2, "raw", codec="raw")
     chunks = spec_decode_go((tmp_path / "raw-00000-of-00001").read_bytes())
-    assert chunks == [(1, [b"a", b"a", b"a"])]
+    assert chunks == [(1, [b"a" * 64] * 3)]
     assert result.num_records == 6
 
 

@@ -129,3 +129,42 @@ def test_the_example_codecs_schema_gives_the_signature(mem_url):
     assert [int(r["label"]) for r in rows] == list(range(5))
     assert [list(r["names"]) for r in rows] == [[b"n%d" % i] * (i + 1) for i in range(5)]
     np.testing.assert_array_equal(rows[3]["image"], data[3]["image"])
+
+
+def test_batches_as_the_datasets_elements(mem_url):
+    data = [(np.full((2, 3), i, np.float32), i, f"w{i}", [i, -i]) for i in range(10)]
+    convert(mem_url, data, 3, "b", chunk_bytes=200, progress=False)
+    reader = RecordIO(f"{mem_url}/b-*", shuffle=True, seed=2)
+    ds = to_tf_dataset(reader, batch_size=4)
+    assert [tuple(s.shape) for s in ds.element_spec] == [(None, 2, 3), (None,), (None,),
+                                                         (None, 2)]
+    assert [s.dtype for s in ds.element_spec] == [tf.float32, tf.int64, tf.string, tf.int64]
+    reader.set_epoch(5)
+    batches = list(ds.as_numpy_iterator())
+    expected = list(reader.batches(4))
+    assert [len(b[1]) for b in batches] == [4, 4, 2]
+    for got, want in zip(batches, expected, strict=True):
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1].tolist() == want[1].tolist()
+        assert [w.decode() for w in got[2]] == list(want[2])
+        assert got[3].tolist() == [list(p) for p in want[3]]
+    dropped = to_tf_dataset(reader, batch_size=4, drop_last=True)
+    assert dropped.element_spec[0].shape == (4, 2, 3)
+    assert [len(b[1]) for b in dropped.as_numpy_iterator()] == [4, 4]
+
+
+def test_batches_of_dicts_any_reader_and_errors(mem_url):
+    ds = to_tf_dataset(lambda: ({"x": np.full(2, i), "y": float(i)} for i in range(5)),
+                       batch_size=2)
+    assert ds.element_spec == {"x": tf.TensorSpec((None, 2), tf.int64),
+                               "y": tf.TensorSpec((None,), tf.float64)}
+    assert [b["y"].tolist() for b in ds.as_numpy_iterator()] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(InvalidArgumentError, match="drop_last=True needs a batch_size"):
+        to_tf_dataset(lambda: iter([1]), drop_last=True)
+    with pytest.raises(InvalidArgumentError, match="batch_size must be a positive int"):
+        to_tf_dataset(lambda: iter([1]), batch_size=0)
+    ragged = to_tf_dataset(lambda: ((np.zeros(i),) for i in range(1, 4)),
+                           output_signature=(tf.TensorSpec((None, None), tf.float64),),
+                           batch_size=2)
+    with pytest.raises(Exception, match="ragged or mixed values"):
+        list(ragged)

@@ -107,3 +107,30 @@ def test_import_recprep_does_not_import_torch_and_missing_torch_is_named(monkeyp
     monkeypatch.setitem(sys.modules, "torch.utils.data", None)
     with pytest.raises(MissingDependencyError, match=r"recprep\[torch\]"):
         adapter._import_torch()
+
+
+def test_batches_from_the_dataset_with_two_workers(tmp_path):
+    pattern = dataset_files(tmp_path)  # 90 instances, 3 shards
+    ds = RecordIODataset(pattern, shuffle=True, seed=3, batch_size=8)
+    ds.set_epoch(0)
+    batches = list(DataLoader(ds, batch_size=None, num_workers=2))
+    images, ids = batches[0]
+    assert isinstance(images, torch.Tensor) and images.dtype == torch.float32
+    assert images.shape == (8, 4) and ids.dtype == torch.int64
+    assert all(torch.equal(x[:, 0].long(), y) for x, y in batches)
+    assert sorted(int(i) for _, y in batches for i in y) == list(range(90))
+    assert len(ds) == 12 and all(len(y) <= 8 for _, y in batches)
+    dropped = RecordIODataset(pattern, batch_size=8, drop_last=True)
+    got = [y.tolist() for _, y in DataLoader(dropped, batch_size=None)]
+    assert got == [list(range(k, k + 8)) for k in range(0, 88, 8)] and len(dropped) == 11
+
+
+def test_batches_are_what_the_reader_batches_gives(tmp_path):
+    pattern = dataset_files(tmp_path, n=30)
+    ds = RecordIODataset(pattern, batch_size=7, transform=lambda b: b[1] * 2)
+    assert [b.tolist() for b in ds] == [
+        (2 * b[1]).tolist() for b in RecordIO(pattern).batches(7)]
+    with pytest.raises(InvalidArgumentError, match="batch_size must be a positive int"):
+        RecordIODataset(pattern, batch_size=0)
+    with pytest.raises(InvalidArgumentError, match="drop_last=True needs a batch_size"):
+        RecordIODataset(pattern, drop_last=True)

@@ -76,7 +76,7 @@ def collate(instances: Sequence[Any]) -> Any:
     kind = kinds.pop()
     if kind in NUMBERS:
         try:
-            return np.array(column, dtype=NUMBERS[kind])
+            return np.fromiter(column, dtype=NUMBERS[kind], count=len(column))
         except OverflowError:  # ints beyond int64
             return list(column)
     if kind is str or kind is bytes:
@@ -89,10 +89,14 @@ def collate(instances: Sequence[Any]) -> Any:
         dtypes = set(map(_dtype, column))
         return np.array(column, dtype=dtypes.pop()) if len(dtypes) == 1 else list(column)
     if kind is tuple or (issubclass(kind, tuple) and hasattr(kind, "_fields")):
-        if len(set(map(len, column))) != 1 or not column[0]:
+        if not column[0]:
             return list(column)
-        columns = [collate(c) for c in zip(*column, strict=True)]
-        return tuple(columns) if kind is tuple else kind._make(columns)  # type: ignore[attr-defined]
+        try:
+            transposed = list(zip(*column, strict=True))
+        except ValueError:  # tuples of two lengths
+            return list(column)
+        columns = list(map(collate, transposed))
+        return tuple(columns) if kind is tuple else kind._make(columns)  # type: ignore[union-attr]
     if kind is dict:
         keys = set(map(tuple, column))
         if len(keys) != 1:

@@ -15,7 +15,9 @@ snappy flavour        framing format                         raw block
 ====================  =====================================  =================================
 
 Reading tells the variants apart per file, from the first chunk whose reading has a
-compressor in range and a matching checksum, and the compressor per chunk.
+compressor in range and a matching checksum, and the compressor per chunk. Writing with
+``"snappy"`` stores a chunk that snappy would not make smaller as "none" (see
+:class:`_Writer`); every reader of either variant reads such mixed files.
 
 Example
 -------
