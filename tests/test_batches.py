@@ -303,3 +303,173 @@ def test_unbatched_batches_are_exactly_what_read_gives(
         path = url.removeprefix("memory://")
         if fs.exists(path):
             fs.rm(path, recursive=True)
+
+
+# --------------------------------------------------------------------------- chunk columns
+
+from recprep.batching import Columns, Row, collate_rows  # noqa: E402
+from recprep.codecs import get_codec  # noqa: E402
+from recprep.decoding import ColumnarCodec  # noqa: E402
+
+
+def same_batch(got, expected) -> bool:
+    """Two batches are the same: structure, container types, dtypes, shapes, values."""
+    if isinstance(expected, np.ndarray):
+        if type(got) is not np.ndarray or got.dtype != expected.dtype or (
+                got.shape != expected.shape):
+            return False
+        if expected.dtype == object:
+            return all(map(same, got.tolist(), expected.tolist()))
+        return bool(np.array_equal(got, expected, equal_nan=expected.dtype.kind in "fc"))
+    if isinstance(expected, list):
+        return type(got) is list and len(got) == len(expected) and all(map(same, got, expected))
+    if isinstance(expected, tuple):
+        return (type(got) is type(expected) and len(got) == len(expected)
+                and all(map(same_batch, got, expected)))
+    if isinstance(expected, dict):
+        return (type(got) is dict and list(got) == list(expected)
+                and all(same_batch(got[k], v) for k, v in expected.items()))
+    return False
+
+
+_COLUMN_LEAVES = {
+    "int": st.integers(*INT64), "float": st.floats(), "bool": st.booleans(),
+    "complex": st.complex_numbers(allow_nan=False), "none": st.none(),
+    "str": st.text(max_size=6), "bytes": st.binary(max_size=6),
+    "f32": st.builds(np.float32, st.floats(width=32)),
+    "i2": st.builds(lambda i: np.int16(i), st.integers(-9, 9)),
+    "arr": st.builds(lambda i: np.full((2, 3), i, np.float64), st.integers(-9, 9)),
+    "arrF": st.builds(lambda i: np.asfortranarray(np.arange(6, dtype=">i4").reshape(2, 3) * i),
+                      st.integers(-9, 9)),
+    "arrb": st.builds(lambda b: np.array([b, not b]), st.booleans()),
+    "arrU": st.builds(lambda s: np.array([s, s + "x"]), st.text(max_size=3)),
+}
+
+
+@st.composite
+def chunks(draw):
+    """Records of one chunk: one layout, or (mixed) a few layouts shuffled together."""
+    def layout():
+        kinds = draw(st.lists(st.sampled_from(sorted(_COLUMN_LEAVES)), min_size=1, max_size=4))
+        shape = draw(st.sampled_from(["tuple", "dict", "nested", "bare"]))
+        leaves = st.tuples(*(_COLUMN_LEAVES[k] for k in kinds))
+        if shape == "dict":
+            return leaves.map(lambda t: {f"k{i}": v for i, v in enumerate(t)})
+        if shape == "nested":
+            return leaves.map(lambda t: (t[0], {"rest": t[1:] or (0,)}))
+        if shape == "bare":
+            return _COLUMN_LEAVES[kinds[0]]
+        return leaves
+    layouts = [layout() for _ in range(draw(st.integers(1, 2)))]
+    values = draw(st.lists(st.one_of(*layouts), min_size=0, max_size=30))
+    return values
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(values=chunks(), cut=st.integers(0, 40), flip=st.integers(0, 10**6))
+def test_decode_columns_equal_collated_decodes(values, cut, flip):
+    codec = get_codec("recprep")
+    records = [codec.encode(v) for v in values]
+    if records and cut % 3 == 0:  # damage: a flipped byte, or a cut record
+        k = flip % len(records)
+        raw = bytearray(records[k])
+        if cut % 2:
+            raw[flip % len(raw)] ^= 0xFF
+        else:
+            del raw[flip % len(raw):]
+        records[k] = bytes(raw)
+    cols = codec.decode_columns(records)
+    try:
+        expected = collate(codec.decode_many(records, allow_pickle=False))
+    except Exception:
+        assert cols is None  # a record that doesn't decode is never in columns
+        return
+    if cols is None:
+        return
+    cols.decode = lambda: codec.decode_many(records)
+    assert cols.n == len(records)
+    assert same_batch(collate_rows(cols.rows()), expected)
+    rows = cols.rows()
+    for a, b in ((0, len(rows)), (1, len(rows) - 1), (len(rows) // 2, len(rows))):
+        if a < b:
+            assert same_batch(collate_rows(rows[a:b]), collate(codec.decode_many(records[a:b])))
+    picked = rows[::-2]  # out of order: gathered by index
+    assert same_batch(collate_rows(picked), collate([r.instance() for r in picked]))
+
+
+def test_uniform_chunks_are_decoded_as_columns():
+    codec = get_codec("recprep")
+    for values in ([(np.full(784, i, np.float64), i) for i in range(8)],
+                   [(i, float(i), f"token-{i * 37}") for i in range(8)],
+                   [{"id": i, "ok": i % 2 == 0, "v": np.float32(i), "b": b"x" * i}
+                    for i in range(8)]):
+        records = [codec.encode(v) for v in values]
+        cols = codec.decode_columns(records)
+        assert isinstance(cols, Columns) and cols.n == 8
+        cols.decode = lambda r=records: codec.decode_many(r)
+        assert same_batch(collate_rows(cols.rows()), collate(values))
+    mixed = [codec.encode(v) for v in [(1, 2.0)] * 4 + [(1, "2")] * 4]
+    assert codec.decode_columns(mixed) is None
+    assert get_codec("pickle").decode_columns(mixed) is None  # codecs without: None
+
+
+def test_rows_of_chunks_with_other_layouts_are_decoded_and_collated():
+    codec = get_codec("recprep")
+    a = [codec.encode((i, 1.0)) for i in range(4)]
+    b = [codec.encode((np.int64(i), 1.0)) for i in range(4)]  # int64 too, but numpy scalars
+    ca, cb = codec.decode_columns(a), codec.decode_columns(b)
+    ca.decode, cb.decode = (lambda: codec.decode_many(a)), (lambda: codec.decode_many(b))
+    run = ca.rows()[2:] + cb.rows()[:2]
+    expected = collate(codec.decode_many(a)[2:] + codec.decode_many(b)[:2])
+    assert type(expected[0]) is list  # int and numpy.int64 mixed: a list, as collate says
+    assert same_batch(collate_rows(run), expected)
+    assert all(type(r) is Row for r in run)
+
+
+@pytest.mark.filterwarnings("ignore:.*shards are empty")
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(values=chunks(), form=st.sampled_from(
+           [("recordio", "snappy"), ("recordio", "none"), ("recordio", "gzip"),
+            ("tfrecord", "none"), ("tfrecord", "gzip")]),
+       codec=st.sampled_from(["recprep", "pickle"]), shards=st.integers(1, 3),
+       batch_size=st.integers(1, 9), threads=st.integers(0, 2), shuffle=st.booleans())
+def test_batches_from_columns_are_those_of_read(values, form, codec, shards, batch_size,
+                                                threads, shuffle):
+    url = f"memory://recprep-test-columns-{uuid.uuid4().hex}"
+    was = ColumnarCodec.min_record_bytes
+    ColumnarCodec.min_record_bytes = 0  # columns for every chunk that has them
+    try:
+        convert(url, values, shards, "p", chunk_bytes=300, format=form[0],
+                compressor=form[1], codec=codec, progress=False)
+        read = RecordIO(f"{url}/p-*", num_threads=threads, shuffle=shuffle, seed=3,
+                        shuffle_buffer=7, allow_pickle=codec == "pickle")
+        read.set_epoch(1)
+        expected = list(read())
+        got = list(read.batches(batch_size))
+        for k, batch in enumerate(got):
+            assert same_batch(batch, collate(expected[k * batch_size:(k + 1) * batch_size]))
+        assert sum(len(unbatch(b)) for b in got) == len(expected)
+    finally:
+        ColumnarCodec.min_record_bytes = was
+        fs = fsspec.filesystem("memory")
+        path = url.removeprefix("memory://")
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+
+
+def test_damaged_chunks_skipped_with_columns(tmp_path):
+    pattern = damaged_set(tmp_path)
+    was = ColumnarCodec.min_record_bytes
+    ColumnarCodec.min_record_bytes = 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CorruptDataWarning)
+            expected = list(RecordIO(pattern, on_corrupt="skip")())
+            got = list(RecordIO(pattern, on_corrupt="skip").batches(9))
+    finally:
+        ColumnarCodec.min_record_bytes = was
+    assert 0 < len(expected) < 60
+    for k, batch in enumerate(got):
+        assert same_batch(batch, collate(expected[k * 9:(k + 1) * 9]))

@@ -313,3 +313,38 @@ def test_side_indexes_survive_mutations():
         assert got == TF_RECORDS[start:end]
 
     check()
+
+
+def test_staging_side_files_survive_mutations():
+    """A mutated task record (``done-*.json``) or options file of a staging directory —
+    what an attacker with write access to the output directory could plant — is refused
+    with a recprep error or, if the mutation left its content as it was, read as it was:
+    never a path outside the staging area, never other facts."""
+    import fsspec
+    import google_crc32c
+
+    from recprep.staging import Staging
+    from recprep.writing import FileFacts
+
+    fs = fsspec.filesystem("memory")
+    staging = Staging(fs, "/fuzz-staging/out", "p")
+    staging.create(keep=False)
+    fs.pipe(staging.file("stream-1"), b"abc")
+    facts = FileFacts(staging.file("stream-1"), 1, 3, google_crc32c.value(b"abc"))
+    staging.record("stream", [facts], ["note"], {"mod.T": 2})
+    record = staging.file("done-stream.json")
+    valid = fs.cat_file(record)
+    expected = ([facts], ["note"], {"mod.T": 2})
+    assert staging.recorded("stream") == expected
+
+    @FUZZ
+    @given(mutations(valid))
+    def check(data: bytes) -> None:
+        fs.pipe(record, data)
+        try:
+            got = staging.recorded("stream")
+        except RecprepError:
+            return
+        assert got is None or got == expected
+
+    check()

@@ -262,9 +262,12 @@ def convert(
         if missing. With a cluster executor, storage every worker reaches.
     reader
         A PaddlePaddle-style reader (a no-argument callable returning an iterable of
-        instances), a one-shot iterable (read once, in this process), or
-        :func:`~recprep.partitions` of readers (each read by its own task). Each instance
-        is a value or a tuple of values.
+        instances), a one-shot iterable (read once, in this process),
+        :func:`~recprep.partitions` of readers (each read by its own task), or a table —
+        a pandas ``DataFrame``, a pyarrow ``Table`` or ``RecordBatch`` — one instance per
+        row, a dict ``{column: value}`` (see :mod:`recprep.inputs`). Each instance is a
+        value or a tuple of values. Sized input (a list, array or table) is split by row
+        ranges for parallel executors, with the same bytes as ``serial``.
     num_shards
         How many shard files to write; instance ``i`` goes to shard ``i % num_shards``.
         A shard that gets no instance is an empty (zero-byte) file.
@@ -272,8 +275,8 @@ def convert(
         Shards are named ``{name_prefix}-00000-of-{num_shards-1:05d}`` and so on; the
         manifest is ``{name_prefix}.manifest.json``.
     format
-        ``"recordio"`` (Go/PaddlePaddle/ElasticDL) or ``"recordio-legacy"`` (pyrecordio
-        0.0.4), or any registered format.
+        ``"recordio"`` (Go/PaddlePaddle/ElasticDL), ``"recordio-legacy"`` (pyrecordio
+        0.0.4), ``"tfrecord"``, or any registered format.
     codec
         ``"recprep"`` (typed, exact), ``"pickle"``, ``"raw"`` (bytes as is), a registered
         name or a :class:`~recprep.codecs.Codec`.
@@ -360,8 +363,9 @@ def convert(
     if empty * 2 > num_shards:
         warn(
             RecprepWarning(
-                f"{empty} of {num_shards} shards are empty ({result.num_records} instances "
-                f"for {num_shards} shards): readers and ranks that get them read nothing; "
+                f"{empty} of {num_shards} shards are empty ({result.num_records} "
+                f"instance{'' if result.num_records == 1 else 's'} for {num_shards} shards): "
+                "readers and ranks that get them read nothing; "
                 "use fewer shards"
             )
         )

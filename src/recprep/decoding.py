@@ -15,6 +15,10 @@ instances up to the error with or without threads:
 [[b'a', b'b'], [b'c']]
 >>> list(decoded(pairs, get_codec("raw"), "file", batch_bytes=3))
 [[b'a', b'b', b'c']]
+
+For batches, :class:`ColumnarCodec` wraps a codec so that a chunk its ``decode_columns``
+can decode whole comes out as :class:`~recprep.batching.Row` handles into its columns
+(see :mod:`recprep.batching`), and any other chunk as instances, as before.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from .batching import Columns
 from .codecs import Codec
 from .containers import Chunk
 from .errors import _Located
 
-__all__ = ["BATCH_BYTES", "decoded"]
+__all__ = ["BATCH_BYTES", "ColumnarCodec", "decoded"]
 
 #: with threads, decoded chunks are handed over in lists of about this many record bytes
 BATCH_BYTES = 1 << 20
@@ -93,3 +98,54 @@ def _failing_index(codec: Codec, allow_pickle: bool, records: list[bytes]) -> in
         except Exception:
             return index
     return None
+
+
+class ColumnarCodec(Codec):
+    """``codec`` whose ``decode_many`` gives :class:`~recprep.batching.Row` handles into
+    the chunk's :class:`~recprep.batching.Columns` when ``codec.decode_columns`` decodes
+    the chunk whole, and the instances otherwise. For :meth:`recprep.RecordIO.batches`.
+
+    >>> from recprep.codecs import get_codec
+    >>> codec = get_codec("recprep")
+    >>> records = [codec.encode((i, "a")) for i in range(4)]
+    >>> rows = ColumnarCodec(codec, min_record_bytes=0).decode_many(records)
+    >>> type(rows[0]).__name__, rows[2].instance()
+    ('Row', (2, 'a'))
+    """
+
+    #: chunks of smaller records (on average) are decoded record by record: a pass hands
+    #: instances over one at a time, and for small records a Row handle costs about what
+    #: decoding does (measured: ``benchmarks/bench_reading.py``, small tuples)
+    min_record_bytes = 256
+
+    def __init__(self, codec: Codec, min_record_bytes: int | None = None) -> None:
+        self.codec = codec
+        if min_record_bytes is not None:
+            self.min_record_bytes = min_record_bytes
+        self.name = codec.name  # type: ignore[misc]
+
+    def encode(self, instance: Any) -> bytes:
+        return self.codec.encode(instance)
+
+    def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
+        return self.codec.decode(record, allow_pickle=allow_pickle)
+
+    def decode_many(self, records: list[bytes], *, allow_pickle: bool = False) -> list[Any]:
+        if sum(map(len, records)) < self.min_record_bytes * len(records):
+            return self.codec.decode_many(records, allow_pickle=allow_pickle)
+        columns = self.codec.decode_columns(records)  # type: ignore[arg-type]
+        if columns is None:
+            return self.codec.decode_many(records, allow_pickle=allow_pickle)
+        inner = self.codec
+
+        def decode() -> list[Any]:
+            return inner.decode_many(records, allow_pickle=allow_pickle)
+
+        columns.decode = decode
+        return columns.rows()
+
+    def decode_columns(self, records: list[bytes | memoryview]) -> Columns | None:
+        return self.codec.decode_columns(records)
+
+    def schema(self) -> dict[str, Any]:
+        return self.codec.schema()

@@ -19,26 +19,48 @@ import copy
 import logging
 import os
 import threading
+import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import chain, cycle, islice
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import chain, cycle, groupby, islice
 from typing import Any
 
+import numpy as np
+
 from .arguments import checked
-from .batching import batched
+from .batching import batched, check_batch_size
+from .checkpoint import (
+    STATE_VERSION,
+    ResumeWarning,
+    check_state,
+    combine,
+    covered,
+    remaining,
+    slot_range,
+)
 from .codecs import Codec, get_codec
 from .containers import DEFAULT_MAX_CHUNK_BYTES, get_format
 from .cpugate import CpuGate, storage_waits, usable_cores
-from .decoding import BATCH_BYTES, decoded
+from .decoding import BATCH_BYTES, ColumnarCodec, decoded
 from .errors import CorruptDataWarning, InvalidArgumentError
 from .index import RecordRangeError
 from .manifest import Manifest, codec_with_schema
 from .names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
 from .prefetch import check_threads, prefetched
-from .sharding import SPLIT_MODES, Piece, Task, check_part, make_tasks, split
+from .sharding import (
+    SPLIT_MODES,
+    Blocks,
+    Piece,
+    Task,
+    check_part,
+    make_tasks,
+    skip_pieces,
+    split,
+)
 from .shards import ShardSet, resolve_shard_sets
-from .shuffling import buffered_shuffle, check_buffer, check_seed, fresh_seed, rng
+from .shuffling import check_buffer, check_seed, fresh_seed, permutation, rng
 from .sources import Sources
 from .storage import display, resolve
 
@@ -70,6 +92,30 @@ class Skipped:
             self.unknown += 1
         else:
             self.records += warning.records_lost
+
+
+@dataclass
+class _Progress:
+    """Where the latest pass of a reader is: its epoch, the positions consumed before it
+    started (``base``, shuffled passes) and the instances it has yielded."""
+
+    epoch: int
+    base: list[tuple[int, int]] = field(default_factory=list)
+    yielded: int = 0
+    done: bool = False
+
+
+def _counted(stream: Iterator[Any], progress: _Progress) -> Iterator[Any]:
+    """``stream``, counting in ``progress`` what has been handed to the caller."""
+    try:
+        for item in stream:
+            progress.yielded += 1
+            yield item
+        progress.done = True
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
 
 
 def _roundrobin(iterators: list[Iterator[Any]]) -> Iterator[Any]:
@@ -220,6 +266,9 @@ class RecordIO:
         self._worker = (0, 1)
         self._epoch: int | None = None
         self._passes = 0
+        self._progress: _Progress | None = None  # of the latest pass
+        self._resume: dict[str, Any] | None = None  # a loaded state, for the next pass
+        self._blocks: Blocks | None = None
         self.fs, _ = resolve(patterns[0], storage_options)
         paths = [resolve(p, storage_options)[1] for p in patterns]
         self.shard_sets: list[ShardSet] = resolve_shard_sets(self.fs, paths)
@@ -330,11 +379,16 @@ class RecordIO:
     # -- passes -----------------------------------------------------------------------------
 
     def __call__(self) -> Iterator[Any]:
-        """A fresh pass over this reader's instances (this rank's and worker's share)."""
+        """A fresh pass over this reader's instances (this rank's and worker's share).
+
+        After :meth:`load_state_dict`, the first pass of the state's epoch continues the
+        interrupted one instead."""
         epoch = self.epoch
         if self._epoch is None:
             self._passes += 1
-        return self._pass(epoch)
+        base, skip = self._take_resume(epoch)
+        progress = self._progress = _Progress(epoch, base, skip)
+        return _counted(self._pass(epoch, base, skip), progress)
 
     __iter__ = __call__
 
@@ -353,11 +407,38 @@ class RecordIO:
         """
         if batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
-        return batched(self(), batch_size, drop_last)
+        return self._columnar(self(), check_batch_size(batch_size), drop_last)
+
+    def _columnar(self, stream: Iterator[Any], size: int, drop_last: bool) -> Iterator[Any]:
+        """The batches of ``stream`` (a pass, not started yet), started with every set's
+        codec wrapped in a :class:`~recprep.decoding.ColumnarCodec`: chunks a codec
+        decodes whole come as :class:`~recprep.batching.Row` handles, which ``batched``
+        cuts out of the chunk's columns. The pass looks its codecs up when it starts;
+        later lookups (and passes run meanwhile) get the plain codecs, whose instances
+        ``batched`` collates: the batches are the same either way, only slower."""
+        nothing = object()
+        plain = self._codecs
+        wrapped: dict[int, Codec] = {
+            i: ColumnarCodec(self.codec_for(i)) for i in range(len(self.shard_sets))
+        }
+        self._codecs = wrapped
+        try:
+            try:
+                first = next(stream, nothing)
+            finally:
+                self._codecs = plain
+            if first is not nothing:
+                yield from batched(chain((first,), stream), size, drop_last)
+        finally:
+            stream.close()  # type: ignore[attr-defined]
 
     def __len__(self) -> int:
         """How many instances a pass yields — this rank's (and worker's) share — from
         manifests or chunk headers, without decoding."""
+        if self.shuffle:
+            lo, hi = slot_range(int(self._layout().records.sum()), self.rank,
+                                self.world_size, *self._worker)
+            return hi - lo
         return sum(p.size(self._sources.count) for p in self._plan(self.epoch))
 
     def _slot(self) -> int:
@@ -365,29 +446,85 @@ class RecordIO:
         return self.rank * num_workers + worker
 
     def _plan(self, epoch: int) -> list[Piece]:
-        """This rank's share (the same every epoch), shuffled for ``epoch``, then this
+        """An unshuffled pass: this rank's share (the same every epoch), then this
         worker's part of it."""
         count = self._sources.count
         files = [Piece(n) for n in range(len(self._sources.files))]
         pieces = split(files, self.rank, self.world_size, count, self.split)
-        if self.shuffle:
-            rng(self.seed, epoch, _ORDER_STREAM, self.rank).shuffle(pieces)
         worker, num_workers = self._worker
         return split(pieces, worker, num_workers, count, self.split)
 
-    def _pass(self, epoch: int) -> Iterator[Any]:
-        pieces = self._plan(epoch)
-        if not self.shuffle:
-            yield from self._read(pieces, interleave=True)
-            return
-        generator = rng(self.seed, epoch, _BUFFER_STREAM, self._slot())
-        yield from buffered_shuffle(
-            self._read(pieces, interleave=False), self.shuffle_buffer, generator
-        )
+    def _pass(self, epoch: int, base: list[tuple[int, int]], skip: int) -> Iterator[Any]:
+        if self.shuffle:
+            return self._shuffled(epoch, base, skip)
+        return self._read(self._plan(epoch), interleave=True, skip=skip)
 
-    def _read(self, pieces: Sequence[Piece], *, interleave: bool) -> Iterator[Any]:
-        """The instances of ``pieces``: those of one set round-robin (``interleave``), or
-        one piece after the other."""
+    # -- shuffled passes: blocks of the epoch order (see recprep.checkpoint) ---------------
+
+    def _block_size(self) -> int:
+        return self.shuffle_buffer if self.shuffle_buffer > 1 else DEFAULT_SHUFFLE_BUFFER
+
+    def _layout(self) -> Blocks:
+        """The files cut into blocks (from record counts; built once)."""
+        if self._blocks is None:
+            counts = [self._sources.count(n) for n in range(len(self._sources.files))]
+            self._blocks = Blocks.cut(counts, self._block_size())
+        return self._blocks
+
+    def _whole_or_range(self, file: int, start: int, end: int) -> Piece:
+        if start == 0 and end == self._sources.count(file):
+            return Piece(file)  # read front to back, without an index
+        return Piece(file, start, end)
+
+    def _shuffled(self, epoch: int, base: list[tuple[int, int]], skip: int) -> Iterator[Any]:
+        """This slot's slice of the epoch order, without positions ``base``, from its
+        ``skip``-th instance on: the blocks it touches, each read once (only the records
+        wanted of it, as one record range), each permuted by its own seeded stream."""
+        blocks = self._layout()
+        order = permutation(len(blocks.file), self.seed, epoch, _ORDER_STREAM)
+        sizes = blocks.records[order]
+        ends = np.cumsum(sizes)
+        total = int(ends[-1]) if len(ends) else 0
+        starts = ends - sizes
+        lo, hi = slot_range(total - covered(base), self.rank, self.world_size, *self._worker)
+        segments: list[tuple[int, int, int]] = []  # (position in order, from, to)
+        for a, b in remaining(base, total, lo + skip, hi):
+            first, last = np.searchsorted(ends, [a, b - 1], side="right").tolist()
+            for j in range(first, last + 1):
+                at = int(starts[j])
+                segments.append((j, max(a, at) - at, min(b, int(ends[j])) - at))
+        permuted = self.shuffle_buffer > 1
+        pieces: list[Piece] = []
+        picks: list[np.ndarray | None] = []
+        for j, run in groupby(segments, key=lambda s: s[0]):
+            block = int(order[j])
+            file, start = int(blocks.file[block]), int(blocks.start[block])
+            if permuted:
+                shuffled = permutation(int(sizes[j]), self.seed, epoch, _BUFFER_STREAM, block)
+                wanted = np.concatenate([shuffled[a:b] for _, a, b in run])
+                first_record = int(wanted.min())
+                pieces.append(self._whole_or_range(
+                    file, start + first_record, start + int(wanted.max()) + 1))
+                picks.append(wanted - first_record)
+            else:
+                for _, a, b in run:
+                    pieces.append(self._whole_or_range(file, start + a, start + b))
+                    picks.append(None)
+        with self._streams(pieces, list(range(len(pieces)))) as streams:
+            for stream, pick in zip(streams, picks, strict=True):
+                if pick is None:
+                    yield from stream
+                    continue
+                held = list(stream)  # one block (at most shuffle_buffer instances)
+                if len(held) <= int(pick.max()):  # records skipped as damaged
+                    pick = pick[pick < len(held)]
+                yield from map(held.__getitem__, pick.tolist())
+
+    # -- reading pieces ---------------------------------------------------------------------
+
+    def _groups(self, pieces: Sequence[Piece], interleave: bool) -> list[int]:
+        """A group number per piece: consecutive pieces of one set share one when they
+        are read round-robin (``interleave``)."""
         sets = [self._sources.files[piece.file].set_index for piece in pieces]
         groups: list[int] = []
         for k, set_index in enumerate(sets):
@@ -396,6 +533,30 @@ class RecordIO:
             else:
                 same = interleave and set_index == sets[k - 1]
                 groups.append(groups[-1] + (not same))
+        return groups
+
+    def _read(
+        self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0
+    ) -> Iterator[Any]:
+        """The instances of ``pieces``: those of one set round-robin (``interleave``), or
+        one piece after the other; the first ``skip`` of them left out unread."""
+        groups = self._groups(pieces, interleave)
+        if skip:
+            pieces, groups = skip_pieces(pieces, groups, skip, self._sources.count)
+        with self._streams(pieces, groups) as streams:
+            start = 0
+            for end in range(1, len(pieces) + 1):
+                if end == len(pieces) or groups[end] != groups[start]:
+                    flat = streams[start:end]
+                    yield from flat[0] if len(flat) == 1 else _roundrobin(flat)
+                    start = end
+
+    @contextmanager
+    def _streams(
+        self, pieces: Sequence[Piece], groups: Sequence[int]
+    ) -> Iterator[list[Iterator[Any]]]:
+        """The instances of each piece, decoded (and prefetched, with threads) ahead."""
+        sets = [self._sources.files[piece.file].set_index for piece in pieces]
         threads = self.num_threads
         widest = max(Counter(groups).values(), default=1)  # shards read round-robin
         batch_bytes = min(BATCH_BYTES, INTERLEAVED_BYTES // widest) if threads else 0
@@ -414,14 +575,162 @@ class RecordIO:
             for k, piece in enumerate(pieces)
         ]
         with prefetched(sources, groups, threads, gate=gate) as streams:
-            start = 0
-            for end in range(1, len(pieces) + 1):
-                if end == len(pieces) or groups[end] != groups[start]:
-                    flat: list[Iterator[Any]] = [
-                        chain.from_iterable(s) for s in streams[start:end]
-                    ]
-                    yield from flat[0] if len(flat) == 1 else _roundrobin(flat)
-                    start = end
+            yield [chain.from_iterable(s) for s in streams]
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state of the pass in progress: a small JSON-serialisable ``dict``.
+
+        It holds the seed, the epoch and the position (no data); :meth:`load_state_dict`
+        on a reader of the same set and options makes its next pass yield exactly the
+        instances this pass has not yielded yet, in the same order. An instance counts as
+        consumed once the pass has handed it to its caller (see ``docs/reading.md``).
+        Taken before a pass starts, it is the start of the next pass; taken after one
+        has ended, it says so (``"done"``), and a reader loaded with it goes on with the
+        next epoch (when epochs are counted by passes; with :meth:`set_epoch`, by the
+        epoch set). Shuffled states of all ranks combine (:meth:`combine_states`) into one that
+        any ``world_size`` resumes from.
+
+        >>> from recprep import convert, RecordIO
+        >>> _ = convert("memory://doc/state", list(range(6)), 2, "s")
+        >>> read = RecordIO("memory://doc/state/s-*", shuffle=True, seed=3, shuffle_buffer=4)
+        >>> stream = read()
+        >>> head = [next(stream), next(stream)]
+        >>> state = read.state_dict()
+        >>> again = RecordIO("memory://doc/state/s-*", shuffle=True, shuffle_buffer=4)
+        >>> again.load_state_dict(state)
+        >>> rest = list(again())
+        >>> rest == list(stream), sorted(head + rest)
+        (True, [0, 1, 2, 3, 4, 5])
+        """
+        resume = self._resume
+        if resume is not None:
+            base = [tuple(i) for i in resume.get("base", [])]
+            split = resume.get("rank") is not None
+            yielded = resume["yielded"] if split else 0
+            return self._state(resume["epoch"], base, yielded, resume["epoch_set"],
+                               split and resume["done"])
+        progress = self._progress
+        if progress is None:
+            return self._state(self.epoch, [], 0, self._epoch is not None)
+        return self._state(progress.epoch, progress.base, progress.yielded,
+                           self._epoch is not None, progress.done)
+
+    def _state(
+        self, epoch: int, base: Sequence[tuple[int, int]], yielded: int, epoch_set: bool,
+        done: bool = False,
+    ) -> dict[str, Any]:
+        blocks = self._layout()
+        state: dict[str, Any] = {
+            "recprep_state": STATE_VERSION, "shuffle": self.shuffle, "seed": self.seed,
+            "epoch": epoch, "epoch_set": epoch_set, "records": int(blocks.records.sum()),
+            "files": len(self._sources.files),
+        }
+        if self.shuffle:
+            state.update(block=self._block_size(), permuted=self.shuffle_buffer > 1,
+                         base=[list(i) for i in base])
+        worker, num_workers = self._worker
+        state.update(rank=self.rank, world_size=self.world_size, worker=worker,
+                     num_workers=num_workers, yielded=yielded, done=done)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Make the next pass continue the one ``state`` (from :meth:`state_dict` or
+        :meth:`combine_states`) describes.
+
+        The reader takes the state's seed and epoch; it must read the same files with
+        the same ``shuffle`` and ``shuffle_buffer``. A state of one rank loads into the
+        same ``rank``/``world_size`` (and worker); a combined state into any. Nothing is
+        read here, and the next pass decodes nothing the interrupted one had consumed.
+
+        Raises
+        ------
+        InvalidArgumentError
+            When the state is damaged, of another recprep version, or of another set,
+            shuffle or split.
+        """
+        state = check_state(state)
+        mine = self._state(0, [], 0, False)
+        differs = [
+            f"{key} (the state's {state[key]!r}, this reader's {mine[key]!r})"
+            for key in ("shuffle", "records", "files", "block", "permuted")
+            if key in mine and state.get(key, mine[key]) != mine[key]
+        ]
+        if differs:
+            raise InvalidArgumentError(
+                "the state is of another pass than this reader makes: it differs in "
+                + ", ".join(differs) + " (the same files, shuffle and shuffle_buffer "
+                "are needed)"
+            )
+        self._check_split(state)
+        self.seed = state["seed"]
+        self._progress = None
+        self._resume = state
+        if state["epoch_set"]:
+            self._epoch = state["epoch"]
+        elif state.get("done"):  # counting passes: the next one is the next epoch
+            self._epoch, self._passes, self._resume = None, state["epoch"] + 1, None
+        else:
+            self._epoch, self._passes = None, state["epoch"]
+
+    def _check_split(self, state: Mapping[str, Any]) -> None:
+        if state.get("rank") is None:
+            return
+        worker, num_workers = self._worker
+        theirs = (state["rank"], state["world_size"], state["worker"], state["num_workers"])
+        if theirs != (self.rank, self.world_size, worker, num_workers):
+            raise InvalidArgumentError(
+                f"the state is of rank {theirs[0]} of {theirs[1]} (worker {theirs[2]} of "
+                f"{theirs[3]}), this reader is rank {self.rank} of {self.world_size} "
+                f"(worker {worker} of {num_workers}): load a state into the reader that "
+                "took it, or combine the states of all ranks with "
+                "RecordIO.combine_states(states) (shuffle=True) and load that into every "
+                "rank of the new world"
+            )
+
+    def _take_resume(self, epoch: int) -> tuple[list[tuple[int, int]], int]:
+        """``(base, skip)`` for a pass of ``epoch``: those of a loaded state, once."""
+        state, self._resume = self._resume, None
+        if state is None:
+            return [], 0
+        base = [(int(a), int(b)) for a, b in state.get("base", [])]
+        skip = 0 if state.get("rank") is None else int(state["yielded"])
+        if state["epoch"] != epoch:
+            if (base or skip) and not state.get("done"):
+                warnings.warn(ResumeWarning(
+                    f"the loaded reader state (epoch {state['epoch']}, {skip} instances "
+                    f"yielded) is not used: this pass is of epoch {epoch}"
+                ), stacklevel=3)
+            return [], 0
+        self._check_split(state)
+        return base, skip
+
+    @staticmethod
+    def combine_states(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """One state from the states of every rank (and worker) of a shuffled job.
+
+        Load it into every rank of the new job, whatever its ``world_size``: together
+        they read, this epoch, every instance none of the old ranks had consumed,
+        exactly once, and none that any had. A rank whose state is missing counts as
+        having consumed nothing. The states must be of one pass (set, seed, epoch).
+
+        >>> from recprep import convert, RecordIO
+        >>> _ = convert("memory://doc/elastic", list(range(10)), 3, "e")
+        >>> old = [RecordIO("memory://doc/elastic/e-*", shuffle=True, seed=1, rank=r,
+        ...                 world_size=2) for r in (0, 1)]
+        >>> streams = [r() for r in old]
+        >>> seen = [next(streams[0]), next(streams[0]), next(streams[1])]
+        >>> both = RecordIO.combine_states([r.state_dict() for r in old])
+        >>> new = [RecordIO("memory://doc/elastic/e-*", shuffle=True, rank=r, world_size=3)
+        ...        for r in range(3)]
+        >>> for reader in new:
+        ...     reader.load_state_dict(both)
+        >>> rest = [x for reader in new for x in reader()]
+        >>> sorted(seen + rest)
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+        """
+        return combine(states)
 
     # -- ranges and tasks -------------------------------------------------------------------
 

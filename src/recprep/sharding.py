@@ -37,9 +37,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from .errors import InvalidArgumentError
 
-__all__ = ["SPLIT_MODES", "Piece", "Task", "check_part", "make_tasks", "split"]
+__all__ = [
+    "SPLIT_MODES", "Blocks", "Piece", "Task", "check_part", "make_tasks", "skip_pieces",
+    "split",
+]
 
 #: how :func:`split` may cut: ``auto`` (by piece when there are enough, else by range),
 #: ``shard`` (always by piece), ``range`` (always by record range: balanced to one record)
@@ -146,3 +151,81 @@ Task(path='a', start=4, end=5), Task(path='c', start=0, end=2)]
         for path, n in zip(paths, counts, strict=True)
         for start in range(0, n, records_per_task)
     ]
+
+
+class Blocks(NamedTuple):
+    """Files cut into blocks of at most ``size`` records, in file order: block ``b`` is
+    records ``start[b]`` to ``start[b] + records[b]`` of file ``file[b]``. Shuffled passes
+    permute blocks (see :mod:`recprep.checkpoint`); they depend on the record counts and
+    ``size`` only.
+
+    >>> b = Blocks.cut([5, 0, 2], 2)
+    >>> b.file.tolist(), b.start.tolist(), b.records.tolist()
+    ([0, 0, 0, 2], [0, 2, 4, 0], [2, 2, 1, 2])
+    """
+
+    file: np.ndarray
+    start: np.ndarray
+    records: np.ndarray
+
+    @classmethod
+    def cut(cls, counts: Sequence[int], size: int) -> Blocks:
+        counts_ = np.asarray(counts, dtype=np.int64)
+        per_file = -(-counts_ // size)
+        file = np.repeat(np.arange(len(counts_), dtype=np.int64), per_file)
+        first = np.cumsum(per_file) - per_file  # each file's first block
+        start = (np.arange(len(file), dtype=np.int64) - np.repeat(first, per_file)) * size
+        records = np.minimum(counts_[file] - start, size) if len(file) else start
+        return cls(file, start, records)
+
+
+def skip_pieces(
+    pieces: Sequence[Piece], groups: Sequence[int], skip: int, count: Count
+) -> tuple[list[Piece], list[int]]:
+    """``pieces`` (read one group after the other, the pieces of a group round-robin)
+    with their first ``skip`` records, in that reading order, taken out.
+
+    Earlier groups go; in the group where ``skip`` ends each piece loses what the
+    round-robin took of it and the group is rotated so the round-robin goes on with the
+    piece that was next. Only record counts are used.
+
+    >>> count = [3, 1, 3].__getitem__
+    >>> skip_pieces([Piece(0), Piece(1), Piece(2)], [0, 0, 0], 4, count)
+    ([Piece(file=2, start=1, end=3), Piece(file=0, start=2, end=3)], [0, 0])
+    """
+    sizes = [p.size(count) for p in pieces]
+    k = 0
+    while k < len(pieces):
+        end = k
+        while end < len(pieces) and groups[end] == groups[k]:
+            end += 1
+        in_group = sum(sizes[k:end])
+        if skip < in_group:
+            break
+        skip -= in_group
+        k = end
+    else:
+        return [], []
+    group = sizes[k:end]
+    lo, hi = 0, max(group)  # full rounds t: sum(min(s, t)) <= skip
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(s, mid) for s in group) <= skip:
+            lo = mid
+        else:
+            hi = mid - 1
+    rounds = lo
+    extra = skip - sum(min(s, rounds) for s in group)
+    active = [i for i, s in enumerate(group) if s > rounds]
+    taken = {i: rounds + (n < extra) for n, i in enumerate(active)}
+    out: list[Piece] = []
+    for i in active[extra:] + active[:extra]:
+        piece, take = pieces[k + i], taken[i]
+        if take >= group[i]:
+            continue
+        if take:
+            end_ = count(piece.file) if piece.end is None else piece.end
+            piece = Piece(piece.file, piece.start + take, end_)
+        out.append(piece)
+    rest = list(pieces[end:])
+    return out + rest, [groups[k]] * len(out) + list(groups[end:])

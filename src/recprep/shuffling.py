@@ -30,7 +30,9 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["buffered_shuffle", "check_buffer", "check_seed", "fresh_seed", "rng"]
+__all__ = [
+    "buffered_shuffle", "check_buffer", "check_seed", "fresh_seed", "permutation", "rng"
+]
 
 T = TypeVar("T")
 
@@ -52,6 +54,16 @@ def rng(*keys: int) -> random.Random:
     ``SeedSequence``, so nearby keys give unrelated streams)."""
     state = np.random.SeedSequence(list(keys)).generate_state(2, np.uint64)
     return random.Random(int(state[0]) << 64 | int(state[1]))
+
+
+def permutation(n: int, *keys: int) -> np.ndarray:
+    """A permutation of ``0 .. n - 1`` (int64) drawn from the non-negative ints ``keys``.
+
+    >>> permutation(5, 7, 0).tolist() == permutation(5, 7, 0).tolist()
+    True
+    """
+    generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(list(keys))))
+    return generator.permutation(n).astype(np.int64, copy=False)
 
 
 def buffered_shuffle(items: Iterable[T], size: int, generator: random.Random) -> Iterator[T]:

@@ -26,7 +26,10 @@ b'abc'
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..batching import Columns
 
 #: Qualified names of the types that codecs of this process stored as pickles because they
 #: have no encoding of their own for them (a fallback the user didn't ask for), appended by
@@ -70,6 +73,14 @@ class Codec(abc.ABC):
         per-record overhead. An error is the one ``decode`` raises for the first bad one."""
         decode = self.decode
         return [decode(record, allow_pickle=allow_pickle) for record in records]
+
+    def decode_columns(self, records: list[bytes | memoryview]) -> Columns | None:
+        """The records of a chunk as :class:`~recprep.batching.Columns` (what
+        :func:`~recprep.batching.collate` makes of their instances), decoded at once;
+        ``None`` (the default) when the codec can't, or the records don't share one
+        layout: the reader then decodes them one by one (``decode_many``), which raises
+        for a bad record. Columns must equal ``collate(decode_many(records))`` exactly."""
+        return None
 
     def schema(self) -> dict[str, Any]:
         """What the manifest's ``schema`` object records for data this codec wrote."""

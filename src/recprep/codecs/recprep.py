@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import Columns
 from ..errors import REMEDY, DecodeError, EncodeError, Remedy
 from ._recprep_base import (
     F1,
@@ -59,6 +60,7 @@ from ._recprep_base import (
     cache_put,
     enc_pickle,
 )
+from ._recprep_columns import decode_columns as _decode_columns
 from ._recprep_decode import decode_error as _decode_error
 from ._recprep_decode import decode_value as _decode_value
 from ._recprep_numpy import SCALAR_ENCODERS, enc_ndarray
@@ -272,6 +274,12 @@ with another codec
                 head, fn = LAST_TOP[0]
                 start = len(head)
         return out
+
+    def decode_columns(self, records: list[bytes | memoryview]) -> Columns | None:
+        """A chunk whose records share one layout (tuples/dicts of numbers, strings,
+        bytes, numpy scalars and arrays of one dtype and shape) as columns, cut out of the
+        joined records with numpy; ``None`` otherwise (see ``_recprep_columns``)."""
+        return _decode_columns(records, self.decode)
 
     def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
         """Return the value held by ``record`` (a pickled part only if ``allow_pickle``)."""
