@@ -524,14 +524,15 @@ def render(args: argparse.Namespace, n: int, encoded: int, throughput: tuple, tr
                     f"{count / r.seconds:,.0f} | {floor / r.seconds:.2f} | "
                     f"{single / r.seconds:.2f} |")
         add("")
-        add("Targets (issue 15, once chunks are decoded a whole chunk at a time): "
+        add("Targets (issue 15): "
             + "; ".join(
                 f"{title} ≥ {BATCH_TARGETS[key]:g}x the floor — "
                 f"{batches[key][0]['floor'].seconds / batches[key][0]['batches'].seconds:.2f}x"
                 for key, title in (("mnist", "MNIST-like"), ("small", "small tuples")))
-            + ". Today's batches collate decoded instances, so they cost a copy more "
-            "than `read()` (the stacked arrays); decoding a chunk straight into columns "
-            "is what is to close the gap.\n")
+            + ". Chunks of records averaging 256 bytes or more whose records share one "
+            "layout are decoded into columns a chunk at a time (`decode_columns`) and "
+            "batches copied out of them; smaller records are decoded one by one and "
+            "collated (see docs/performance.md for what bounds both).\n")
 
     if ranged is not None:
         cold, warm = min(ranged["cold"]) * 1e3, min(ranged["warm"]) * 1e3

@@ -19,7 +19,7 @@ from recprep.codecs.base import Codec
 
 MEM = fsspec.filesystem("memory")
 SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 
@@ -112,7 +112,7 @@ def test_a_resumed_pass_yields_exactly_the_rest(sizes, options, epoch, split, st
     seed=st.integers(0, 2**40),
     buffer=st.sampled_from([0, 2, 5, 16]),
     worlds=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 2)), min_size=2, max_size=3),
-    stops=st.lists(st.floats(0, 1), min_size=12, max_size=12),
+    stops=st.lists(st.floats(0, 1), min_size=16, max_size=16),
     threads=st.integers(0, 2),
 )
 def test_elastic_resume_reads_the_rest_exactly_once(sizes, seed, buffer, worlds, stops, threads):

@@ -23,6 +23,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, cycle, groupby, islice
 from typing import Any
@@ -65,6 +66,10 @@ from .sources import Sources
 from .storage import display, resolve
 
 __all__ = ["RecordIO"]
+
+#: set while a batches pass starts in this thread: codec lookups then hand out codecs that
+#: decode whole chunks into columns (see :meth:`RecordIO._columnar`)
+_COLUMNAR: ContextVar[bool] = ContextVar("recprep_columnar", default=False)
 
 log = logging.getLogger("recprep")
 
@@ -159,20 +164,25 @@ class RecordIO:
         :class:`~recprep.errors.CorruptDataWarning` (file, offset, records lost), counted
         in :attr:`skipped`, and reading goes on; a damaged record is never yielded.
     shuffle
-        Shuffle each pass: the order of this reader's files (or record ranges), a new one
-        each epoch, then the instances through a buffer of ``shuffle_buffer``. Off: files
-        are read in order, the shards of a set round-robin (the original order).
+        Shuffle each pass: the records, cut into blocks of ``shuffle_buffer`` (runs
+        within files), the blocks in a new order each epoch and the records of each block
+        too. That *epoch order* depends on the seed, the epoch and the data only; ranks
+        and workers read contiguous slices of it (see :mod:`recprep.checkpoint`). Off:
+        files are read in order, the shards of a set round-robin (the original order).
     seed
         The shuffle's seed: the same seed and epoch give the same order. ``None`` draws
         one (kept in :attr:`seed`).
     shuffle_buffer
-        Instances held by the shuffle buffer (memory: that many decoded instances).
-        ``0`` or ``1``: only the file order is shuffled.
+        Records permuted together, the size of a block (memory: that many decoded
+        instances). ``0`` or ``1``: blocks of 10,000 records in a new order, each read
+        in order.
     rank, world_size
         Read only this rank's share: the ranks ``0 .. world_size - 1`` together read every
-        instance exactly once per epoch. Files are dealt out whole when there are at least
-        as many as ranks, otherwise split into record ranges (``split``). A rank's share
-        is the same every epoch (so is ``len``); shuffling reorders it.
+        instance exactly once per epoch. Unshuffled, files are dealt out whole when there
+        are at least as many as ranks, otherwise split into record ranges (``split``),
+        and a rank's share is the same every epoch. Shuffled, rank ``r`` reads slice
+        ``r`` of the epoch order (the ranks within one instance of each other). ``len``
+        is the same every epoch.
     num_threads
         Background threads that read, check, decompress and decode chunks ahead of the
         loop, so that remote storage and decoding don't stall it (memory: about
@@ -180,7 +190,8 @@ class RecordIO:
         round-robin). The order is the same as with ``0`` (no threads, the default). See
         ``docs/reading.md`` for what they buy.
     split
-        ``"auto"`` (by file when there are enough files, else by record range),
+        For unshuffled passes: ``"auto"`` (by file when there are enough files, else by
+        record range),
         ``"shard"`` (always whole files) or ``"range"`` (always record ranges: every rank
         gets the same number of instances, to within one).
 
@@ -344,6 +355,11 @@ class RecordIO:
         codec, so naming the codec the manifest names changes nothing; a codec object with
         its own schema (an ``ExampleCodec`` with features) wins over the manifest.
         """
+        if _COLUMNAR.get():  # a batches pass starting in this thread (see _columnar)
+            return ColumnarCodec(self._plain_codec(index))
+        return self._plain_codec(index)
+
+    def _plain_codec(self, index: int) -> Codec:
         cached = self._codecs.get(index)
         if cached is not None:
             return cached
@@ -415,18 +431,16 @@ class RecordIO:
         decodes whole come as :class:`~recprep.batching.Row` handles, which ``batched``
         cuts out of the chunk's columns. The pass looks its codecs up when it starts;
         later lookups (and passes run meanwhile) get the plain codecs, whose instances
-        ``batched`` collates: the batches are the same either way, only slower."""
+        ``batched`` collates: the batches are the same either way, only slower. The switch
+        is a context variable set only while this thread starts the pass, so a pass another
+        thread runs on the same reader never sees the wrapped codecs."""
         nothing = object()
-        plain = self._codecs
-        wrapped: dict[int, Codec] = {
-            i: ColumnarCodec(self.codec_for(i)) for i in range(len(self.shard_sets))
-        }
-        self._codecs = wrapped
         try:
+            token = _COLUMNAR.set(True)  # this thread's lookups only: other passes unaffected
             try:
                 first = next(stream, nothing)
             finally:
-                self._codecs = plain
+                _COLUMNAR.reset(token)
             if first is not nothing:
                 yield from batched(chain((first,), stream), size, drop_last)
         finally:
@@ -440,10 +454,6 @@ class RecordIO:
                                 self.world_size, *self._worker)
             return hi - lo
         return sum(p.size(self._sources.count) for p in self._plan(self.epoch))
-
-    def _slot(self) -> int:
-        worker, num_workers = self._worker
-        return self.rank * num_workers + worker
 
     def _plan(self, epoch: int) -> list[Piece]:
         """An unshuffled pass: this rank's share (the same every epoch), then this

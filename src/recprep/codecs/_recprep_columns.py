@@ -129,7 +129,7 @@ def _walk(buf: bytes, off: int, value: Any, lay: _Layout) -> tuple[Any, int]:
                 child, off = _walk(buf, off, item, lay)
                 children.append(child)
             return ("tuple", tuple(children)), off
-        for item in dict.values(value):
+        for item in value.values():  # type: ignore[union-attr]
             _, end = decode_value(buf, off, False)
             lay.const(buf[off:end])
             child, off = _walk(buf, end, item, lay)
