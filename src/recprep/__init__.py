@@ -46,8 +46,10 @@ from .errors import (
 from .executors import available_executors, register_executor
 from .features import Feature
 from .manifest import Manifest
+from .mixing import index_split, mix
 from .prepare import PrepareResult, prepare
 from .reader import RecordIO
+from .taskqueue import TaskQueue
 from .tasks import partitions
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "RecprepWarning",
     "SetChangedError",
     "TaskFailedError",
+    "TaskQueue",
     "UncommittedSetWarning",
     "UnsplitInputWarning",
     "UntrustedFileError",
@@ -88,6 +91,8 @@ __all__ = [
     "convert",
     "get_codec",
     "get_format",
+    "index_split",
+    "mix",
     "partitions",
     "prepare",
     "register_codec",

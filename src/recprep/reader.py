@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain, cycle, groupby, islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,6 +64,9 @@ from .shards import ShardSet, resolve_shard_sets
 from .shuffling import check_buffer, check_seed, fresh_seed, permutation, rng
 from .sources import Sources
 from .storage import display, resolve
+
+if TYPE_CHECKING:
+    from .dataset import MapDataset
 
 __all__ = ["RecordIO"]
 
@@ -790,3 +793,23 @@ class RecordIO:
         if self.shuffle:
             rng(self.seed, self.epoch, _TASKS_STREAM).shuffle(tasks)
         return tasks
+
+    # -- random access ----------------------------------------------------------------------
+
+    def dataset(self, *, cache_chunks: int = 64) -> MapDataset:
+        """A map-style view: ``len()`` and instance ``[i]``, ``[i:j]`` or
+        ``[array_of_indexes]`` of the global order (the sets in order, each as an
+        unshuffled pass reads it: the order ``convert`` was fed), through the chunk index
+        and an LRU of ``cache_chunks`` chunks (their records decoded when first asked for,
+        and kept). A ``torch.utils.data.Dataset`` for any sampler and a Grain
+        ``RandomAccessDataSource``; see :mod:`recprep.dataset`.
+
+        >>> from recprep import convert, RecordIO
+        >>> _ = convert("memory://doc/random", list(range(10)), 3, "r")
+        >>> ds = RecordIO("memory://doc/random/r-*").dataset()
+        >>> len(ds), ds[7], ds[[9, 0]], ds[::4]
+        (10, 7, [9, 0], [0, 4, 8])
+        """
+        from .dataset import MapDataset
+
+        return MapDataset(self, cache_chunks=cache_chunks)

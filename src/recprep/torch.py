@@ -78,6 +78,61 @@ def _choose_rank(
     return distributed_rank()
 
 
+class _Stream:
+    """One pass of a :class:`RecordIODataset` (what its ``__iter__`` returns): instances
+    or batches, transformed, with the pass's position as a state.
+
+    It is what ``torchdata.stateful_dataloader.StatefulDataLoader`` checkpoints: the
+    loader calls :meth:`state_dict` on the iterator of each worker (or of the main
+    process, with ``num_workers=0``) after the batches it hands out, and
+    :meth:`load_state_dict` on the fresh iterator of the same worker when it resumes.
+    """
+
+    def __init__(
+        self,
+        reader: RecordIO,
+        batch_size: int | None,
+        drop_last: bool,
+        transform: Callable[[Any], Any] | None,
+    ) -> None:
+        self.reader = reader
+        self._batch_size = batch_size
+        self._drop_last = drop_last
+        self._transform = transform
+        self._items = self._start()
+
+    def _start(self) -> Iterator[Any]:
+        # A pass starts lazily: nothing is read before the first next().
+        if self._batch_size is None:
+            return self.reader()
+        return self.reader.batches(self._batch_size, drop_last=self._drop_last)
+
+    def __iter__(self) -> _Stream:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self._items)
+        return item if self._transform is None else self._transform(item)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position of this pass: ``{"reader": RecordIO.state_dict()}`` of the reader
+        (of this DataLoader worker) that makes it."""
+        return {"reader": self.reader.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the pass ``state`` (from :meth:`state_dict`) describes instead."""
+        if not isinstance(state, dict) or "reader" not in state:
+            raise InvalidArgumentError(
+                f"expected the state of a RecordIODataset pass (a dict with a 'reader' "
+                f"key, from its iterator's state_dict()), got {state!r:.100}"
+            )
+        close = getattr(self._items, "close", None)
+        if close is not None:
+            close()
+        self.reader.load_state_dict(state["reader"])
+        self._items = self._start()
+
+
 def _build() -> type:
     torch = _import_torch()
 
@@ -161,16 +216,12 @@ def _build() -> type:
             """Shuffle the following passes for ``epoch`` (see the notes)."""
             self.reader.set_epoch(epoch)
 
-        def __iter__(self) -> Iterator[Any]:
+        def __iter__(self) -> _Stream:
             info = torch.utils.data.get_worker_info()
             reader = self.reader
             if info is not None:
                 reader = reader.for_worker(info.id, info.num_workers)
-            if self.batch_size is None:
-                items = reader()
-            else:
-                items = reader.batches(self.batch_size, drop_last=self.drop_last)
-            return items if self.transform is None else map(self.transform, items)
+            return _Stream(reader, self.batch_size, self.drop_last, self.transform)
 
         def __len__(self) -> int:
             instances = len(self.reader)
