@@ -149,8 +149,11 @@ class CommittedSets:
         guarded = self._identities[index] is not None
         if not guarded and sources.manifests[index] is not None:  # committed meanwhile
             self._check_unchanged(index)
+        cache, entry = sources.cache, self._entry(file) if guarded else None
+        cached = None if cache is None or entry is None else cache.open(
+            sources.fs, file.path, file.shown, entry)  # None: read from the store
         try:
-            opened = sources.files_open.open(file.path)  # a bounded number really open
+            opened = cached if cached is not None else sources.files_open.open(file.path)
         except FileNotFoundError:
             if guarded:
                 self._check_unchanged(index)
@@ -161,7 +164,6 @@ class CommittedSets:
                 yield cast(BinaryIO, opened)
                 return
             self._check_unchanged(index)
-            entry = self._entry(file)
             if entry is not None:
                 self._check_size(opened, entry, file.shown)
             check = whole and entry is not None and sources.on_corrupt != "skip"

@@ -279,6 +279,8 @@ def mix(
         what they had not yielded). ``"all"``: a reader that runs out drops out, the
         weights of the others are renormalised, and the pass ends when all have run out.
 
+    Examples
+    --------
     >>> from recprep import convert, RecordIO
     >>> _ = convert("memory://doc/mixfn/x", [("x", i) for i in range(3)], 1, "x")
     >>> _ = convert("memory://doc/mixfn/y", [("y", i) for i in range(3)], 1, "y")

@@ -32,6 +32,7 @@ import numpy as np
 
 from .arguments import checked
 from .batching import batched, check_batch_size
+from .cache import ShardCache
 from .checkpoint import (
     STATE_VERSION,
     ResumeWarning,
@@ -197,6 +198,12 @@ class RecordIO:
         record range),
         ``"shard"`` (always whole files) or ``"range"`` (always record ranges: every rank
         gets the same number of instances, to within one).
+    cache_dir, cache_bytes
+        Keep local copies of the shards of committed remote sets in the directory
+        ``cache_dir`` (at most ``cache_bytes`` bytes, least recently used removed first),
+        each checked against its manifest's size and CRC-32C, so that later epochs read
+        locally (see :mod:`recprep.cache`). Local sets and files without a manifest entry
+        are read where they are. Default: no cache.
 
     Examples
     --------
@@ -245,6 +252,8 @@ class RecordIO:
         num_threads: int = 0,
         split: SplitMode = "auto",
         compressor: CompressorName | str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
         given: list[Any] = (
             [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
@@ -294,11 +303,14 @@ class RecordIO:
             raise InvalidArgumentError(
                 f"compressor={compressor!r} needs a format that has it ({valid})"
             )
+        if cache_bytes is not None and cache_dir is None:
+            raise InvalidArgumentError("cache_bytes bounds a cache: pass cache_dir too")
+        cache = None if cache_dir is None else ShardCache(cache_dir, cache_bytes)
         self.skipped = Skipped()
         self._sources = Sources(
             self.fs, self.shard_sets, format=container, compressor=compressor,
             max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
-            on_skip=self.skipped.add,
+            on_skip=self.skipped.add, cache=cache,
         )
 
     def __repr__(self) -> str:
@@ -334,6 +346,11 @@ class RecordIO:
     def manifests(self) -> list[Manifest | None]:
         """The manifest of each shard set (``None`` for files without one)."""
         return list(self._sources.manifests)
+
+    @property
+    def cache(self) -> ShardCache | None:
+        """The local cache of remote shards (``cache_dir``), or None."""
+        return self._sources.cache
 
     @property
     def epoch(self) -> int:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from .cache import ShardCache
 from .commit import CommittedSets
 from .containers import (
     DEFAULT_MAX_CHUNK_BYTES,
@@ -83,6 +84,8 @@ class Sources:
         A container format forced by the user; ``None`` detects it per file.
     max_chunk_bytes, on_corrupt
         As for :class:`~recprep.RecordIO`.
+    cache
+        Where shards of committed remote sets are kept locally (:mod:`recprep.cache`).
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class Sources:
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         on_corrupt: str = "raise",
         on_skip: Callable[[CorruptDataWarning], None] | None = None,
+        cache: ShardCache | None = None,
     ) -> None:
         self.fs = fs
         self.shard_sets = list(shard_sets)
@@ -103,6 +107,9 @@ class Sources:
         self.max_chunk_bytes = max_chunk_bytes
         self.on_corrupt = on_corrupt
         self.on_skip = on_skip
+        protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+        #: local copies of remote shards (see cache.py); a local set is read where it is
+        self.cache = None if {"file", "local"} & set(protocols) else cache
         self.files_open = FilePool(fs)  # round-robin reads of many shards: bounded fds
         self.commits = CommittedSets(self)  # before the manifests are read: see commit.py
         self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
