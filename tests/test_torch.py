@@ -134,3 +134,28 @@ def test_batches_are_what_the_reader_batches_gives(tmp_path):
         RecordIODataset(pattern, batch_size=0)
     with pytest.raises(InvalidArgumentError, match="drop_last=True needs a batch_size"):
         RecordIODataset(pattern, drop_last=True)
+
+
+def test_persistent_workers_shuffle_each_epoch_anew(tmp_path):
+    """With persistent_workers=True the workers keep their dataset: pass n must use epoch n
+    (each pass used to take a fresh copy of the reader, so every epoch had epoch 0's order)."""
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from recprep import RecordIO, convert
+    from recprep.torch import RecordIODataset
+
+    convert(tmp_path, list(range(200)), 4, "p")
+    loader = DataLoader(RecordIODataset(RecordIO(tmp_path / "p", shuffle=True, seed=5)),
+                        batch_size=None, num_workers=2, persistent_workers=True)
+    epochs = [[int(x) for x in loader] for _ in range(3)]
+    assert all(sorted(e) == list(range(200)) for e in epochs)
+    assert epochs[0] != epochs[1] != epochs[2]
+    for n, epoch in enumerate(epochs):  # each worker's pass n reads its share of epoch n
+        expected = []
+        for w in (0, 1):
+            reader = RecordIO(tmp_path / "p", shuffle=True, seed=5).for_worker(w, 2)
+            reader.set_epoch(n)
+            expected.append(list(reader()))
+        assert sorted(epoch) == sorted(expected[0] + expected[1])
+        assert [x for x in epoch if x in set(expected[0])] == expected[0]

@@ -220,7 +220,13 @@ def _build() -> type:
             info = torch.utils.data.get_worker_info()
             reader = self.reader
             if info is not None:
-                reader = reader.for_worker(info.id, info.num_workers)
+                # One copy per worker, kept: with persistent_workers=True this dataset
+                # lives on in the worker, and its passes must count epochs (pass n, epoch n)
+                key = (info.id, info.num_workers)
+                cached = self.__dict__.get("_worker_reader")
+                if cached is None or cached[0] != key:
+                    cached = self._worker_reader = (key, reader.for_worker(*key))
+                reader = cached[1]
             return _Stream(reader, self.batch_size, self.drop_last, self.transform)
 
         def __len__(self) -> int:
