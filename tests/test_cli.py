@@ -338,7 +338,8 @@ def test_cp_local_to_s3_and_back(data, s3, s3_url, tmp_path):
     up = run_cli("cp", str(data / PREFIX), str(data / "more"), remote, "--storage-options",
                  options)
     assert up.returncode == 0, up.stderr
-    assert up.stdout.startswith(f"copied 8 file(s), {sum(map(len, files_of(data).values()))}")
+    assert up.stdout.startswith(  # 6 shards, 2 manifests, 2 chunk side files
+        f"copied 10 file(s), {sum(map(len, files_of(data).values()))}")
     fs = s3.filesystem()
     assert sorted(map(posixpath.basename, fs.ls(remote))) == sorted(files_of(data))
     # tools on S3, endpoint from the environment this time
@@ -390,7 +391,8 @@ def test_cp_commits_manifest_last_on_s3(data, s3, s3_url, monkeypatch):
     result = copy(str(data / PREFIX), s3_url, storage_options=s3.storage_options,
                   num_workers=3, progress=False)
     assert moved[-1] == f"{PREFIX}.manifest.json"
-    assert sorted(moved[:-1]) == [shard(data, i).name for i in range(NUM_SHARDS)]
+    assert sorted(moved[:-1]) == [f".{PREFIX}.chunks",  # the chunk side file, before it
+                                  *[shard(data, i).name for i in range(NUM_SHARDS)]]
     assert [f.dest.rsplit("/", 1)[1] for f in result.files][-1] == f"{PREFIX}.manifest.json"
 
 
@@ -452,7 +454,7 @@ def test_cp_progress_counts_every_byte(data, tmp_path):
     seen = []
     result = copy(str(data), str(tmp_path / "d"), progress=lambda b, f: seen.append((b, f)))
     assert seen[-1] == (result.total_bytes, len(result.files)) == (
-        sum(map(len, files_of(data).values())), NUM_SHARDS + 1,
+        sum(map(len, files_of(data).values())), NUM_SHARDS + 2,  # + manifest, side file
     )
     assert not [n for n in os.listdir(tmp_path / "d") if n.startswith(TEMP_PREFIX)]
 

@@ -50,6 +50,10 @@ def visible(path: Path) -> dict[str, bytes]:
     return {n: d for n, d in files(path).items() if not n.startswith(".")}
 
 
+def visible_of(found: dict[str, bytes]) -> dict[str, bytes]:
+    return {n: d for n, d in found.items() if not n.startswith(".")}
+
+
 def seen(pattern: str, **options) -> str:
     """What a reader of ``pattern`` gets: "A" or "B" (one whole set), "mix", or "error"."""
     try:
@@ -138,7 +142,8 @@ def test_resume_after_a_killed_overwrite_finishes_it(tmp_path, sets):
     out = old_set(tmp_path, sets)
     killed = job(out, *OVERWRITE_B, env={"RECPREP_FAILPOINTS": "staging.record=3"})
     assert killed.returncode == 137
-    assert seen(str(out / "k-*")) == "A" and visible(out) == sets["A"]
+    assert seen(str(out / "k-*")) == "A" and visible(out) == visible_of(sets["A"])
+    assert (out / ".k.chunks").read_bytes() == sets["A"][".k.chunks"]
     resumed = job(out, "--tag", "B", "--shards", "5", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert files(out) == sets["B"]
@@ -414,7 +419,7 @@ def test_a_kill_while_taking_the_lock_blocks_nothing(tmp_path, failpoint):
     assert not (out / ".recprep-lock-k").exists()
     done = job(out)
     assert done.returncode == 0, done.stderr
-    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".k.chunks"]
 
 
 def test_a_lock_without_hard_links_is_never_left_empty(tmp_path, monkeypatch):
@@ -507,8 +512,7 @@ def test_a_killed_cp_overwrite_is_never_read_as_a_mix_and_leaves_nothing(
     assert (got == "error") == (not (dest / "k.manifest.json").exists())
     again = cp(str(source), str(dest), "--overwrite")
     assert again.returncode == 0, again.stderr
-    assert visible(dest) == {**sets["B"], "notes.txt": b"new notes"}
-    assert not [p.name for p in dest.iterdir() if p.name.startswith(".")]
+    assert files(dest) == {**sets["B"], "notes.txt": b"new notes"}  # hidden: B's .k.chunks
 
 
 # -- S3 -----------------------------------------------------------------------------------------

@@ -74,7 +74,8 @@ def test_round_trip_in_original_order(out_url):
     ]
     assert result.records_per_shard == [6, 6, 6] + [5] * 7
     assert listing(out_url) == sorted(
-        [posixpath.basename(p) for p in result.paths] + ["random_images.manifest.json"]
+        [posixpath.basename(p) for p in result.paths]
+        + ["random_images.manifest.json", ".random_images.chunks"]  # + chunk side file
     )
     read = RecordIO(f"{out_url}/random_images-*-of-*")
     assert_same_instances(list(read()), list(reader()))
@@ -245,7 +246,7 @@ def test_overwrite_replaces_the_set_and_drops_stale_shards(tmp_path):
     (tmp_path / "other.txt").write_text("keep me")
     convert(str(tmp_path), range(3), 3, "p", overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "other.txt", "p-00000-of-00002", "p-00001-of-00002", "p-00002-of-00002",
+        ".p.chunks", "other.txt", "p-00000-of-00002", "p-00001-of-00002", "p-00002-of-00002",
         "p.manifest.json",
     ]
     assert list(RecordIO(str(tmp_path / "p-*"))()) == [0, 1, 2]

@@ -46,7 +46,8 @@ def test_convert_and_read_back(s3, s3_url, tmp_path, compressor):
         storage_options=s3.storage_options,
     )
     assert result.paths[0] == f"{out}/p-00000-of-00003"
-    assert keys(s3, out) == [f"p-0000{i}-of-00003" for i in range(4)] + ["p.manifest.json"]
+    assert keys(s3, out) == [".p.chunks",  # the chunk side file
+                             *(f"p-0000{i}-of-00003" for i in range(4)), "p.manifest.json"]
     read = RecordIO(f"{out}/p-*-of-*", storage_options=s3.storage_options)
     assert_same(list(read()), data)
     assert len(read) == len(data)
@@ -118,7 +119,7 @@ def test_manifest_is_committed_last(s3, s3_url, monkeypatch):
     monkeypatch.setattr(s3fs.S3FileSystem, "mv", spy)
     convert(f"{s3_url}/last", instances(9), 3, "m", storage_options=s3.storage_options)
     names = [name for name, _ in moves]
-    assert names == [f"m-0000{i}-of-00002" for i in range(3)] + ["m.manifest.json"]
+    assert names == [f"m-0000{i}-of-00002" for i in range(3)] + [".m.chunks", "m.manifest.json"]
     # while shards were being moved, no manifest was visible under its final name
     for _, visible in moves[:-1]:
         assert "m.manifest.json" not in visible
@@ -138,8 +139,8 @@ def test_output_exists(s3, s3_url):
     new = instances(8, seed=5)
     convert(out, new, 4, "x", overwrite=True, storage_options=s3.storage_options)
     assert keys(s3, out) == [
-        *(f"x-0000{i}-of-00003" for i in range(4)), "x.manifest.json",
-        "y-00000-of-00000", "y.manifest.json",
+        ".x.chunks", ".y.chunks", *(f"x-0000{i}-of-00003" for i in range(4)),
+        "x.manifest.json", "y-00000-of-00000", "y.manifest.json",
     ]
     assert_same(list(RecordIO(f"{out}/x-*-of-*", storage_options=s3.storage_options)()), new)
     manifest = json.loads(s3.filesystem().cat_file(f"{out}/x.manifest.json"))

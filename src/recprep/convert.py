@@ -483,6 +483,8 @@ def _convert(
         staged = {name: f.path for name, f in zip(names, facts, strict=True)}
         if options.format == "tfrecord" and options.compressor == "none":
             staged.update(_tfrecord_indexes(fs, staging, staged))
+        staged.update(_chunk_indexes(fs, staging, staged, manifest))
+        replaced += [p for p in _old_chunk_index(fs, out, staging.prefix) if p not in replaced]
         staging.commit(staged, manifest.to_json(), replaced=replaced)
     except BaseException as err:
         if not staging.committing:  # else the journal says how to finish: keep it all
@@ -530,6 +532,46 @@ def _tfrecord_indexes(fs: Any, staging: Staging, staged: Mapping[str, str]) -> d
             raise WriteError(display(fs, side), err) from err
         indexes[index_name(name)] = side
     return indexes
+
+
+def _chunk_indexes(
+    fs: Any, staging: Staging, staged: Mapping[str, str], manifest: Manifest
+) -> dict[str, str]:
+    """The side file of a RecordIO set (``.{prefix}.chunks``: every shard's chunk offsets
+    and counts, :mod:`recprep.chunkindex`), from the staged shards' chunk headers hopped
+    once here; committed with the shards, before the manifest."""
+    import numpy as np
+
+    from .chunkindex import FORMATS, chunks_name, write_table
+    from .containers import get_format
+    from .index import build_index as index_of
+
+    if manifest.format not in FORMATS:
+        return {}
+    container = get_format(manifest.format)
+    chunks = {}
+    for name, path in staged.items():
+        try:
+            with fs.open(path, "rb") as f:
+                index = index_of(f, container, path=display(fs, path))
+        except OSError as err:
+            raise WriteError(display(fs, path), err) from err
+        chunks[name] = (index.offsets.tolist(), np.diff(index.firsts).tolist())
+    side = staging.file(chunks_name(manifest.name_prefix))
+    try:
+        write_table(fs, side, manifest, chunks)
+    except OSError as err:
+        raise WriteError(display(fs, side), err) from err
+    return {chunks_name(manifest.name_prefix): side}
+
+
+def _old_chunk_index(fs: Any, out: str, prefix: str) -> list[str]:
+    """The side file a set ``prefix`` committed before in ``out`` (replaced by a commit
+    of a set of that name, or removed when the new one has none)."""
+    from .chunkindex import chunks_name
+
+    path = posixpath.join(out, chunks_name(prefix))
+    return [path] if fs.exists(path) else []
 
 
 def _committed(

@@ -122,6 +122,7 @@ class Sources:
         self._numbers.update({f.path: n for n, f in enumerate(self.files)})
         self._counts: dict[int, int] = {}
         self._indexes: dict[int, FileIndex] = {}
+        self._chunk_tables: dict[int, Any] = {}  # per set: its chunk side file, if usable
         self._counts_checked: set[int] = set()  # manifest counts checked against the file
         records_of = [  # per set, once: opening stays linear in the number of shards
             None if m is None else {s.name: s.records for s in m.shards}
@@ -240,6 +241,10 @@ class Sources:
         if index is not None:
             return index
         file = self.files[number]
+        index = self._chunk_side(number)
+        if index is not None:  # the set's side file: no chunk header read
+            self._indexes[number] = index
+            return index
         if handle is None:
             with self.commits.open(file) as opened:
                 return self.index(number, opened)
@@ -275,6 +280,28 @@ class Sources:
                         offset=None, records_lost=max(listed - index.num_records, 0))
         self._indexes[number] = index
         return index
+
+    def _chunk_side(self, number: int) -> FileIndex | None:
+        """File ``number``'s index from its RecordIO set's side file (``.{prefix}.chunks``,
+        :mod:`recprep.chunkindex`), read once per set; None without one, or when it is
+        not usable (then with a warning)."""
+        from .chunkindex import FORMATS, load_table
+
+        file = self.files[number]
+        manifest = self.manifests[file.set_index]
+        if manifest is None or manifest.format not in FORMATS or (
+            self.format is not None and self.format.name != manifest.format
+        ) or (self.compressor is not None and self.compressor != manifest.compressor):
+            return None
+        tables = self._chunk_tables
+        if file.set_index not in tables:
+            where = self.shard_sets[file.set_index].manifest_path
+            assert where is not None  # a set with a manifest
+            tables[file.set_index] = load_table(
+                self.fs, where.rsplit("/", 1)[0] if "/" in where else "", manifest
+            )
+        table = tables[file.set_index]
+        return None if table is None else table.index(file.path.rsplit("/", 1)[-1])
 
     def _side_index(self, path: str) -> FileIndex | None:
         """A plain TFRecord file's index from its side file (``.{name}.tfindex``)."""

@@ -28,7 +28,7 @@ Example
 >>> _ = convert("memory://doc/cp-src", list(range(5)), 2, "p")
 >>> result = copy("memory://doc/cp-src/p", "memory://doc/cp-dst")
 >>> [f.dest.rsplit("/", 1)[1] for f in result.files]
-['p-00000-of-00001', 'p-00001-of-00001', 'p.manifest.json']
+['.p.chunks', 'p-00000-of-00001', 'p-00001-of-00001', 'p.manifest.json']
 >>> list(RecordIO("memory://doc/cp-dst")())
 [0, 1, 2, 3, 4]
 """
@@ -51,6 +51,7 @@ import google_crc32c
 
 from .. import _failpoints
 from ..arguments import checked
+from ..chunkindex import CHUNKS_SUFFIX, chunks_name
 from ..containers.tfrecord_index import index_name
 from ..errors import (
     CorruptDataError,
@@ -170,6 +171,13 @@ def _set_items(fs: Any, found: FoundSet, whole_directory: bool) -> list[_Item]:
     if complete or whole_directory:
         size = int(fs.size(found.manifest_path))
         items.append(_Item(fs, found.manifest_path, size, None, True))
+        if manifest is not None:  # its chunk index side file goes with it (in its commit)
+            side = posixpath.join(posixpath.dirname(found.manifest_path),
+                                  chunks_name(manifest.name_prefix))
+            try:
+                items.append(_Item(fs, side, int(fs.size(side)), None, False))
+            except FileNotFoundError:
+                pass  # none: readers index the shards from their headers
     if found.missing:
         log.warning(
             "recprep: %s lacks %d shard(s) of its set (%s...)", display(fs, found.label),
@@ -368,7 +376,7 @@ def copy(
     >>> copy("memory://doc/cp2/a", "memory://doc/cp2-out")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    recprep.errors.OutputExistsError: memory:///doc/cp2-out already holds 3 file(s) of this ...
+    recprep.errors.OutputExistsError: memory:///doc/cp2-out already holds 4 file(s) of this ...
     """
     started = time.perf_counter()
     names = [sources] if isinstance(sources, str) else list(sources)
@@ -416,6 +424,8 @@ def _by_set(items: Sequence[_Item]) -> dict[str | None, list[_Item]]:
         prefix = parsed.prefix if parsed is not None else (
             item.name[: -len(MANIFEST_SUFFIX)] if item.name.endswith(MANIFEST_SUFFIX)
             and len(item.name) > len(MANIFEST_SUFFIX) else None)
+        if prefix is None and item.name.startswith(".") and item.name.endswith(CHUNKS_SUFFIX):
+            prefix = item.name[1 : -len(CHUNKS_SUFFIX)] or None  # a set's chunk side file
         groups.setdefault(prefix, []).append(item)
     return groups
 
@@ -495,7 +505,8 @@ def _commit_set(
     manifests = [it for it in members if it.is_manifest]
     prefix = staging.prefix
     old = [p for p in replaced if posixpath.basename(p) in data
-           or posixpath.basename(p) in (manifest_name(prefix), *map(index_name, data))]
+           or posixpath.basename(p) in (manifest_name(prefix), chunks_name(prefix),
+                                        *map(index_name, data))]
     try:
         if manifests:
             manifest = bytes(dfs.cat_file(temps[manifests[0].name]))
@@ -521,4 +532,5 @@ def _replaced(dfs: Any, dpath: str, items: list[_Item], finals: Mapping[str, str
     shards = [parsed for it in items if (parsed := parse_shard_name(it.name)) is not None]
     wanted = set(finals) | {manifest_name(p.prefix) for p in shards}
     wanted |= {index_name(it.name) for it in items if parse_shard_name(it.name) is not None}
+    wanted |= {chunks_name(p.prefix) for p in shards}  # a set's chunk side file
     return sorted(posixpath.join(dpath, name) for name in wanted if name in present)
