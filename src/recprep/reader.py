@@ -19,7 +19,6 @@ import copy
 import logging
 import os
 import threading
-import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -46,7 +45,7 @@ from .codecs import Codec, get_codec
 from .containers import DEFAULT_MAX_CHUNK_BYTES, get_format
 from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, ColumnarCodec, decoded
-from .errors import CorruptDataWarning, InvalidArgumentError
+from .errors import CorruptDataWarning, InvalidArgumentError, warn
 from .index import RecordRangeError
 from .manifest import Manifest, codec_with_schema
 from .names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
@@ -728,10 +727,10 @@ class RecordIO:
         skip = 0 if state.get("rank") is None else int(state["yielded"])
         if state["epoch"] != epoch:
             if (base or skip) and not state.get("done"):
-                warnings.warn(ResumeWarning(
+                warn(ResumeWarning(
                     f"the loaded reader state (epoch {state['epoch']}, {skip} instances "
                     f"yielded) is not used: this pass is of epoch {epoch}"
-                ), stacklevel=3)
+                ))
             return [], 0
         self._check_split(state)
         return base, skip
