@@ -63,6 +63,18 @@ _LEN = struct.Struct("<I")
 NOTES_MARKER = "<!-- notes: kept by --out -->"
 
 
+def write_report(path: Path, report: str) -> None:
+    """Write ``report`` to ``path``, keeping the hand-written findings below
+    :data:`NOTES_MARKER` of the file there (they survive a rerun)."""
+    notes = ""
+    if path.exists():
+        old = path.read_text()
+        if NOTES_MARKER in old:
+            notes = "\n" + old[old.index(NOTES_MARKER):]
+    path.write_text(report + "\n" + notes)
+    log(f"wrote {path}")
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -651,13 +663,7 @@ def main(argv: list[str] | None = None) -> None:
     report = render(args, sets, sweep, memory, profile, time.perf_counter() - started)
     print(report)
     if args.out:
-        notes = ""
-        if args.out.exists():  # hand-written findings below the marker survive a rerun
-            old = args.out.read_text()
-            if NOTES_MARKER in old:
-                notes = "\n" + old[old.index(NOTES_MARKER):]
-        args.out.write_text(report + "\n" + notes)
-        log(f"wrote {args.out}")
+        write_report(args.out, report)
 
 
 if __name__ == "__main__":

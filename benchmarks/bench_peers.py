@@ -50,7 +50,6 @@ from recprep import RecordIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import (  # noqa: E402  (the shared helpers)
-    NOTES_MARKER,
     CpuWatch,
     _machine,
     floor_write,
@@ -58,6 +57,7 @@ from bench_core import (  # noqa: E402  (the shared helpers)
     mnist_like,
     recprep_write,
     small_tuples,
+    write_report,
 )
 
 os.environ.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")  # no network look-ups
@@ -731,13 +731,7 @@ def main(argv: list[str] | None = None) -> None:
     report = render(args, workloads, skipped, time.perf_counter() - started)
     print(report)
     if args.out:
-        notes = ""
-        if args.out.exists():  # hand-written findings below the marker survive a rerun
-            old = args.out.read_text()
-            if NOTES_MARKER in old:
-                notes = "\n" + old[old.index(NOTES_MARKER):]
-        args.out.write_text(report + "\n" + notes)
-        log(f"wrote {args.out}")
+        write_report(args.out, report)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from recprep import InvalidArgumentError, RecordIO, convert
 from recprep.checkpoint import ResumeWarning, size
-from recprep.codecs import get_codec
-from recprep.codecs.base import Codec
+
+from .test_reading import CountingCodec
 
 MEM = fsspec.filesystem("memory")
 SETTINGS = settings(
@@ -181,21 +181,6 @@ def test_batches_resume_where_they_stopped(mem, shuffle):
     again = RecordIO(patterns, **options)
     again.load_state_dict(state)
     assert head + [b.tolist() for b in again.batches(4)] == full
-
-
-class CountingCodec(Codec):
-    name = "recprep"
-
-    def __init__(self):
-        self.inner = get_codec("recprep")
-        self.calls = 0
-
-    def encode(self, instance):
-        return self.inner.encode(instance)
-
-    def decode(self, record, *, allow_pickle=False):
-        self.calls += 1
-        return self.inner.decode(record, allow_pickle=allow_pickle)
 
 
 @pytest.mark.parametrize("shuffle", [False, True])
