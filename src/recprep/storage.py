@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO
 
 import fsspec
 import google_crc32c
@@ -22,7 +22,8 @@ from .shards import manifest_name, parse_shard_name
 
 log = logging.getLogger("recprep")
 
-
+#: bytes read (and checksummed) at a time when a whole file or range is streamed
+COPY_BLOCK = 8 << 20
 
 def resolve(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
     """``(filesystem, path)`` for a local path or fsspec URL."""
@@ -65,6 +66,85 @@ class ChecksumWriter:
     def retarget(self, file: Sink) -> None:
         """Write to ``file`` from now on (which already holds what was written)."""
         self._file = file
+
+
+def checksum(
+    file: BinaryIO,
+    *,
+    start: int = 0,
+    size: int | None = None,
+    out: Sink | None = None,
+    on_block: Callable[[bytes], None] | None = None,
+) -> tuple[int, int]:
+    """``(crc32c, bytes read)`` of ``size`` bytes of the open ``file`` from ``start`` (to
+    its end when ``size`` is None), each block also written to ``out`` and handed to
+    ``on_block`` (a progress bar, a cancel check). The one streaming CRC-32C loop: copies,
+    staged-file checks, verification. Fewer bytes than ``size`` means the file is shorter;
+    the caller says what that means.
+
+    >>> import io
+    >>> checksum(io.BytesIO(b"123456789"))
+    (3808858755, 9)
+    >>> sink = io.BytesIO()
+    >>> checksum(io.BytesIO(b"abcdef"), start=2, size=3, out=sink), sink.getvalue()
+    ((910875488, 3), b'cde')
+    """
+    if start:
+        file.seek(start)
+    crc = done = 0
+    while size is None or done < size:
+        block = file.read(COPY_BLOCK if size is None else min(COPY_BLOCK, size - done))
+        if not block:
+            break
+        crc = google_crc32c.extend(crc, block)
+        done += len(block)
+        if out is not None:
+            out.write(block)
+        if on_block is not None:
+            on_block(block)
+    return crc, done
+
+
+class ChecksumReader:
+    """A read-through file wrapper keeping the CRC-32C of the bytes read front to back:
+    bytes ``[0, done)`` are in :attr:`crc32c`, however the reader seeks (a byte range read
+    again, or skipped and read later, counts once, in order).
+
+    >>> import io
+    >>> r = ChecksumReader(io.BytesIO(b"123456789"))
+    >>> r.read(4), r.seek(2), r.read(), r.crc32c, r.done
+    (b'1234', 2, b'3456789', 3808858755, 9)
+    """
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self.crc32c = 0
+        self.done = 0
+
+    def read(self, size: int = -1) -> bytes:
+        pos = self._file.tell()
+        data = self._file.read(size)
+        self.update(pos, data)
+        return data
+
+    def update(self, pos: int, data: bytes) -> None:
+        """Count ``data``, read at ``pos``, where it extends what is counted."""
+        if pos <= self.done < pos + len(data):
+            self.crc32c = google_crc32c.extend(self.crc32c, data[self.done - pos:])
+            self.done = pos + len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self._file.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._file.tell())
+
+    def finish(self) -> tuple[int, int]:
+        """Count the rest of the file; ``(crc32c, size)``."""
+        self._file.seek(self.done)
+        while block := self._file.read(COPY_BLOCK):
+            self.update(self.done, block)
+        return self.crc32c, self.done
 
 
 def existing_set_files(fs: Any, directory: str, prefix: str) -> list[str]:
