@@ -33,7 +33,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidArgumentError, RecprepWarning
+from .errors import InvalidArgumentError, ResumeWarning
 
 __all__ = [
     "STATE_VERSION",
@@ -48,10 +48,6 @@ __all__ = [
 
 STATE_VERSION = 1
 
-
-class ResumeWarning(RecprepWarning):
-    """A loaded reader state was dropped unused: the next pass was of another epoch
-    (``set_epoch`` was called with a different one), so it starts that epoch afresh."""
 
 Interval = tuple[int, int]
 

@@ -46,7 +46,12 @@ import numpy as np
 from .codecs import Codec
 from .containers import Chunk
 from .decoding import decoded
-from .errors import CorruptDataError, InvalidArgumentError, _Located
+from .errors import (
+    InstanceIndexError,
+    InvalidArgumentError,
+    RecordsLostError,
+    _Located,
+)
 from .sharding import Piece
 
 if TYPE_CHECKING:
@@ -63,27 +68,6 @@ __all__ = [
 #: decoded chunks a :class:`MapDataset` keeps by default (a chunk is about 1 MiB of
 #: records as ``convert`` writes them)
 DEFAULT_CACHE_CHUNKS = 64
-
-
-class InstanceIndexError(InvalidArgumentError, IndexError):
-    """A :class:`MapDataset` was asked for an instance it doesn't have (or an index that
-    is not an int). Attributes: ``where``, ``index``, ``num_instances``."""
-
-    def __init__(self, where: str, index: Any, num_instances: int, detail: str) -> None:
-        self.where, self.index, self.num_instances = where, index, num_instances
-        super().__init__(
-            f"{where}: {detail}: the dataset holds {num_instances} instances, so ask for "
-            f"{-num_instances} <= index < {num_instances}"
-        )
-
-
-class RecordsLostError(CorruptDataError):
-    """Records a file was counted with are gone (damage, or the file changed): a
-    :class:`MapDataset` raises it even with ``on_corrupt="skip"``, as leaving them out
-    would shift every later index. Attributes as :class:`~recprep.errors.CorruptDataError`.
-    """
-
-    remedies = ()  # type: ignore[assignment]  # skipping can't help: no remedy to say
 
 
 @dataclass(frozen=True)

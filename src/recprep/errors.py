@@ -23,7 +23,10 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "AmbiguousPathError",
@@ -33,21 +36,34 @@ __all__ = [
     "CorruptDataWarning",
     "DecodeError",
     "EncodeError",
+    "ExampleMergeWarning",
     "InputError",
+    "InstanceIndexError",
     "InvalidArgumentError",
     "MissingDependencyError",
     "MissingShardsError",
+    "ModelFileError",
     "NotFoundError",
     "OutputExistsError",
+    "OutputLockedError",
     "PickleFallbackWarning",
     "PickleRefusedError",
+    "RawFileError",
+    "RecordRangeError",
+    "RecordsLostError",
     "RecprepError",
     "RecprepWarning",
     "Remedy",
+    "ResumeWarning",
+    "SchemaConflictError",
+    "SchemaMismatchError",
     "SetChangedError",
+    "TaskAbandonedWarning",
     "TaskFailedError",
     "UncommittedSetWarning",
+    "Unfinishable",
     "UnsplitInputWarning",
+    "UnsupportedColumnError",
     "UntrustedFileError",
     "WriteError",
 ]
@@ -460,6 +476,137 @@ class InputError(RecprepError):
         )
 
 
+class OutputLockedError(RecprepError, FileExistsError):
+    """Another conversion is writing this shard set. Attributes: ``path``, ``owner``."""
+
+    def __init__(self, path: str, owner: str) -> None:
+        self.path = path
+        self.owner = owner
+        super().__init__(
+            f"another conversion ({owner}) is writing this shard set: {path} is held; "
+            "wait for it to finish, or write to another prefix. If no such process runs, "
+            "delete the lock file"
+        )
+
+
+class InstanceIndexError(InvalidArgumentError, IndexError):
+    """A :class:`~recprep.dataset.MapDataset` was asked for an instance it doesn't have
+    (or an index that is not an int). Attributes: ``where``, ``index``, ``num_instances``."""
+
+    def __init__(self, where: str, index: Any, num_instances: int, detail: str) -> None:
+        self.where, self.index, self.num_instances = where, index, num_instances
+        super().__init__(
+            f"{where}: {detail}: the dataset holds {num_instances} instances, so ask for "
+            f"{-num_instances} <= index < {num_instances}"
+        )
+
+
+class RecordsLostError(CorruptDataError):
+    """Records a file was counted with are gone (damage, or the file changed): a
+    :class:`~recprep.dataset.MapDataset` raises it even with ``on_corrupt="skip"``, as
+    leaving them out would shift every later index. Attributes as
+    :class:`~recprep.errors.CorruptDataError`.
+    """
+
+    remedies = ()  # type: ignore[assignment]  # skipping can't help: no remedy to say
+
+
+class Unfinishable(RecprepError):
+    """A journal whose files are gone: the commit can't be finished, only done again."""
+
+
+class UnsupportedColumnError(InvalidArgumentError):
+    """A column's Spark type can't be written with the chosen codec (or as a partition
+    column). Attributes: ``column``, ``type``."""
+
+    def __init__(self, column: str, type: str, detail: str) -> None:
+        self.column = column
+        self.type = type
+        super().__init__(f"column {column!r} ({type}) can't be written: {detail}")
+
+
+class SchemaConflictError(InvalidArgumentError):
+    """Two directories (or shard sets) of one dataset record different columns.
+
+    Attributes: ``first``, ``second`` (the two places).
+    """
+
+    def __init__(self, first: str, second: str, detail: str) -> None:
+        self.first = first
+        self.second = second
+        super().__init__(f"{first} and {second} hold different columns ({detail}); read "
+                         "them separately, or pass schema=")
+
+
+class SchemaMismatchError(EncodeError):
+    """An instance doesn't match its features.
+
+    Attributes: ``feature`` (its name, or ``None`` when the instance as a whole is wrong),
+    ``expected`` and ``found`` (descriptions), and ``instance_index`` when known.
+    """
+
+    def __init__(
+        self,
+        feature: str | None,
+        expected: str,
+        found: str,
+        reason: str = "",
+        instance_index: int | None = None,
+    ) -> None:
+        self.feature = feature
+        self.expected = expected
+        self.found = found
+        self.reason = reason
+        #: the dtype of the value found, when it was an array or scalar
+        self.found_dtype: np.dtype | None = None
+        what = "instance" if feature is None else f"feature {feature!r}"
+        detail = f"{what}: expected {expected}, found {found}"
+        super().__init__(detail + (f" ({reason})" if reason else ""), instance_index)
+
+
+class RecordRangeError(InvalidArgumentError, IndexError):
+    """``read_range`` was asked for records a file doesn't have.
+
+    Attributes: ``path``, ``start``, ``end``, ``num_records``.
+    """
+
+    def __init__(self, path: str, start: Any, end: Any, num_records: int, detail: str) -> None:
+        self.path = path
+        self.start = start
+        self.end = end
+        self.num_records = num_records
+        super().__init__(
+            f"{path}: can't read records [{start!r}, {end!r}): {detail}; the file holds "
+            f"{num_records} records, so ask for 0 <= start <= end <= {num_records}"
+        )
+
+
+class ModelFileError(RecprepError, ValueError):
+    """The model file can't be loaded, or lacks what ``prepare`` needs.
+
+    Attributes: ``path``.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        super().__init__(f"model file {path}: {detail}")
+
+
+class RawFileError(RecprepError):
+    """Preparing one raw file failed. Attributes: ``file``, ``instance_index`` (or None),
+    ``reason``."""
+
+    def __init__(self, file: str, reason: str, instance_index: int | None = None) -> None:
+        self.file = file
+        self.reason = reason
+        self.instance_index = instance_index
+        where = f", instance {instance_index}" if instance_index is not None else ""
+        super().__init__(
+            f"{file}{where}: {reason}; fix the data or the model file, or pass "
+            "on_error='skip' (--on-error skip) to skip such files with a report"
+        )
+
+
 class RecprepWarning(UserWarning):
     """Base class of the warnings recprep gives about what it does on purpose."""
 
@@ -546,6 +693,29 @@ class UncommittedSetWarning(RecprepWarning):
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
         super().__init__(f"{path}: {detail}; reading its files as they are")
+
+
+class ExampleMergeWarning(RecprepWarning):
+    """A record stores a feature in a shape TensorFlow's two readers disagree on: in pieces
+    that protobuf merges (``tf.train.Example.FromString``) and ``tf.io.parse_example``
+    reads otherwise or refuses, or in a map entry with an unknown field. recprep gives
+    protobuf's values.
+
+    Attributes: ``feature`` (its name).
+    """
+
+    def __init__(self, feature: str, message: str) -> None:
+        self.feature = feature
+        super().__init__(message)
+
+
+class ResumeWarning(RecprepWarning):
+    """A loaded reader state was dropped unused: the next pass was of another epoch
+    (``set_epoch`` was called with a different one), so it starts that epoch afresh."""
+
+
+class TaskAbandonedWarning(RecprepWarning):
+    """A task failed ``max_attempts`` times in an epoch and is not handed out again."""
 
 
 def warn(warning: Warning) -> None:

@@ -36,7 +36,7 @@ Feature('image', 'float32', (2, None))
 >>> check_instance(features, {"image": np.zeros((2, 3)), "label": 7})
 Traceback (most recent call last):
 ...
-recprep.features.SchemaMismatchError: feature 'image': expected float32[2, None], found \
+recprep.errors.SchemaMismatchError: feature 'image': expected float32[2, None], found \
 float64[2, 3] (float64 can't be cast safely to float32)
 """
 
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import EncodeError, InvalidArgumentError
+from .errors import InvalidArgumentError, SchemaMismatchError
 
 __all__ = [
     "Feature",
@@ -63,32 +63,6 @@ __all__ = [
 
 Shape = tuple[int | None, ...]
 _KINDS = "biufcUSO"  # what a feature may hold: numbers, str, bytes, object (str or bytes)
-
-
-class SchemaMismatchError(EncodeError):
-    """An instance doesn't match its features.
-
-    Attributes: ``feature`` (its name, or ``None`` when the instance as a whole is wrong),
-    ``expected`` and ``found`` (descriptions), and ``instance_index`` when known.
-    """
-
-    def __init__(
-        self,
-        feature: str | None,
-        expected: str,
-        found: str,
-        reason: str = "",
-        instance_index: int | None = None,
-    ) -> None:
-        self.feature = feature
-        self.expected = expected
-        self.found = found
-        self.reason = reason
-        #: the dtype of the value found, when it was an array or scalar
-        self.found_dtype: np.dtype | None = None
-        what = "instance" if feature is None else f"feature {feature!r}"
-        detail = f"{what}: expected {expected}, found {found}"
-        super().__init__(detail + (f" ({reason})" if reason else ""), instance_index)
 
 
 def as_dtype(dtype: Any) -> np.dtype:
@@ -355,7 +329,7 @@ def check_instance(features: Sequence[Feature], instance: Any) -> dict[str, np.n
     >>> check_instance([Feature("x", "int64")], (1, 2))
     Traceback (most recent call last):
     ...
-    recprep.features.SchemaMismatchError: instance: expected a tuple of 1 value (x), found \
+    recprep.errors.SchemaMismatchError: instance: expected a tuple of 1 value (x), found \
 a tuple of 2 values
     """
     if not all(isinstance(f, Feature) for f in features):

@@ -46,7 +46,7 @@ from .containers.recordio import (
     MIN_RECORD_BYTES,
     iter_chunks,
 )
-from .errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError
+from .errors import CorruptDataError, CorruptDataWarning, RecordRangeError
 
 _HEADER = struct.Struct("<5I")
 
@@ -58,23 +58,6 @@ __all__ = [
     "read_range_chunks",
     "register_seeker",
 ]
-
-
-class RecordRangeError(InvalidArgumentError, IndexError):
-    """``read_range`` was asked for records a file doesn't have.
-
-    Attributes: ``path``, ``start``, ``end``, ``num_records``.
-    """
-
-    def __init__(self, path: str, start: Any, end: Any, num_records: int, detail: str) -> None:
-        self.path = path
-        self.start = start
-        self.end = end
-        self.num_records = num_records
-        super().__init__(
-            f"{path}: can't read records [{start!r}, {end!r}): {detail}; the file holds "
-            f"{num_records} records, so ask for 0 <= start <= end <= {num_records}"
-        )
 
 
 @dataclass(frozen=True)

@@ -32,24 +32,11 @@ import time
 from typing import Any
 
 from . import _failpoints
-from .errors import RecprepError, WriteError
+from .errors import OutputLockedError, WriteError
 
 LOCK_PREFIX = ".recprep-lock-"
 #: an empty or unreadable lock file this old (seconds) is a dead writer's
 UNREADABLE_GRACE = 5.0
-
-
-class OutputLockedError(RecprepError, FileExistsError):
-    """Another conversion is writing this shard set. Attributes: ``path``, ``owner``."""
-
-    def __init__(self, path: str, owner: str) -> None:
-        self.path = path
-        self.owner = owner
-        super().__init__(
-            f"another conversion ({owner}) is writing this shard set: {path} is held; "
-            "wait for it to finish, or write to another prefix. If no such process runs, "
-            "delete the lock file"
-        )
 
 
 def is_local(fs: Any) -> bool:

@@ -32,7 +32,7 @@ from .arguments import checked
 from .codecs import Codec, get_codec
 from .codecs.example import ExampleCodec
 from .convert import ConvertResult, convert
-from .errors import InvalidArgumentError, NotFoundError, RecprepError
+from .errors import InvalidArgumentError, ModelFileError, NotFoundError, RawFileError, RecprepError
 from .features import Feature, as_features, check_instance
 from .names import CodecName, CompressorName, ExecutorName, FormatName
 from .progress import Progress
@@ -46,32 +46,6 @@ log = logging.getLogger("recprep")
 FUNCTION = "prepare_data_for_a_single_file"
 FEATURES = "feature_columns"
 REPORT_NAME = "{prefix}.skipped.json"
-
-
-class ModelFileError(RecprepError, ValueError):
-    """The model file can't be loaded, or lacks what ``prepare`` needs.
-
-    Attributes: ``path``.
-    """
-
-    def __init__(self, path: str, detail: str) -> None:
-        self.path = path
-        super().__init__(f"model file {path}: {detail}")
-
-
-class RawFileError(RecprepError):
-    """Preparing one raw file failed. Attributes: ``file``, ``instance_index`` (or None),
-    ``reason``."""
-
-    def __init__(self, file: str, reason: str, instance_index: int | None = None) -> None:
-        self.file = file
-        self.reason = reason
-        self.instance_index = instance_index
-        where = f", instance {instance_index}" if instance_index is not None else ""
-        super().__init__(
-            f"{file}{where}: {reason}; fix the data or the model file, or pass "
-            "on_error='skip' (--on-error skip) to skip such files with a report"
-        )
 
 
 # -- the model file ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from typing import Any
 import google_crc32c
 
 from . import _failpoints
-from .errors import RecprepError, UntrustedFileError, WriteError, add_note
+from .errors import RecprepError, Unfinishable, UntrustedFileError, WriteError, add_note
 from .locking import is_local
 from .shards import manifest_name
 from .storage import display
@@ -184,10 +184,6 @@ class Journal:
     staged: dict[str, str]
     replaced: list[str]
     manifest_sha256: str
-
-
-class Unfinishable(RecprepError):
-    """A journal whose files are gone: the commit can't be finished, only done again."""
 
 
 def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseException) -> None:

@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .errors import InvalidArgumentError, RecprepWarning, warn
+from .errors import InvalidArgumentError, TaskAbandonedWarning, warn
 from .sharding import Task
 from .shuffling import rng
 
@@ -65,10 +65,6 @@ class Lease(NamedTuple):
     epoch: int
     attempt: int
     worker: str
-
-
-class TaskAbandonedWarning(RecprepWarning):
-    """A task failed ``max_attempts`` times in an epoch and is not handed out again."""
 
 
 class _Doing(NamedTuple):

@@ -58,7 +58,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError, EncodeError, InvalidArgumentError, RecprepWarning, warn
+from ..errors import (
+    DecodeError,
+    EncodeError,
+    ExampleMergeWarning,
+    InvalidArgumentError,
+    warn,
+)
 from ..features import Feature, SchemaMismatchError, as_features, check_instance, fixed_size
 from .base import Codec
 
@@ -328,20 +334,6 @@ _KIND_TAG = {kind: bytes(((kind << 3) | 2,)) for kind in (BYTES, FLOATS, INTS)}
 
 
 # -------------------------------------------------------------------------- decoding
-
-
-class ExampleMergeWarning(RecprepWarning):
-    """A record stores a feature in a shape TensorFlow's two readers disagree on: in pieces
-    that protobuf merges (``tf.train.Example.FromString``) and ``tf.io.parse_example``
-    reads otherwise or refuses, or in a map entry with an unknown field. recprep gives
-    protobuf's values.
-
-    Attributes: ``feature`` (its name).
-    """
-
-    def __init__(self, feature: str, message: str) -> None:
-        self.feature = feature
-        super().__init__(message)
 
 
 _Found = tuple[int, bytes, int, int]  # a feature's kind and its list message: data[start:stop]

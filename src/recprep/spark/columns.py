@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError, InvalidArgumentError
+from ..errors import DecodeError, InvalidArgumentError, UnsupportedColumnError
 from ..features import Feature, as_features
 
 __all__ = [
@@ -66,16 +66,6 @@ ATOMIC = {**INTEGRAL, "boolean": "bool", "float": "float32", "double": "float64"
 PARTITION_TYPES = (*INTEGRAL, "boolean", "string", "date")
 _INT_RE = re.compile(r"^-?\d+$")
 _INT32 = (-(2**31), 2**31 - 1)
-
-
-class UnsupportedColumnError(InvalidArgumentError):
-    """A column's Spark type can't be written with the chosen codec (or as a partition
-    column). Attributes: ``column``, ``type``."""
-
-    def __init__(self, column: str, type: str, detail: str) -> None:
-        self.column = column
-        self.type = type
-        super().__init__(f"column {column!r} ({type}) can't be written: {detail}")
 
 
 @dataclass(frozen=True)

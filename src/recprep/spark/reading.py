@@ -31,7 +31,7 @@ import cloudpickle
 
 from ..codecs import get_codec
 from ..containers import detect_format, get_format
-from ..errors import DecodeError, InvalidArgumentError, NotFoundError
+from ..errors import DecodeError, InvalidArgumentError, NotFoundError, SchemaConflictError
 from ..manifest import Manifest
 from ..storage import display, resolve
 from .columns import (
@@ -56,19 +56,6 @@ SAMPLE_RECORDS = 1000
 RECORD_TYPES = {"example": "example", "bytearray": "raw"}
 _READABLE = ("example", "recprep", "raw")
 BYTE_ARRAY = ColumnSpec("byteArray", "binary")
-
-
-class SchemaConflictError(InvalidArgumentError):
-    """Two directories (or shard sets) of one dataset record different columns.
-
-    Attributes: ``first``, ``second`` (the two places).
-    """
-
-    def __init__(self, first: str, second: str, detail: str) -> None:
-        self.first = first
-        self.second = second
-        super().__init__(f"{first} and {second} hold different columns ({detail}); read "
-                         "them separately, or pass schema=")
 
 
 @dataclass(frozen=True)
