@@ -124,7 +124,21 @@ def _params():
         yield pytest.param(path, id=page, marks=marks)
 
 
+@pytest.fixture
+def registries_restored():
+    """Names a page's samples register (a codec, a format...) are removed afterwards, so
+    the registries other tests see don't depend on which page ran first."""
+    from recprep.registry import registries
+
+    before = {group: set(reg.names()) for group, reg in registries().items()}
+    yield
+    for group, reg in registries().items():
+        for name in set(reg.names()) - before.get(group, set()):
+            reg.pop(name)
+
+
 @pytest.mark.parametrize("path", list(_params()))
+@pytest.mark.usefixtures("registries_restored")
 def test_page_samples_run(path: Path, tmp_path, monkeypatch, request):
     page = _page_id(path)
     blocks = parse_blocks(path.read_text(encoding="utf-8"), page)

@@ -15,13 +15,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from recprep.codecs import get_codec
-from recprep.codecs.example import (
-    ExampleCodec,
-    ExampleMergeWarning,
-    _unvarints,
-    _varints,
-    key_order,
-)
+from recprep.codecs.example import ExampleCodec, ExampleMergeWarning, key_order
+from recprep.codecs.example_wire import unvarints, varints
 from recprep.containers import get_format
 from recprep.errors import DecodeError, EncodeError, InvalidArgumentError, RecprepError
 from recprep.features import Feature, SchemaMismatchError, as_features, check_instance
@@ -112,7 +107,7 @@ def test_varints_vectorised_and_small_paths_agree_with_the_spec(n):
     rng = np.random.default_rng(n)
     edges = [0, 1, 127, 128, 16383, 16384, -1, -(2**63), 2**63 - 1, 2**31, -(2**31)]
     values = np.array((edges + rng.integers(-(2**63), 2**63 - 1, n).tolist())[:n], np.int64)
-    data = _varints(values)
+    data = varints(values)
     spec = b""
     for v in values.tolist():
         v &= 2**64 - 1
@@ -122,7 +117,7 @@ def test_varints_vectorised_and_small_paths_agree_with_the_spec(n):
             if not v:
                 break
     assert data == spec
-    assert _unvarints(data).tolist() == values.tolist()
+    assert unvarints(data).tolist() == values.tolist()
 
 
 def test_bytes_equal_tensorflow_deterministic_serialization(tf):

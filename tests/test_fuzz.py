@@ -285,7 +285,8 @@ def test_side_indexes_survive_mutations():
     import fsspec
     import google_crc32c
 
-    from recprep.containers.tfrecord_index import build_index, index_path, read_records
+    from recprep.containers.tfrecord_index import index_path
+    from recprep.sideindex import build_index, read_records
 
     fs = fsspec.filesystem("memory")
     path = "/fuzz-tfindex/p.tfrecord"

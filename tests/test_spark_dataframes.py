@@ -23,8 +23,8 @@ from recprep import OutputExistsError, RecordIO, TaskFailedError  # noqa: E402
 from recprep import spark as rs  # noqa: E402
 from recprep.codecs.example import ExampleCodec  # noqa: E402
 from recprep.containers import get_format  # noqa: E402
-from recprep.containers.tfrecord_index import count_records, load_index  # noqa: E402
 from recprep.errors import EncodeError, InvalidArgumentError  # noqa: E402
+from recprep.sideindex import count_records, load_index  # noqa: E402
 from recprep.spark.columns import UnsupportedColumnError  # noqa: E402
 from recprep.storage import resolve  # noqa: E402
 

@@ -15,6 +15,7 @@ from recprep.executors.base import Outcome, failed
 from recprep.writing import FileFacts, check_options
 
 writing = pytest.importorskip("recprep.spark.writing")
+reports_module = pytest.importorskip("recprep.spark.reports")
 from recprep.spark.pieces import Piece, TaskReport, WritePlan  # noqa: E402
 
 
@@ -42,9 +43,9 @@ def test_reports_round_trip_as_json(tmp_path):
                                                          3, 40, 7), None)
                               for n, k in enumerate(keys)], {keys[0]: {"v"}})
                for t in range(2)]
-    writing.save_reports(job, [(t, Outcome(result=r)) for t, r in enumerate(reports)])
+    reports_module.save_reports(job, [(t, Outcome(result=r)) for t, r in enumerate(reports)])
     assert Path(job.reports_path).read_bytes().startswith(b"[")  # data, not a pickle
-    assert writing.load_reports(job) == reports
+    assert reports_module.load_reports(job) == reports
 
 
 def test_a_failed_task_keeps_its_recprep_error(tmp_path):
@@ -53,9 +54,9 @@ def test_a_failed_task_keeps_its_recprep_error(tmp_path):
         raise EncodeError("null element in column 'v'", instance_index=4)
     except EncodeError as err:
         outcome = failed(err)
-    writing.save_reports(job, [(0, outcome)])
+    reports_module.save_reports(job, [(0, outcome)])
     with pytest.raises(TaskFailedError, match="null element") as info:
-        writing.load_reports(job)
+        reports_module.load_reports(job)
     original = info.value.original
     assert isinstance(original, EncodeError) and original.instance_index == 4
 
@@ -65,5 +66,5 @@ def test_a_swapped_reports_file_runs_nothing(tmp_path):
     marker = tmp_path / "marker"
     Path(job.reports_path).write_bytes(pickle.dumps([(0, Outcome(result=Exploit(str(marker))))]))
     with pytest.raises(CorruptDataError, match="task reports"):
-        writing.load_reports(job)
+        reports_module.load_reports(job)
     assert not marker.exists()

@@ -13,20 +13,10 @@ from hypothesis import strategies as st
 
 from recprep import RecordIO, convert
 from recprep.containers import get_format
-from recprep.containers.tfrecord_index import (
-    TFRecordIndex,
-    build_index,
-    chunk_infos,
-    count_records,
-    index_name,
-    index_path,
-    load_index,
-    read_from,
-    read_records,
-    record_offsets,
-    scan,
-)
+from recprep.containers.tfrecord import read_from, scan
+from recprep.containers.tfrecord_index import TFRecordIndex, chunk_infos, index_name, index_path
 from recprep.errors import CorruptDataError, InvalidArgumentError
+from recprep.sideindex import build_index, count_records, load_index, read_records, record_offsets
 
 from .conftest import DATA
 

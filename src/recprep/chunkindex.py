@@ -1,6 +1,8 @@
-"""A RecordIO set's chunk indexes, in one side file written when ``convert`` commits.
+"""A set's chunk indexes, in one side file written when ``convert`` commits.
 
-Reading a range of a RecordIO shard, or one instance of it, needs the shard's chunk index
+For a format with chunk headers
+(:attr:`~recprep.containers.base.Format.chunk_header_bytes`, RecordIO), reading a range of
+a shard, or one instance of it, needs the shard's chunk index
 (:class:`~recprep.index.FileIndex`): built without this file by hopping from chunk header
 to chunk header, one read per chunk. ``convert`` writes every shard's index into one hidden
 file beside the set, ``.{prefix}.chunks`` (hidden: never taken for data), committed with
@@ -40,16 +42,14 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
-from .containers.recordio import HEADER_SIZE
+from .containers import get_format
 from .errors import CorruptDataWarning
 from .index import FileIndex
 from .manifest import Manifest, ShardInfo
 from .storage import display
 
-__all__ = ["CHUNKS_SUFFIX", "FORMATS", "ChunkTable", "chunks_name", "load_table", "write_table"]
+__all__ = ["CHUNKS_SUFFIX", "ChunkTable", "chunks_name", "load_table", "write_table"]
 
-#: the container formats whose sets get a chunk side file
-FORMATS = ("recordio", "recordio-legacy")
 #: the side file is named ``.{prefix}`` and this
 CHUNKS_SUFFIX = ".chunks"
 _VERSION = 1
@@ -97,6 +97,8 @@ class ChunkTable:
     path: str  # as users write it
     entries: dict[str, dict[str, Any]]
     shards: dict[str, ShardInfo]
+    #: the format's chunk header size: the least one chunk's offset is past the previous
+    header_bytes: int = 1
 
     def index(self, name: str) -> FileIndex | None:
         """The index of shard ``name``, or None (with a
@@ -111,9 +113,10 @@ class ChunkTable:
             if deltas.ndim != 1 or deltas.shape != counts.shape:
                 raise ValueError(f"{deltas.size} offsets but {counts.size} counts")
             offsets = np.cumsum(deltas)
-            if deltas.size and (deltas[0] < 0 or (deltas[1:] < HEADER_SIZE).any()):
+            header = self.header_bytes
+            if deltas.size and (deltas[0] < 0 or (deltas[1:] < header).any()):
                 raise ValueError("chunk offsets don't increase by at least a header")
-            if offsets.size and offsets[-1] + HEADER_SIZE > info.bytes:
+            if offsets.size and offsets[-1] + header > info.bytes:
                 raise ValueError(f"a chunk starts at {int(offsets[-1])}, past the end of "
                                  f"the {info.bytes} bytes of the file")
             if (counts < 0).any() or int(counts.sum()) != info.records:
@@ -171,4 +174,5 @@ def load_table(fs: Any, directory: str, manifest: Manifest) -> ChunkTable | None
         _distrust(shown, "its shards (names, sizes, CRC-32C) are not the manifest's: it "
                          "belongs to another set")
         return None
-    return ChunkTable(shown, entries, shards)
+    header = get_format(manifest.format).chunk_header_bytes
+    return ChunkTable(shown, entries, shards, max(header, 1))

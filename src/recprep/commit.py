@@ -37,8 +37,6 @@ import posixpath
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-import google_crc32c
-
 from .errors import (
     CorruptDataError,
     CorruptDataWarning,
@@ -50,7 +48,7 @@ from .errors import (
 from .manifest import ShardInfo
 from .shards import manifest_name
 from .staging import JOURNAL, STAGING_PREFIX
-from .storage import display
+from .storage import ChecksumReader, display
 
 if TYPE_CHECKING:
     from .sources import SourceFile, Sources
@@ -195,8 +193,7 @@ class _Pinned:
         self._label = label
         self._shown = shown
         self._expected = expected
-        self._crc = 0
-        self._done = 0  # bytes [0, done) are in _crc
+        self._sum = ChecksumReader(file)  # counts the bytes read here, front to back
 
     def read(self, size: int = -1) -> bytes:
         pos = self._file.tell() if self._expected is not None else 0
@@ -209,14 +206,13 @@ class _Pinned:
                     "build the reader again") from err
             raise
         expected = self._expected
-        if expected is not None and pos <= self._done < pos + len(data):
-            self._crc = google_crc32c.extend(self._crc, data[self._done - pos:])
-            self._done = pos + len(data)
-            if self._done == expected.bytes:
+        if expected is not None and pos <= self._sum.done < pos + len(data):
+            self._sum.update(pos, data)
+            if self._sum.done == expected.bytes:
                 self._expected = None
-                if self._crc != expected.crc32c:
+                if self._sum.crc32c != expected.crc32c:
                     raise CorruptDataError(
-                        f"the file's CRC-32C is {self._crc:08x}, its manifest says "
+                        f"the file's CRC-32C is {self._sum.crc32c:08x}, its manifest says "
                         f"{expected.crc32c:08x}: its bytes changed since the set was "
                         "committed", path=self._shown, offset=0)
         return data

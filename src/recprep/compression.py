@@ -32,6 +32,7 @@ import cramjam
 import google_crc32c
 
 from .errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
+from .registry import Registry
 
 __all__ = ["Compression", "available_compressions", "get_compression", "register_compression"]
 
@@ -66,27 +67,41 @@ class Compression:
         return out if len(out) < share * len(data) else None
 
 
-_REGISTRY: dict[str, Compression] = {}
+def _check(name: str, compression: Compression) -> None:
+    if not isinstance(compression, Compression) or compression.name != name:
+        raise InvalidArgumentError(
+            f"compression {name!r} must be a recprep.compression.Compression named {name!r}, "
+            f"got {compression!r}"
+        )
 
 
-def register_compression(compression: Compression) -> None:
-    """Add (or replace) a compression under its name."""
-    _REGISTRY[compression.name] = compression
+_REGISTRY: Registry[Compression] = Registry(
+    "compression", group="recprep.compressions", check=_check
+)
+
+
+def register_compression(
+    compression: Compression | str, *, name: str | None = None, replace: bool = False
+) -> None:
+    """Add a compression under its name (or its dotted path, ``"package.module:obj"``,
+    under ``name``). A name already registered raises
+    :class:`~recprep.errors.InvalidArgumentError` unless ``replace=True``."""
+    if isinstance(compression, str):
+        if name is None:
+            raise InvalidArgumentError(f"register_compression({compression!r}) needs name=")
+        _REGISTRY.register(name, compression, replace=replace)
+    else:
+        _REGISTRY.register(compression.name, compression, replace=replace)
 
 
 def available_compressions() -> list[str]:
-    """The registered compression names, sorted."""
-    return sorted(_REGISTRY)
+    """The registered compression names, sorted (plug-ins too; none is imported)."""
+    return _REGISTRY.available()
 
 
 def get_compression(name: str) -> Compression:
     """Return the compression called ``name``."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise InvalidArgumentError(
-            f"unknown compression {name!r}; valid ones are {available_compressions()}"
-        ) from None
+    return _REGISTRY.get(name)
 
 
 def _check_size(size: int, limit: int) -> None:
@@ -137,7 +152,6 @@ def _snappy_raw_decompress(data: Buffer, limit: int) -> bytes:
 # -- snappy, framing format (Go recordio) ------------------------------------------------
 
 _STREAM_ID = b"\xff\x06\x00\x00sNaPpY"
-_MAX_FRAME_OUTPUT = 65536
 
 
 def _varint(data: Buffer, pos: int, end: int) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .arguments import checked
 from .codecs import Codec
+from .discovery import Kind, set_files
 from .errors import (
     REMEDY,
     CorruptDataError,
@@ -43,7 +44,7 @@ from .names import CodecName, CompressorName, ExecutorName, FormatName
 from .progress import Progress, ProgressArg
 from .shards import check_prefix, manifest_name, shard_name
 from .staging import Staging, Unfinishable, facts_intact
-from .storage import display, existing_set_files, resolve
+from .storage import display, resolve
 from .tasks import (
     DEFAULT_MAX_TASKS,
     PartitionGroup,
@@ -479,12 +480,12 @@ def _convert(
         )
         if not overwrite:
             _refuse_existing(fs, out, staging.prefix)  # a set may have appeared meanwhile
-        replaced = existing_set_files(fs, out, staging.prefix) if overwrite else []
+        # overwrite: the old set's files; else only a side file of the set left alone
+        replaced = [e.path for e in set_files(fs, out, staging.prefix)
+                    if overwrite or e.kind is Kind.SET_SIDE]
         staged = {name: f.path for name, f in zip(names, facts, strict=True)}
-        if options.format == "tfrecord" and options.compressor == "none":
-            staged.update(_tfrecord_indexes(fs, staging, staged))
-        staged.update(_chunk_indexes(fs, staging, staged, manifest))
-        replaced += [p for p in _old_chunk_index(fs, out, staging.prefix) if p not in replaced]
+        staged.update(_record_indexes(fs, staging, staged, options))
+        staged.update(_chunk_indexes(fs, staging, staged, manifest, options))
         staging.commit(staged, manifest.to_json(), replaced=replaced)
     except BaseException as err:
         if not staging.committing:  # else the journal says how to finish: keep it all
@@ -516,39 +517,47 @@ def _warn_pickled(pickled: Mapping[str, int]) -> list[str]:
     return notes
 
 
-def _tfrecord_indexes(fs: Any, staging: Staging, staged: Mapping[str, str]) -> dict[str, str]:
-    """Side indexes (record offsets) of plain TFRecord shards, for random access and counts
-    without a scan; hidden names (``.{shard}.tfindex``), committed with the shards."""
-    from .containers.tfrecord_index import build_index, index_name
+def _record_indexes(
+    fs: Any, staging: Staging, staged: Mapping[str, str], options: WriteOptions
+) -> dict[str, str]:
+    """Record index side files of the shards, when the format keeps one and it gives
+    random access with this compressor (a plain TFRecord shard's ``.{shard}.tfindex``):
+    counts and ranges without a scan; hidden names, committed with the shards."""
+    from .sideindex import build_index
 
+    container = options.container()
+    kind = container.record_index
+    if kind is None or not kind.seeks(options.compressor):
+        return {}
     indexes = {}
     for name, path in staged.items():
-        side = staging.file(index_name(name))
+        side = staging.file(kind.name_for(name))
         try:
-            build_index(fs, path, index_file=side, compressor="none")
+            build_index(fs, path, container=container, index_file=side,
+                        compressor=options.compressor)
         except WriteError:
             raise
         except OSError as err:
             raise WriteError(display(fs, side), err) from err
-        indexes[index_name(name)] = side
+        indexes[kind.name_for(name)] = side
     return indexes
 
 
 def _chunk_indexes(
-    fs: Any, staging: Staging, staged: Mapping[str, str], manifest: Manifest
+    fs: Any, staging: Staging, staged: Mapping[str, str], manifest: Manifest,
+    options: WriteOptions,
 ) -> dict[str, str]:
-    """The side file of a RecordIO set (``.{prefix}.chunks``: every shard's chunk offsets
-    and counts, :mod:`recprep.chunkindex`), from the staged shards' chunk headers hopped
-    once here; committed with the shards, before the manifest."""
+    """The side file of a set of a format with chunk headers (``.{prefix}.chunks``: every
+    shard's chunk offsets and counts, :mod:`recprep.chunkindex`), from the staged shards'
+    chunk headers hopped once here; committed with the shards, before the manifest."""
     import numpy as np
 
-    from .chunkindex import FORMATS, chunks_name, write_table
-    from .containers import get_format
+    from .chunkindex import chunks_name, write_table
     from .index import build_index as index_of
 
-    if manifest.format not in FORMATS:
+    container = options.container()
+    if not container.chunk_header_bytes:
         return {}
-    container = get_format(manifest.format)
     chunks = {}
     for name, path in staged.items():
         try:
@@ -563,15 +572,6 @@ def _chunk_indexes(
     except OSError as err:
         raise WriteError(display(fs, side), err) from err
     return {chunks_name(manifest.name_prefix): side}
-
-
-def _old_chunk_index(fs: Any, out: str, prefix: str) -> list[str]:
-    """The side file a set ``prefix`` committed before in ``out`` (replaced by a commit
-    of a set of that name, or removed when the new one has none)."""
-    from .chunkindex import chunks_name
-
-    path = posixpath.join(out, chunks_name(prefix))
-    return [path] if fs.exists(path) else []
 
 
 def _committed(
@@ -652,7 +652,8 @@ def _check_same(manifest: Manifest, options: WriteOptions, names: list[str], out
 
 
 def _refuse_existing(fs: Any, out: str, prefix: str) -> None:
-    existing = existing_set_files(fs, out, prefix)
+    # a side file of the set alone is no set (the commit replaces it)
+    existing = [e.path for e in set_files(fs, out, prefix) if e.kind is not Kind.SET_SIDE]
     if existing:
         raise OutputExistsError(
             display(fs, out), [display(fs, p) for p in existing],

@@ -48,6 +48,8 @@ __all__ = [
     "OutputLockedError",
     "PickleFallbackWarning",
     "PickleRefusedError",
+    "PluginError",
+    "PluginWarning",
     "RawFileError",
     "RecordRangeError",
     "RecordsLostError",
@@ -193,6 +195,31 @@ class MissingDependencyError(RecprepError, ImportError):
         super().__init__(
             f"{purpose} needs {package!r}, which is not installed: "
             f"pip install 'recprep[{extra}]'"
+        )
+
+
+class PluginError(RecprepError, ImportError):
+    """A plug-in (an entry point of another distribution) fails to load, or loads something
+    that is not a valid entry of its registry.
+
+    Attributes: ``kind`` (``"format"``...), ``plugin`` (its name), ``value`` (the entry point's
+    ``module:attr``), ``distribution`` (name and version), ``group``, ``original``.
+    """
+
+    def __init__(
+        self, kind: str, name: str, value: str, distribution: str, group: str,
+        original: BaseException,
+    ) -> None:
+        self.kind = kind
+        self.plugin = name
+        self.value = value
+        self.distribution = distribution
+        self.group = group
+        self.original = original
+        super().__init__(
+            f"the {kind} {name!r} of {distribution} (entry point {value!r} in group "
+            f"{group!r}) fails to load: {type(original).__name__}: {original}; upgrade or "
+            f"uninstall {distribution.rpartition(' ')[0] or distribution}"
         )
 
 
@@ -535,7 +562,8 @@ class SchemaConflictError(InvalidArgumentError):
         self.first = first
         self.second = second
         super().__init__(f"{first} and {second} hold different columns ({detail}); read "
-                         "them separately, or pass schema=")
+                         f"them separately{REMEDY}",
+                         remedy=Remedy("schema", effect="to read them with one schema"))
 
 
 class SchemaMismatchError(EncodeError):
@@ -602,8 +630,8 @@ class RawFileError(RecprepError):
         self.instance_index = instance_index
         where = f", instance {instance_index}" if instance_index is not None else ""
         super().__init__(
-            f"{file}{where}: {reason}; fix the data or the model file, or pass "
-            "on_error='skip' (--on-error skip) to skip such files with a report"
+            f"{file}{where}: {reason}; fix the data or the model file{REMEDY}",
+            remedy=Remedy("on_error", "skip", effect="to skip such files with a report"),
         )
 
 
@@ -627,6 +655,12 @@ class PickleFallbackWarning(RecprepWarning):
             "which readers refuse unless they pass allow_pickle=True (unpickling runs code). "
             "Convert it to a supported type (numpy array, str, bytes, dict...) to avoid this"
         )
+
+
+class PluginWarning(RecprepWarning):
+    """A plug-in was left out: it fails to load (said while a registry loads every entry,
+    e.g. to detect a file's format), it wants a name already taken, or its distribution's
+    entry points can't be read. The message names the distribution."""
 
 
 class UnsplitInputWarning(RecprepWarning):
@@ -679,8 +713,8 @@ class UntrustedFileError(RecprepError, ValueError):
         self.detail = detail
         super().__init__(
             f"{path}: refused: {detail}. recprep only reuses staged work its own runs "
-            "recorded; delete the staging directory, or run again without resume (with "
-            "overwrite=True to replace the set)"
+            f"recorded; delete the staging directory, or run again without resume{REMEDY}",
+            remedy=Remedy("overwrite", True, effect="to replace the set"),
         )
 
 

@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .errors import CorruptDataError, InvalidArgumentError
+from .containers import get_format
+from .errors import CorruptDataError, InvalidArgumentError, RecprepError
 from .shards import check_prefix, shard_name
 
 if TYPE_CHECKING:
@@ -44,9 +45,17 @@ MAX_SCHEMA_DEPTH = 32
 MAX_DIMS = 32
 _INT_LIMIT = 1 << 63
 _CRC_HEX = re.compile(r"[0-9a-fA-F]{8}")
-#: the fewest bytes a record takes in a format, uncompressed; the most one byte inflates to
-_MIN_RECORD = {"recordio": 4, "recordio-legacy": 4, "tfrecord": 16}
+#: the most one byte inflates to, per compressor
 _EXPANSION = {"none": 1, "snappy": 22, "gzip": 1032, "zlib": 1032}
+
+
+def _min_record_bytes(format: str) -> int:
+    """The fewest bytes a record takes in ``format`` (1 for a format not registered here:
+    the bound stays sound)."""
+    try:
+        return get_format(format).min_record_bytes
+    except RecprepError:
+        return 1
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,7 @@ class Manifest:
         10
         """
         ratio = _EXPANSION.get(self.compressor, _EXPANSION["gzip"])
-        return size * ratio // _MIN_RECORD.get(self.format, 1)
+        return size * ratio // _min_record_bytes(self.format)
 
     def to_json(self) -> bytes:
         """The manifest file's bytes (stable key order, CRCs in hex)."""

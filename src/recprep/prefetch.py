@@ -44,7 +44,7 @@ import heapq
 import logging
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence, Sized
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
@@ -55,7 +55,7 @@ __all__ = ["Prefetcher", "check_threads", "prefetched"]
 
 log = logging.getLogger("recprep")
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Sized)  # a batch: its len() balances interleaved sources
 
 _ITEM, _END, _ERROR = range(3)
 AHEAD_PER_THREAD = 2
@@ -95,8 +95,6 @@ class Prefetcher(Generic[T]):
         Background threads (at least 1).
     max_ahead
         Batches that may be buffered or in production ahead of the consumer.
-    weight
-        The size of a batch, to balance interleaved sources (``len``: records).
     gate
         Held while a thread advances a source (the sources' files step out of it while
         they read). ``None``: a gate of the cores left for threads.
@@ -108,14 +106,12 @@ class Prefetcher(Generic[T]):
         groups: Sequence[int],
         num_threads: int,
         max_ahead: int | None = None,
-        weight: Callable[[T], int] = len,  # type: ignore[assignment]
         gate: CpuGate | None = None,
     ) -> None:
         if num_threads < 1:
             raise InvalidArgumentError(f"a Prefetcher needs a thread, got {num_threads}")
         self._sources = list(sources)
         self._groups = list(groups)
-        self._weight = weight
         self.gate = gate or CpuGate(usable_cores() - 1)
         widest = max(Counter(self._groups).values(), default=0)
         self._max_ahead = max_ahead or AHEAD_PER_THREAD * num_threads + widest
@@ -183,7 +179,7 @@ class Prefetcher(Generic[T]):
                     work.acquire()
                 self._busy[i] = False
                 if kind == _ITEM:
-                    self._ahead[i] += self._weight(value)
+                    self._ahead[i] += len(value)
                 else:
                     self._finished[i] = True
                     self._pending -= 1
@@ -210,7 +206,7 @@ class Prefetcher(Generic[T]):
                 kind, value = buffer.popleft()
                 if kind == _ITEM:
                     self._pending -= 1
-                    self._ahead[i] -= self._weight(value)
+                    self._ahead[i] -= len(value)
                     self._requeue(i)
                     self._work.notify()  # room for one more batch ahead
             if kind == _END:
@@ -243,12 +239,8 @@ def _close_all(sources: Sequence[Iterator[Any]]) -> None:
 
 @contextmanager
 def prefetched(
-    sources: Sequence[Iterator[T]],
-    groups: Sequence[int],
-    num_threads: int,
-    max_ahead: int | None = None,
-    weight: Callable[[T], int] = len,  # type: ignore[assignment]
-    gate: CpuGate | None = None,
+    sources: Sequence[Iterator[T]], groups: Sequence[int], num_threads: int,
+    max_ahead: int | None = None, gate: CpuGate | None = None,
 ) -> Iterator[list[Iterator[T]]]:
     """The streams of ``sources``, prefetched by ``num_threads`` threads (0: none).
 
@@ -264,9 +256,7 @@ def prefetched(
         finally:
             _close_all(sources)
         return
-    prefetcher: Prefetcher[T] = Prefetcher(
-        sources, groups, num_threads, max_ahead, weight, gate
-    )
+    prefetcher: Prefetcher[T] = Prefetcher(sources, groups, num_threads, max_ahead, gate)
     try:
         yield [prefetcher.stream(i) for i in range(len(sources))]
     finally:

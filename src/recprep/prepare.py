@@ -30,7 +30,6 @@ from typing import Any, Literal
 
 from .arguments import checked
 from .codecs import Codec, get_codec
-from .codecs.example import ExampleCodec
 from .convert import ConvertResult, convert
 from .errors import InvalidArgumentError, ModelFileError, NotFoundError, RawFileError, RecprepError
 from .features import Feature, as_features, check_instance
@@ -378,6 +377,8 @@ def prepare(
     if codec is None:
         codec = "example" if features is not None else "recprep"
     if codec == "example" and features is not None:
+        from .codecs.example import ExampleCodec  # imported when used, like every codec
+
         codec = ExampleCodec(features)
     codec_obj = get_codec(codec)
     fs, root = resolve(raw_dir, storage_options)

@@ -16,7 +16,6 @@ the rest lives in small modules:
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import threading
 from collections import Counter
@@ -45,6 +44,7 @@ from .codecs import Codec, get_codec
 from .containers import DEFAULT_MAX_CHUNK_BYTES, get_format
 from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, ColumnarCodec, decoded
+from .discovery import ShardSet, resolve_shard_sets
 from .errors import CorruptDataWarning, InvalidArgumentError, warn
 from .index import RecordRangeError
 from .manifest import Manifest, codec_with_schema
@@ -60,7 +60,6 @@ from .sharding import (
     skip_pieces,
     split,
 )
-from .shards import ShardSet, resolve_shard_sets
 from .shuffling import check_buffer, check_seed, fresh_seed, permutation, rng
 from .sources import Sources
 from .storage import display, resolve
@@ -74,7 +73,6 @@ __all__ = ["RecordIO"]
 #: decode whole chunks into columns (see :meth:`RecordIO._columnar`)
 _COLUMNAR: ContextVar[bool] = ContextVar("recprep_columnar", default=False)
 
-log = logging.getLogger("recprep")
 
 _ORDER_STREAM, _TASKS_STREAM, _BUFFER_STREAM = range(3)  # independent random streams
 DEFAULT_SHUFFLE_BUFFER = 10_000

@@ -12,7 +12,7 @@ Example
 >>> from recprep import convert
 >>> from recprep.sharding import Piece
 >>> from recprep.storage import resolve
->>> from recprep.shards import resolve_shard_sets
+>>> from recprep.discovery import resolve_shard_sets
 >>> _ = convert("memory://doc/sources", [b"a", b"b", b"c"], 2, "s", codec="raw")
 >>> fs, path = resolve("memory://doc/sources/s-*")
 >>> sources = Sources(fs, resolve_shard_sets(fs, [path]))
@@ -31,15 +31,9 @@ from typing import Any, BinaryIO
 
 from .cache import ShardCache
 from .commit import CommittedSets
-from .containers import (
-    DEFAULT_MAX_CHUNK_BYTES,
-    Chunk,
-    Format,
-    available_formats,
-    detect_format,
-    get_format,
-)
+from .containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, get_format, sniff
 from .containers.base import report_skip
+from .discovery import ShardSet
 from .errors import (
     CorruptDataError,
     CorruptDataWarning,
@@ -52,14 +46,11 @@ from .filepool import FilePool
 from .index import FileIndex, build_index, read_range_chunks
 from .manifest import Manifest, read_manifest
 from .sharding import Piece
-from .shards import ShardSet
 from .storage import display
 
 __all__ = ["SourceFile", "Sources"]
 
 log = logging.getLogger("recprep")
-
-_SNIFF_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -211,27 +202,18 @@ class Sources:
     def container(self, handle: BinaryIO, path: str) -> Format | None:
         """The format of the open file ``handle`` (None when it is empty): the one forced
         by the user, else the one its set's manifest names, else detected from its bytes."""
-        head = handle.read(_SNIFF_BYTES)
-        handle.seek(0)
-        if not head:
-            return None
-        if self.format is not None:
-            return self.format
-        number = self._numbers.get(path)
-        if number is not None:
-            manifest = self.manifests[self.files[number].set_index]
-            if manifest is not None:
-                return get_format(manifest.format)
-        found = detect_format(head)
-        if found is None:
-            raise CorruptDataError(
-                f"not a file of any known format (starts with {head[:8].hex()}; known: "
-                f"{available_formats()})",
-                path=display(self.fs, path),
-                offset=0,
-                remedy=Remedy("format", effect="to say what it is"),
-            )
-        return found
+        forced = self.format
+        if forced is None:
+            number = self._numbers.get(path)
+            manifest = None if number is None else self.manifests[self.files[number].set_index]
+            forced = None if manifest is None else get_format(manifest.format)
+        if forced is not None:
+            handle.seek(0)
+            empty = not handle.read(1)
+            handle.seek(0)
+            return None if empty else forced
+        return sniff(handle, path=display(self.fs, path),
+                     remedy=Remedy("format", effect="to say what it is"))
 
     def index(
         self, number: int, handle: BinaryIO | None = None, container: Format | None = None
@@ -249,7 +231,7 @@ class Sources:
             with self.commits.open(file) as opened:
                 return self.index(number, opened)
         container = container or self.container(handle, file.path)
-        side = self._side_index(file.path) if container and container.name == "tfrecord" else None
+        side = None if container is None else self._side_index(file.path, container)
         skipped: list[CorruptDataWarning] = []
 
         def note(warning: CorruptDataWarning) -> None:
@@ -285,11 +267,11 @@ class Sources:
         """File ``number``'s index from its RecordIO set's side file (``.{prefix}.chunks``,
         :mod:`recprep.chunkindex`), read once per set; None without one, or when it is
         not usable (then with a warning)."""
-        from .chunkindex import FORMATS, load_table
+        from .chunkindex import load_table
 
         file = self.files[number]
         manifest = self.manifests[file.set_index]
-        if manifest is None or manifest.format not in FORMATS or (
+        if manifest is None or not get_format(manifest.format).chunk_header_bytes or (
             self.format is not None and self.format.name != manifest.format
         ) or (self.compressor is not None and self.compressor != manifest.compressor):
             return None
@@ -303,17 +285,17 @@ class Sources:
         table = tables[file.set_index]
         return None if table is None else table.index(file.path.rsplit("/", 1)[-1])
 
-    def _side_index(self, path: str) -> FileIndex | None:
-        """A plain TFRecord file's index from its side file (``.{name}.tfindex``)."""
-        from .containers.tfrecord_index import chunk_infos, load_index
-
-        side = load_index(self.fs, path)
-        if side is None or side.compressor != "none":
+    def _side_index(self, path: str, container: Format) -> FileIndex | None:
+        """The file's index from its record index side file (a plain TFRecord file's
+        ``.{name}.tfindex``), when its format keeps one and it gives random access."""
+        if container.record_index is None:
             return None
-        infos = chunk_infos(side)
-        return FileIndex.from_counts(  # with every record's offset: reads check them all
-            [c.offset for c in infos], [c.num_records for c in infos], True, side.bounds()
-        )
+        from .sideindex import load_index
+
+        side = load_index(self.fs, path, container)
+        if side is None or not side.seeks(side.compressor):
+            return None
+        return FileIndex.from_record_index(side)
 
     def chunks(
         self, piece: Piece, wrap: Callable[[BinaryIO], BinaryIO] | None = None

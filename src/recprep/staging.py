@@ -42,14 +42,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import google_crc32c
-
 from . import _failpoints
 from .errors import RecprepError, Unfinishable, UntrustedFileError, WriteError, add_note
 from .locking import is_local
 from .shards import manifest_name
-from .storage import display
-from .writing import FileFacts
+from .storage import checksum, display
 
 log = logging.getLogger("recprep")
 
@@ -57,7 +54,6 @@ STAGING_PREFIX = ".recprep-staging-"
 JOURNAL = "commit.json"
 FINGERPRINT = "options.json"
 KEY_ENV = "RECPREP_RESUME_KEY"
-_READ_BLOCK = 8 << 20
 _RESERVED = (".recprep-",)  # names a side file may never make recprep touch
 
 
@@ -154,18 +150,26 @@ def safe_name(name: Any, shown: str) -> str:
 # -- staged files ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class FileFacts:
+    """What was written to one file (or to ``bytes`` bytes of it from ``offset``):
+    records, bytes and the CRC-32C of those bytes."""
+
+    path: str
+    records: int
+    bytes: int
+    crc32c: int
+    offset: int = 0
+
+
 def facts_intact(fs: Any, facts: FileFacts) -> bool:
     """Whether ``facts`` still describe what is on storage (size and CRC-32C)."""
     try:
         with fs.open(facts.path, "rb") as f:
-            f.seek(facts.offset)
-            crc, left = 0, facts.bytes
-            while left and (block := f.read(min(left, _READ_BLOCK))):
-                crc = google_crc32c.extend(crc, block)
-                left -= len(block)
+            crc, size = checksum(f, start=facts.offset, size=facts.bytes)
     except (OSError, ValueError):
         return False
-    return left == 0 and crc == facts.crc32c
+    return size == facts.bytes and crc == facts.crc32c
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,6 @@ The staging directory and the commit protocol live in ``staging.py``.
 
 from __future__ import annotations
 
-import logging
-import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
@@ -18,9 +16,6 @@ import google_crc32c
 
 from .containers.base import Sink
 from .errors import InvalidArgumentError
-from .shards import manifest_name, parse_shard_name
-
-log = logging.getLogger("recprep")
 
 #: bytes read (and checksummed) at a time when a whole file or range is streamed
 COPY_BLOCK = 8 << 20
@@ -146,21 +141,3 @@ class ChecksumReader:
             self.update(self.done, block)
         return self.crc32c, self.done
 
-
-def existing_set_files(fs: Any, directory: str, prefix: str) -> list[str]:
-    """Files in ``directory`` that belong to the shard set ``prefix`` (shards, manifest)."""
-    if not fs.isdir(directory):
-        return []
-    found = []
-    for path in sorted(fs.ls(directory, detail=False)):
-        name = posixpath.basename(path.rstrip("/"))
-        if name.startswith(".") and name.endswith(".tfindex"):  # a shard's side index
-            name = name[1 : -len(".tfindex")]
-            parsed = parse_shard_name(name)
-            if parsed is not None and parsed.prefix == prefix:
-                found.append(path)
-            continue
-        parsed = parse_shard_name(name)
-        if (parsed is not None and parsed.prefix == prefix) or name == manifest_name(prefix):
-            found.append(path)
-    return found

@@ -4,7 +4,8 @@
 * **pieces** — partition ``p`` of a :func:`partitions` input: its ``k``-th instance to
   piece ``k % N``. Each task writes into a directory of its own (per attempt), so an
   engine's retry or speculative copy never mixes with another attempt's files.
-* **assemble** — shard ``s``: the pieces destined to it, concatenated in partition order.
+* **assemble** — shard ``s``: the pieces destined to it, concatenated in partition order
+  (:mod:`recprep.assembly`).
   RecordIO chunks are independent, so a concatenation is a valid file and no record is
   decoded again.
 
@@ -26,20 +27,15 @@ from __future__ import annotations
 import posixpath
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
-
-import google_crc32c
 
 from . import writing
 from .arguments import checked
-from .codecs.base import Codec
-from .errors import CorruptDataError, InvalidArgumentError, WriteError
+from .assembly import Run, assemble
+from .errors import InvalidArgumentError
 from .inputs import as_input
 from .writing import FileFacts, Tick, WriteOptions, as_iterable, write_round_robin
-
-_COPY_BLOCK = 8 << 20
-
 
 DEFAULT_MAX_TASKS = 256
 
@@ -210,103 +206,11 @@ def plan_assembly(
     return per_shard
 
 
-class _Range:
-    """A read-only window ``[offset, offset + size)`` of an open file."""
-
-    def __init__(self, file: Any, offset: int, size: int) -> None:
-        self._file, self._start, self._size, self._pos = file, offset, size, 0
-
-    def read(self, n: int = -1) -> bytes:
-        left = self._size - self._pos
-        n = left if n is None or n < 0 else min(n, left)
-        self._file.seek(self._start + self._pos)
-        data = self._file.read(n)
-        self._pos += len(data)
-        return data
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self._size}[whence]
-        self._pos = max(0, min(self._size, base + pos))
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-
 def assemble_task(
     name: str, pieces: Sequence[FileFacts], fs: Any, staging: str, options: WriteOptions
 ) -> TaskResult:
-    """Make the shard ``name`` of ``pieces``, in order, checking each piece's CRC-32C.
-
-    Pieces are concatenated byte for byte when the format allows it (no record is decoded);
-    otherwise (a zlib-compressed TFRecord) their records are written again."""
+    """Make the shard ``name`` of ``pieces``, in order, checking each piece's CRC-32C
+    (:func:`recprep.assembly.assemble`): concatenated byte for byte when the format allows
+    it (no record is decoded), else their records written again (a zlib TFRecord)."""
     path = f"{_attempt(staging, 'shard')}-{name}"
-    container = options.container()
-    if not container.concatenable(options.compressor):
-        for piece in pieces:
-            _check_piece(fs, piece)
-        records = _piece_records(fs, pieces, container)
-        (facts,) = write_round_robin(records, fs, [path], replace(options, codec=_RAW))
-        assert facts is not None
-        return TaskResult([facts], [])
-    crc = size = 0
-    try:
-        with fs.open(path, "wb") as out:
-            for piece in pieces:
-                piece_crc = 0
-                with fs.open(piece.path, "rb") as src:
-                    src.seek(piece.offset)
-                    left = piece.bytes
-                    while left and (block := src.read(min(left, _COPY_BLOCK))):
-                        out.write(block)
-                        piece_crc = google_crc32c.extend(piece_crc, block)
-                        crc = google_crc32c.extend(crc, block)
-                        size += len(block)
-                        left -= len(block)
-                _piece_changed(piece, piece_crc)
-    except WriteError:
-        raise
-    except OSError as err:  # disk full, network: the output's fault, as documented
-        raise WriteError(path, err) from err
-    return TaskResult([FileFacts(path, sum(p.records for p in pieces), size, crc)], [])
-
-
-def _piece_changed(piece: FileFacts, crc: int) -> None:
-    if crc != piece.crc32c:
-        raise CorruptDataError(
-            f"staged piece changed after it was written: CRC-32C 0x{crc:08x}, "
-            f"expected 0x{piece.crc32c:08x}",
-            path=piece.path,
-        )
-
-
-def _check_piece(fs: Any, piece: FileFacts) -> None:
-    crc = 0
-    with fs.open(piece.path, "rb") as src:
-        window = _Range(src, piece.offset, piece.bytes)
-        while block := window.read(_COPY_BLOCK):
-            crc = google_crc32c.extend(crc, block)
-    _piece_changed(piece, crc)
-
-
-def _piece_records(fs: Any, pieces: Sequence[FileFacts], container: Any) -> Iterable[bytes]:
-    for piece in pieces:
-        with fs.open(piece.path, "rb") as src:
-            window = _Range(src, piece.offset, piece.bytes)
-            for chunk in container.read_chunks(window, path=piece.path):
-                yield from chunk.records
-
-
-class _RawRecords(Codec):
-    """Records already encoded: written as they are (re-streaming pieces)."""
-
-    name = "raw-records"
-
-    def encode(self, instance: Any) -> bytes:
-        return bytes(instance)
-
-    def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
-        return bytes(record)
-
-
-_RAW = _RawRecords()
+    return TaskResult([assemble(fs, path, [Run(p) for p in pieces], options)], [])

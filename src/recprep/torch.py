@@ -32,7 +32,6 @@ numpy columns, collated once per batch), and the DataLoader only turns them into
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -42,8 +41,6 @@ from .errors import InvalidArgumentError, MissingDependencyError
 from .reader import RecordIO
 
 __all__ = ["RecordIODataset", "distributed_rank"]  # noqa: F822 (RecordIODataset: built lazily)
-
-log = logging.getLogger("recprep")
 
 
 def _import_torch() -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .codecs import Codec, get_codec
@@ -17,6 +17,7 @@ from .codecs.base import PICKLE_FALLBACKS
 from .containers import Format, RecordWriter, get_format
 from .errors import EncodeError, InvalidArgumentError, WriteError, add_note
 from .inputs import check_reader
+from .staging import FileFacts
 from .storage import ChecksumWriter
 
 DEFAULT_CHUNK_BYTES = 128 << 10
@@ -43,21 +44,12 @@ class WriteOptions:
     compressor: str
     codec: Codec
     chunk_bytes: int
+    #: the format itself: it travels to workers by class reference, so a format registered
+    #: outside recprep is imported (and registered) where the task runs
+    fmt: Format | None = field(default=None, compare=False, repr=False)
 
     def container(self) -> Format:
-        return get_format(self.format)
-
-
-@dataclass(frozen=True)
-class FileFacts:
-    """What was written to one file (or to ``bytes`` bytes of it from ``offset``):
-    records, bytes and the CRC-32C of those bytes."""
-
-    path: str
-    records: int
-    bytes: int
-    crc32c: int
-    offset: int = 0
+        return get_format(self.format) if self.fmt is None else self.fmt
 
 
 def check_options(
@@ -78,7 +70,7 @@ def check_options(
         chunk_bytes = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, share))
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise InvalidArgumentError(f"chunk_bytes must be an int >= 1, got {chunk_bytes!r}")
-    return WriteOptions(format, compressor, get_codec(codec), chunk_bytes)
+    return WriteOptions(format, compressor, get_codec(codec), chunk_bytes, container)
 
 
 def as_iterable(reader: Any) -> Iterable[Any]:

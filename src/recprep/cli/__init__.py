@@ -8,8 +8,9 @@ A subcommand is a module with
   has the common options (``--storage-options``, ``--debug``, ``--verbose``);
 * ``run(args) -> int``: does the work and returns the exit status.
 
-It is made known with :func:`register_command`; modules are imported when the parser is
-built, so keep their top-level imports light.
+It is made known with :func:`register_command`, or by another distribution through an
+entry point in the group ``recprep.commands`` (``name = "package.module"``); modules are
+imported when the parser is built, so keep their top-level imports light.
 
 Exit status: 0 success; 1 ``verify`` found problems; 2 an error (a one-line
 ``recprep: error: ...`` on stderr; ``--debug`` adds the traceback); 130 interrupted.
@@ -30,7 +31,6 @@ recprep ...
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -40,11 +40,10 @@ from types import ModuleType
 
 from .._version import __version__
 from ..errors import InvalidArgumentError, RecprepError
+from ..registry import Registry
 from ._common import common_options, say_as_option
 
 __all__ = ["available_commands", "build_parser", "main", "register_command"]
-
-_COMMANDS: dict[str, str] = {}
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -64,6 +63,18 @@ Run 'recprep COMMAND --help' for a command's options and examples.
 """
 
 
+def _check(name: str, module: ModuleType) -> None:
+    missing = [a for a in ("HELP", "add_arguments", "run") if not hasattr(module, a)]
+    if missing:
+        raise InvalidArgumentError(
+            f"command {name!r} ({getattr(module, '__name__', module)}) lacks {missing}; a "
+            "command module defines HELP, add_arguments(parser) and run(args)"
+        )
+
+
+_COMMANDS: Registry[ModuleType] = Registry("command", group="recprep.commands", check=_check)
+
+
 def register_command(name: str, module: str, *, replace: bool = False) -> None:
     """Make ``recprep NAME`` run the subcommand defined by ``module`` (an import path).
 
@@ -72,30 +83,15 @@ def register_command(name: str, module: str, *, replace: bool = False) -> None:
     >>> register_command("ls", "recprep.cli.ls")
     Traceback (most recent call last):
     ...
-    recprep.errors.InvalidArgumentError: a command named 'ls' is already registered; \
-pass replace=True to replace it
+    recprep.errors.InvalidArgumentError: a command named 'ls' is already registered \
+(recprep.cli.ls); pass replace=True to replace it
     """
-    if not replace and name in _COMMANDS:
-        raise InvalidArgumentError(
-            f"a command named {name!r} is already registered; pass replace=True to replace it"
-        )
-    _COMMANDS[name] = module
+    _COMMANDS.register(name, module, replace=replace)
 
 
 def available_commands() -> list[str]:
-    """The registered command names, in registration order."""
-    return list(_COMMANDS)
-
-
-def _load(name: str) -> ModuleType:
-    module = importlib.import_module(_COMMANDS[name])
-    missing = [a for a in ("HELP", "add_arguments", "run") if not hasattr(module, a)]
-    if missing:
-        raise InvalidArgumentError(
-            f"command {name!r} ({_COMMANDS[name]}) lacks {missing}; a command module "
-            "defines HELP, add_arguments(parser) and run(args)"
-        )
-    return module
+    """The registered command names, in registration order (plug-ins last)."""
+    return _COMMANDS.names()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,8 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(debug=False, verbose=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     common = common_options()
-    for name in _COMMANDS:
-        module = _load(name)
+    for name, module in _COMMANDS.items():  # a broken plug-in: left out, with a warning
         command = sub.add_parser(
             name,
             help=module.HELP,

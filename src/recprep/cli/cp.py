@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tools.copy import copy
+    from ..tools import copy
 
     common = args.storage_options
     src = args.src_storage_options if args.src_storage_options is not None else common

@@ -41,40 +41,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="largest chunk accepted (default 256 MiB)")
 
 
-def _paths(fs_paths: list[str], storage_options: dict | None) -> list[str]:
-    """``dir/prefix`` (no such file) means the set's shards: ``dir/prefix-*-of-*``."""
-    from ..shards import has_magic
-    from ..storage import resolve
-
-    result = []
-    for path in fs_paths:
-        fs, resolved = resolve(path, storage_options)
-        if not has_magic(resolved) and not fs.exists(resolved):
-            path = path.rstrip("/") + "-*-of-*"
-        result.append(path)
-    return result
-
-
 def run(args: argparse.Namespace) -> int:
     import warnings
-    from itertools import islice
 
-    from ..containers import DEFAULT_MAX_CHUNK_BYTES
     from ..errors import InvalidArgumentError, RecprepWarning
-    from ..reader import RecordIO
-    from ..tools.inspect import describe
+    from ..tools import describe, head
 
     if args.num < 0:
         raise InvalidArgumentError(f"-n must be 0 or more, got {args.num}")
-    paths = _paths(args.paths, args.storage_options)
-    reader = RecordIO(
-        paths, codec=args.codec, allow_pickle=args.allow_pickle, format=args.format,
-        on_corrupt=args.on_corrupt, storage_options=args.storage_options,
-        max_chunk_bytes=args.max_chunk_bytes or DEFAULT_MAX_CHUNK_BYTES,
-    )
+    options = {} if args.max_chunk_bytes is None else {"max_chunk_bytes": args.max_chunk_bytes}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RecprepWarning)
-        instances = list(islice(reader(), args.num))
+        instances = head(
+            args.paths, args.num, codec=args.codec, allow_pickle=args.allow_pickle,
+            format=args.format, on_corrupt=args.on_corrupt,
+            storage_options=args.storage_options, **options,
+        )
     for warning in caught:
         if issubclass(warning.category, RecprepWarning):
             print(f"recprep: warning: {warning.message}", file=sys.stderr)

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tools.inspect import list_datasets
+    from ..tools import list_datasets
     from ._common import dumps, human_bytes, table
 
     sets = list_datasets(args.paths, storage_options=args.storage_options)

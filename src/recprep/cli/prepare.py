@@ -72,6 +72,8 @@ def _coerce(value: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ..containers import available_formats
+
     parser.add_argument("model_file", metavar="MODEL_FILE",
                         help="the model file (feature_columns, prepare_data_for_a_single_file)")
     parser.add_argument("raw_dir", metavar="RAW_DIR", help="the raw data directory (or URL)")
@@ -98,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--codec", choices=["example", "recprep"],
                         help="record encoding (default: example with feature_columns, "
                         "else recprep)")
-    parser.add_argument("--format", choices=["recordio", "tfrecord"], default="recordio",
+    parser.add_argument("--format", choices=available_formats(), default="recordio",
                         help="container (default: recordio, what ElasticDL reads)")
     parser.add_argument("--compressor", choices=["snappy", "gzip", "zlib", "none"],
                         help="compression (default: snappy for recordio, none for tfrecord; "

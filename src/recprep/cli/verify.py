@@ -66,7 +66,7 @@ def _render(report: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..containers import DEFAULT_MAX_CHUNK_BYTES
-    from ..tools.verify import verify
+    from ..tools import verify
     from ._common import dumps
 
     report = verify(

@@ -17,49 +17,52 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import InvalidArgumentError
+from ..registry import Registry
 from .base import Codec
 
 __all__ = ["Codec", "available_codecs", "get_codec", "register_codec"]
 
-_REGISTRY: dict[str, Callable[[], Codec]] = {}
 
-
-def register_codec(name: str, factory: Callable[[], Codec], *, replace: bool = False) -> None:
-    """Make ``codec=name`` mean ``factory()``; ``factory`` is usually the codec class."""
-    if not replace and name in _REGISTRY:
+def _check(name: str, factory: Callable[[], Codec]) -> None:
+    if not callable(factory):
         raise InvalidArgumentError(
-            f"a codec named {name!r} is already registered; pass replace=True to replace it"
+            f"codec {name!r} must be a Codec subclass or a function returning a Codec, "
+            f"got {factory!r}"
         )
-    _REGISTRY[name] = factory
+
+
+_REGISTRY: Registry[Callable[[], Codec]] = Registry(
+    "codec", group="recprep.codecs", check=_check,
+    hint=" (or pass a recprep.codecs.Codec instance)",
+)
+
+
+def register_codec(
+    name: str, factory: Callable[[], Codec] | str, *, replace: bool = False
+) -> None:
+    """Make ``codec=name`` mean ``factory()``; ``factory`` is usually the codec class, or
+    its dotted path (``"package.module:MyCodec"``, imported on first use). A name already
+    registered raises :class:`~recprep.errors.InvalidArgumentError` unless ``replace=True``.
+    """
+    _REGISTRY.register(name, factory, replace=replace)
 
 
 def available_codecs() -> list[str]:
-    """The registered codec names, sorted."""
-    return sorted(_REGISTRY)
+    """The registered codec names, sorted (plug-ins too; none is imported)."""
+    return _REGISTRY.available()
 
 
 def get_codec(codec: str | Codec) -> Codec:
     """Return the codec named ``codec`` (a :class:`Codec` instance is returned as is)."""
     if isinstance(codec, Codec):
         return codec
-    try:
-        factory = _REGISTRY[codec]
-    except (KeyError, TypeError):
-        raise InvalidArgumentError(
-            f"unknown codec {codec!r}; valid codecs are {available_codecs()} "
-            "(or pass a recprep.codecs.Codec instance)"
-        ) from None
-    return factory()
+    return _REGISTRY.get(codec)()
 
 
-def _register_builtins() -> None:
-    from .example import ExampleCodec
-    from .pickle import PickleCodec
-    from .raw import RawCodec
-    from .recprep import RecprepCodec
-
-    for cls in (RecprepCodec, PickleCodec, RawCodec, ExampleCodec):
-        register_codec(cls.name, cls)
-
-
-_register_builtins()
+for _name, _path in (
+    ("recprep", "recprep:RecprepCodec"),
+    ("pickle", "pickle:PickleCodec"),
+    ("raw", "raw:RawCodec"),
+    ("example", "example:ExampleCodec"),
+):
+    register_codec(_name, f"{__name__}.{_path}")

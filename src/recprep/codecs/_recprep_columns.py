@@ -12,11 +12,11 @@ caller decodes record by record, which raises where it should.
 
 >>> from recprep.codecs.recprep import RecprepCodec
 >>> codec = RecprepCodec()
->>> cols = decode_columns([codec.encode((i, float(i), "w" * i)) for i in range(5)])
+>>> cols = decode_columns([codec.encode((i, float(i), "w" * i)) for i in range(5)], codec.decode)
 >>> cols.tree
 (array([0, 1, 2, 3, 4]), array([0., 1., 2., 3., 4.]), array(['', 'w', 'ww', 'www', \
 'wwww'], dtype=object))
->>> decode_columns([codec.encode((1, 2)), codec.encode((1, "2"))]) is None  # mixed
+>>> decode_columns([codec.encode((1, 2)), codec.encode((1, "2"))], codec.decode) is None  # mixed
 True
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -220,11 +221,11 @@ def _stacked(dt: np.dtype) -> np.dtype:
     return np.stack([np.zeros(1, dt)]).dtype
 
 
-def decode_columns(records: list[Any], decode: Any = None) -> Columns | None:
+def decode_columns(records: list[Any], decode: Callable[[bytes], Any]) -> Columns | None:
     """The records' values as columns, or None where they don't share one layout.
 
-    ``decode`` decodes one record (the first, to learn its layout); by default the
-    ``"recprep"`` codec's.
+    ``decode`` (the ``"recprep"`` codec's) decodes one record, the first, to learn its
+    layout.
     """
     n = len(records)
     if n < MIN_RECORDS:
@@ -237,10 +238,6 @@ def decode_columns(records: list[Any], decode: Any = None) -> Columns | None:
         cols = _run(recent, buf, records, n)
         if cols is not None:
             return cols
-    if decode is None:
-        from .recprep import RecprepCodec
-
-        decode = RecprepCodec().decode
     try:
         value = decode(first)
     except Exception:

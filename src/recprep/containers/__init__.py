@@ -20,10 +20,17 @@ Example
 
 from __future__ import annotations
 
-from ..errors import InvalidArgumentError
-from .base import DEFAULT_MAX_CHUNK_BYTES, Chunk, ChunkInfo, Format, RecordWriter
-from .recordio import LegacyRecordIOFormat, RecordIOFormat
-from .tfrecord import TFRecordFormat
+from ..errors import CorruptDataError, InvalidArgumentError, Remedy
+from ..registry import Registry
+from .base import (
+    DEFAULT_MAX_CHUNK_BYTES,
+    SNIFF_BYTES,
+    Chunk,
+    ChunkInfo,
+    Format,
+    RecordWriter,
+    Source,
+)
 
 __all__ = [
     "DEFAULT_MAX_CHUNK_BYTES",
@@ -31,37 +38,57 @@ __all__ = [
     "ChunkInfo",
     "Format",
     "RecordWriter",
+    "SNIFF_BYTES",
     "available_formats",
     "detect_format",
     "get_format",
     "register_format",
+    "sniff",
 ]
 
-_REGISTRY: dict[str, type[Format]] = {}
 
-
-def register_format(cls: type[Format], *, replace: bool = False) -> None:
-    """Make ``format=cls.name`` mean ``cls``."""
-    if not replace and cls.name in _REGISTRY:
+def _check(name: str, cls: type[Format]) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Format)):
         raise InvalidArgumentError(
-            f"a format named {cls.name!r} is already registered; pass replace=True"
+            f"format {name!r} must be a recprep.containers.Format subclass, got {cls!r}"
         )
-    _REGISTRY[cls.name] = cls
+    if cls.name != name:
+        raise InvalidArgumentError(
+            f"format {name!r} is registered as {cls.name!r} by its class {cls.__name__} "
+            "(its `name` attribute); the two must agree"
+        )
+
+
+#: registration order is detection order (the ``recprep.formats`` plug-ins come last)
+_REGISTRY: Registry[type[Format]] = Registry("format", group="recprep.formats", check=_check)
+
+
+def register_format(
+    cls: type[Format] | str, *, name: str | None = None, replace: bool = False
+) -> None:
+    """Make ``format=cls.name`` mean ``cls``.
+
+    ``cls`` may be a dotted path (``"package.module:MyFormat"``, imported on first use),
+    given with its ``name``. A name already registered raises
+    :class:`~recprep.errors.InvalidArgumentError` unless ``replace=True``.
+    """
+    if isinstance(cls, str):
+        if name is None:
+            raise InvalidArgumentError(f"register_format({cls!r}) needs name=: the format's "
+                                       "name, to register it without importing it")
+        _REGISTRY.register(name, cls, replace=replace)
+    else:
+        _REGISTRY.register(cls.name if name is None else name, cls, replace=replace)
 
 
 def available_formats() -> list[str]:
-    """The registered format names, sorted."""
-    return sorted(_REGISTRY)
+    """The registered format names, sorted (plug-ins too; none is imported)."""
+    return _REGISTRY.available()
 
 
 def get_format(name: str) -> Format:
     """Return the format registered as ``name``."""
-    try:
-        return _REGISTRY[name]()
-    except (KeyError, TypeError):
-        raise InvalidArgumentError(
-            f"unknown format {name!r}; valid formats are {available_formats()}"
-        ) from None
+    return _REGISTRY.get(name)()
 
 
 def detect_format(head: bytes) -> Format | None:
@@ -72,6 +99,39 @@ def detect_format(head: bytes) -> Format | None:
     return None
 
 
-register_format(RecordIOFormat)
-register_format(LegacyRecordIOFormat)
-register_format(TFRecordFormat)  # after RecordIO: its magic is checked first
+def sniff(file: Source, *, path: str, remedy: Remedy | None = None) -> Format | None:
+    """The format of the open ``file``, from its first :data:`SNIFF_BYTES` bytes (read
+    from its start; the file is left at its start): None for an empty file. Bytes no
+    format accepts raise :class:`~recprep.errors.CorruptDataError` naming ``path`` (with
+    ``remedy``, what the user can pass instead). The one sniff of recprep.
+
+    >>> import io
+    >>> sniff(io.BytesIO(bytes.fromhex("04030201")), path="f").name
+    'recordio'
+    >>> try:
+    ...     sniff(io.BytesIO(b"hello"), path="f")
+    ... except CorruptDataError as err:
+    ...     print(err.detail)
+    not a file of any known format (it starts with 68656c6c6f; known formats: \
+['recordio', 'recordio-legacy', 'tfrecord'])
+    """
+    file.seek(0)
+    head = file.read(SNIFF_BYTES) or b""
+    file.seek(0)
+    if not head:
+        return None
+    found = detect_format(head)
+    if found is None:
+        raise CorruptDataError(
+            f"not a file of any known format (it starts with {head[:8].hex()}; known "
+            f"formats: {available_formats()})", path=path, offset=0, remedy=remedy,
+        )
+    return found
+
+
+for _name, _path in (
+    ("recordio", "recordio:RecordIOFormat"),
+    ("recordio-legacy", "recordio:LegacyRecordIOFormat"),
+    ("tfrecord", "tfrecord:TFRecordFormat"),  # after RecordIO: its magic is checked first
+):
+    register_format(f"{__name__}.{_path}", name=_name)

@@ -2,21 +2,69 @@
 
 A container frames records (opaque ``bytes``) into a file and reads them back chunk by
 chunk, verifying every checksum. It never looks inside a record and never opens a file
-itself: it is handed file objects (anything with ``read``/``write``).
+itself: it is handed file objects (anything with ``read``/``write``/``seek``).
 
 A :class:`Format` is registered under the name users pass as ``format=``; it lists the
 ``compressor=`` names it accepts, writes through a :class:`RecordWriter`, and reads with
-:meth:`Format.read_chunks`, which yields :class:`Chunk` objects in file order.
+:meth:`Format.read_chunks`, which yields :class:`Chunk` objects in file order. The rest
+of recprep asks a format what it can do, never what it is called:
+
+==============================  ==========================================================
+hook                            what it says (default: a plain format without either index)
+==============================  ==========================================================
+:attr:`~Format.min_record_bytes`  the fewest bytes a record takes: bounds untrusted counts
+:attr:`~Format.per_chunk_compressor`  each chunk names its compression (``compressor=``
+                                is then ignored by readers)
+:meth:`~Format.concatenable`    two files joined byte for byte are one file: pieces are
+                                copied, not rewritten, when shards are assembled
+:attr:`~Format.chunk_header_bytes`  files are chunks with headers (``0``: not): a reader
+                                indexes a file by :meth:`~Format.scan_chunks` and seeks to
+                                a chunk; ``convert`` writes the set's chunk side file
+:attr:`~Format.record_index`    the :class:`~recprep.containers.record_index.RecordIndex`
+                                kept beside each shard (``None``: none), built by
+                                :meth:`~Format.index_records` or from the records' lengths
+:meth:`~Format.describe`        what a file's first chunk says (variant, compression), for
+                                tools
+:meth:`~Format.sniff`           whether a file's first :data:`SNIFF_BYTES` look like it
+==============================  ==========================================================
+
+A format defined outside recprep subclasses :class:`Format` (or a built-in one), is
+registered with :func:`recprep.containers.register_format`, and is used everywhere the
+built-ins are. Instances travel to worker processes by class reference, so the module
+that defines (and registers) the format must be importable there.
+
+Example
+-------
+>>> import io
+>>> from recprep.containers import get_format
+>>> fmt = get_format("recordio")
+>>> fmt.min_record_bytes, fmt.per_chunk_compressor, fmt.chunk_header_bytes, fmt.record_index
+(4, True, 20, None)
+>>> buf = io.BytesIO()
+>>> w = fmt.writer(buf, "gzip", chunk_bytes=1)
+>>> for r in (b"a", b"bc"):
+...     w.write(r)
+>>> w.close()
+>>> fmt.scan_chunks(buf, path="mem")
+([0, 45], [1, 1])
+>>> fmt.describe(buf, path="mem")
+{'format': 'recordio', 'compressor': 'gzip'}
 """
 
 from __future__ import annotations
 
 import abc
+import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+import numpy as np
 
 from ..errors import CorruptDataWarning, warn
+
+if TYPE_CHECKING:
+    from .record_index import RecordIndex
 
 #: called with each :class:`~recprep.errors.CorruptDataWarning` a reader gives when it skips
 OnSkip = Callable[[CorruptDataWarning], None]
@@ -37,6 +85,9 @@ class Sink(Protocol):
 
     def write(self, data: bytes, /) -> int: ...
 
+
+SNIFF_BYTES = 64
+"""How many bytes of a file's start :meth:`Format.sniff` is shown."""
 
 DEFAULT_MAX_CHUNK_BYTES = 256 * 1024 * 1024
 """What one chunk may claim, or decompress to, unless the reader raises the bound."""
@@ -133,13 +184,26 @@ class RecordWriter(abc.ABC):
 
 
 class Format(abc.ABC):
-    """A container format, registered under :attr:`name`."""
+    """A container format, registered under :attr:`name` (see the module docstring)."""
 
     name: ClassVar[str] = ""
     #: the ``compressor=`` names this format accepts
     compressors: ClassVar[tuple[str, ...]] = ()
     #: what ``compressor=`` defaults to
     default_compressor: ClassVar[str] = "none"
+    #: the fewest bytes one record takes in a file, uncompressed (framing counted): what
+    #: a record count read from an untrusted place (a manifest, a header) is checked with
+    min_record_bytes: ClassVar[int] = 1
+    #: whether every chunk names its own compression: readers then ignore
+    #: ``compressor=`` (else one compression covers the file, and a reader may be told it)
+    per_chunk_compressor: ClassVar[bool] = False
+    #: the size of a chunk header, for a format whose files are chunks with headers that
+    #: give each chunk's record count (:meth:`scan_chunks` finds them, and a reader may
+    #: start at any of them); ``0``: no chunk headers. Sets of such a format get a chunk
+    #: index side file (:mod:`recprep.chunkindex`) when ``convert`` commits them.
+    chunk_header_bytes: ClassVar[int] = 0
+    #: the record index kept beside each shard (``.{shard}{suffix}``), or None
+    record_index: ClassVar[type[RecordIndex] | None] = None
 
     @abc.abstractmethod
     def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
@@ -154,10 +218,14 @@ class Format(abc.ABC):
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         on_corrupt: str = "raise",
         on_skip: OnSkip | None = None,
+        compressor: str | None = None,
     ) -> Iterator[Chunk]:
-        """Yield the chunks of ``file`` from its start, verifying checksums.
+        """Yield the chunks of ``file`` from its current position (its start, or a
+        chunk's or indexed record's offset), verifying checksums.
 
-        With ``on_corrupt="raise"``, damage raises
+        ``compressor`` is what the manifest or the user says the file was written with
+        (``None``: detect it); a format that records it per chunk ignores it. With
+        ``on_corrupt="raise"``, damage raises
         :class:`~recprep.errors.CorruptDataError` naming ``path`` and the byte offset; with
         ``"skip"``, the damaged chunk is dropped with a
         :class:`~recprep.errors.CorruptDataWarning` (file, offset, records lost; see
@@ -172,7 +240,54 @@ class Format(abc.ABC):
         it; when it doesn't hold, the pieces' records are written again instead."""
         return True
 
+    def scan_chunks(
+        self,
+        file: Source,
+        *,
+        path: str,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        on_corrupt: str = "raise",
+        on_skip: OnSkip | None = None,
+    ) -> tuple[list[int], list[int]] | None:
+        """Each chunk's offset and record count, from the chunk headers of the whole
+        ``file`` (no payload decoded; no count more than its chunk's bytes can hold), or
+        None when the format has no chunk headers (:attr:`chunk_header_bytes` ``0``).
+        Damage raises or is skipped as in :meth:`read_chunks`."""
+        return None
+
+    def index_records(
+        self,
+        file: Source,
+        *,
+        path: str,
+        compressor: str | None = None,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+    ) -> RecordIndex | None:
+        """The :attr:`record_index` of the whole ``file``, by reading it once (every
+        checksum verified; damage raises), or None when the format keeps none.
+        ``compressor`` ``None``: the one :meth:`describe` finds."""
+        kind = self.record_index
+        if kind is None:
+            return None
+        found = compressor or self.describe(file, path=path).get("compressor")
+        found = found or self.default_compressor
+        file.seek(0)
+        lengths = [np.fromiter(map(len, chunk.records), np.int64, len(chunk.records))
+                   for chunk in self.read_chunks(file, path=path, compressor=found,
+                                                 max_chunk_bytes=max_chunk_bytes)]
+        size = file.seek(0, io.SEEK_END)
+        joined = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        return kind.from_lengths(joined, size, found)
+
+    def describe(self, file: Source, *, path: str) -> dict[str, str]:
+        """What the start of ``file`` says about it, for tools (``recprep ls`` of a set
+        without a manifest): ``"format"`` (a variant's name) and ``"compressor"``, when
+        the format can tell; nothing that can't be told is made up. Reads from the start
+        and leaves the position anywhere."""
+        return {"format": self.name}
+
     @classmethod
     def sniff(cls, head: bytes) -> bool:
-        """Whether a file starting with ``head`` (up to 64 bytes) looks like this format."""
+        """Whether a file starting with ``head`` (up to :data:`SNIFF_BYTES` bytes) looks
+        like this format."""
         return False

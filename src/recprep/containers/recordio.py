@@ -547,11 +547,15 @@ def scan_index(file: Source, *, path: str) -> list[ChunkInfo]:
 
 
 class RecordIOFormat(Format):
-    """The Go/PaddlePaddle/ElasticDL RecordIO format (recprep's default)."""
+    """The Go/PaddlePaddle/ElasticDL RecordIO format (recprep's default); reads the
+    pyrecordio 0.0.4 variant too (told apart per file, from the first chunk)."""
 
     name = "recordio"
     compressors = ("none", "snappy", "gzip")
     default_compressor = "snappy"
+    min_record_bytes = MIN_RECORD_BYTES
+    per_chunk_compressor = True
+    chunk_header_bytes = HEADER_SIZE
     dialect = GO
 
     def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
@@ -576,9 +580,85 @@ class RecordIOFormat(Format):
             assert chunk is not None
             yield chunk
 
+    def scan_chunks(
+        self,
+        file: Source,
+        *,
+        path: str,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        on_corrupt: str = "raise",
+        on_skip: OnSkip | None = None,
+    ) -> tuple[list[int], list[int]]:
+        """Hop from header to header. The first chunk's checksum tells the variant; then
+        a tight loop reads only headers. At anything unexpected (bad magic, an unknown
+        compressor, a record count the chunk's bytes can't hold, a chunk past the end of
+        the file, a cut header) the careful walk of :func:`iter_chunks` starts over, and
+        raises or skips as ``on_corrupt`` says."""
+        end = file.seek(0, io.SEEK_END)
+        first = _first_chunk(file, path, max_chunk_bytes, end)
+        if first is not None and first[0] is None:
+            return [], []
+        if first is not None:
+            info, dialect = first
+            assert info is not None
+            offsets, counts = [info.offset], [info.num_records]
+            pos = info.offset + HEADER_SIZE + info.stored_size
+            seek, read, unpack = file.seek, file.read, _HEADER.unpack
+            while True:
+                seek(pos)
+                head = read(HEADER_SIZE)
+                if not head:
+                    return offsets, counts
+                if len(head) < HEADER_SIZE:
+                    break
+                fields = unpack(head)
+                _, comp, size, count = dialect.unpack(fields)
+                if fields[0] != MAGIC or comp not in dialect.ids or (
+                    pos + HEADER_SIZE + size > end
+                ) or count > max_records(
+                    size, dialect.ids[comp], MIN_RECORD_BYTES, max_chunk_bytes
+                ):
+                    break
+                offsets.append(pos)
+                counts.append(count)
+                pos += HEADER_SIZE + size
+        file.seek(0)
+        infos = [i for i, _ in iter_chunks(
+            file, path=path, decode=False, on_corrupt=on_corrupt,
+            max_chunk_bytes=max_chunk_bytes, on_skip=on_skip)]
+        return [i.offset for i in infos], [i.num_records for i in infos]
+
+    def describe(self, file: Source, *, path: str) -> dict[str, str]:
+        """The variant and the compressor of the first chunk (whose checksum tells the
+        variant); only the format's name when the first chunk is damaged."""
+        end = file.seek(0, io.SEEK_END)
+        first = _first_chunk(file, path, DEFAULT_MAX_CHUNK_BYTES, end)
+        if first is None or first[0] is None:
+            return {"format": self.name}
+        info, dialect = first
+        file.seek(0)
+        comp = dialect.unpack(_HEADER.unpack(_read_exact(file, HEADER_SIZE)))[1]
+        return {"format": dialect.name,
+                "compressor": {v: k for k, v in dialect.names.items()}[comp]}
+
     @classmethod
     def sniff(cls, head: bytes) -> bool:
         return len(head) >= 4 and _U32.unpack_from(head)[0] == MAGIC
+
+
+def _first_chunk(
+    file: Source, path: str, limit: int, end: int
+) -> tuple[ChunkInfo | None, Dialect] | None:
+    """The first chunk's header and the variant its checksum says (the one place the
+    variant is told: :func:`_read_payload`); ``(None, GO)`` for an empty file, None when
+    the first chunk is damaged."""
+    try:
+        found = _read_chunk(file, 0, None, limit, path, False, end)
+    except _Damage:
+        return None
+    if found is None:
+        return None, GO
+    return found[0], found[2]
 
 
 class LegacyRecordIOFormat(RecordIOFormat):

@@ -37,6 +37,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
 import google_crc32c
 import numpy as np
@@ -44,6 +45,7 @@ import numpy as np
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
 from .base import (
     DEFAULT_MAX_CHUNK_BYTES,
+    SNIFF_BYTES,
     Chunk,
     Format,
     OnSkip,
@@ -52,16 +54,16 @@ from .base import (
     Source,
     report_skip,
 )
+from .tfrecord_index import FRAME_BYTES, TFRecordIndex
 
-__all__ = ["TFRecordFormat", "detect_compression", "masked_crc32c"]
+__all__ = ["TFRecordFormat", "detect_compression", "masked_crc32c", "read_from", "scan"]
 
 _WBITS = {"gzip": 31, "zlib": 15}
 _MEM_LEVEL = 9  # TensorFlow's: the same settings give the same bytes
 _BLOCK = 1 << 20  # bytes read (or inflated) at a time
 _INPUT = 64 << 10  # compressed bytes fed to the inflater at a time
 _BATCH = 1 << 20  # a Chunk holds about this many bytes of records (framing counted)
-_HEAD = 64
-_FRAME = 16  # framing bytes per record
+_FRAME = FRAME_BYTES  # framing bytes per record
 _crc = google_crc32c.value
 _QI = struct.Struct("<QI")
 _q_i = _QI.unpack_from
@@ -454,6 +456,8 @@ class TFRecordFormat(Format):
     name = "tfrecord"
     compressors = ("none", "gzip", "zlib")
     default_compressor = "none"
+    min_record_bytes = FRAME_BYTES
+    record_index = TFRecordIndex
 
     def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
         if compressor not in self.compressors:
@@ -498,7 +502,7 @@ class TFRecordFormat(Format):
                 f"{list(self.compressors)}"
             )
         origin = file.tell()
-        head = file.read(_HEAD) or b""
+        head = file.read(SNIFF_BYTES) or b""
         if not head:
             return
         found = compressor or detect_compression(head)
@@ -538,6 +542,13 @@ class TFRecordFormat(Format):
                         f"next valid record at byte {resumed}", path=path, offset=at,
                         records_lost=None)
 
+    def describe(self, file: Source, *, path: str) -> dict[str, str]:
+        """The compression, from the first bytes (see :func:`detect_compression`)."""
+        file.seek(0)
+        found = detect_compression(file.read(SNIFF_BYTES) or b"")
+        return {"format": self.name} if found is None else {
+            "format": self.name, "compressor": found}
+
     @classmethod
     def sniff(cls, head: bytes) -> bool:
         """A plain first frame with a valid length CRC, or a gzip/zlib stream that
@@ -546,3 +557,46 @@ class TFRecordFormat(Format):
         if kind in _WBITS:
             return _inflated_head_ok(head, _WBITS[kind])
         return kind == "none"
+
+
+def scan(
+    file: Any,
+    *,
+    path: str,
+    compressor: str | None = None,
+    max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+) -> TFRecordIndex:
+    """Index the open TFRecord ``file`` by reading it once (every CRC is verified):
+    :meth:`TFRecordFormat.index_records`. Damage raises
+    :class:`~recprep.errors.CorruptDataError`."""
+    index = TFRecordFormat().index_records(file, path=path, compressor=compressor,
+                                           max_chunk_bytes=max_chunk_bytes)
+    assert isinstance(index, TFRecordIndex)
+    return index
+
+
+def read_from(
+    file: Any,
+    offset: int,
+    path: str,
+    max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+    on_corrupt: str = "raise",
+    on_skip: OnSkip | None = None,
+    *,
+    expected: np.ndarray | None = None,
+) -> Iterator[Chunk]:
+    """The records of a plain TFRecord file from the record at byte ``offset`` on, in
+    chunks whose ``offset`` is the file offset of their first record.
+
+    ``expected``, a side index's :meth:`~TFRecordIndex.bounds`: every record read must
+    start where it says, else :class:`~recprep.errors.CorruptDataError` (whatever
+    ``on_corrupt`` says: the index, not the data, is wrong).
+    """
+    file.seek(offset)
+    chunks = TFRecordFormat().read_chunks(file, path=path, max_chunk_bytes=max_chunk_bytes,
+                                          on_corrupt=on_corrupt, on_skip=on_skip,
+                                          compressor="none")
+    for chunk in chunks:
+        if expected is not None:
+            TFRecordIndex.check(expected, chunk.offset, chunk.records, path)
+        yield chunk

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..registry import Registry
 from .base import Backend, Outcome, execute, serialize
 
 __all__ = [
@@ -33,28 +34,39 @@ __all__ = [
 ]
 
 Factory = Callable[[int | None, Mapping[str, Any] | None], Backend]
-_REGISTRY: dict[str, Callable[[], Factory]] = {}
+
+
+def _check(name: str, factory: Factory) -> None:
+    if not callable(factory):
+        raise InvalidArgumentError(
+            f"executor {name!r} must be a Backend subclass or a function "
+            f"(num_workers, executor_options) -> Backend, got {factory!r}"
+        )
+
+
+_REGISTRY: Registry[Factory] = Registry(
+    "executor", group="recprep.executors", check=_check,
+    hint=", or pass a concurrent.futures.Executor",
+)
 
 
 def register_executor(
-    name: str, factory: Factory | Callable[[], Factory], *, lazy: bool = False,
+    name: str, factory: Factory | Callable[[], Factory] | str, *, lazy: bool = False,
     replace: bool = False,
 ) -> None:
     """Make ``executor=name`` build ``factory(num_workers, executor_options)``.
 
-    With ``lazy=True``, ``factory`` is a no-argument function returning the real factory
-    (so an engine is imported only when used).
+    ``factory`` may be a dotted path (``"package.module:MyBackend"``), imported on first
+    use; with ``lazy=True``, it is a no-argument function returning the real factory (so
+    an engine is imported only when used). A name already registered raises
+    :class:`~recprep.errors.InvalidArgumentError` unless ``replace=True``.
     """
-    if not replace and name in _REGISTRY:
-        raise InvalidArgumentError(
-            f"an executor named {name!r} is already registered; pass replace=True"
-        )
-    _REGISTRY[name] = factory if lazy else (lambda: factory)  # type: ignore[assignment,return-value]
+    _REGISTRY.register(name, factory, lazy=lazy, replace=replace)
 
 
 def available_executors() -> list[str]:
-    """The registered executor names, sorted."""
-    return sorted(_REGISTRY)
+    """The registered executor names, sorted (plug-ins too; none is imported)."""
+    return _REGISTRY.available()
 
 
 def get_backend(
@@ -70,38 +82,13 @@ def get_backend(
         from .futures import FuturesBackend
 
         return FuturesBackend(executor)
-    if not isinstance(executor, str) or executor not in _REGISTRY:
-        raise InvalidArgumentError(
-            f"unknown executor {executor!r}; valid executors are {available_executors()}, "
-            "or pass a concurrent.futures.Executor"
-        )
-    return _REGISTRY[executor]()(num_workers, options)
+    return _REGISTRY.get(executor)(num_workers, options)
 
 
-def _serial() -> Factory:
-    from .serial import SerialBackend
-
-    return SerialBackend
-
-
-def _processes() -> Factory:
-    from .futures import ProcessBackend
-
-    return ProcessBackend
-
-
-def _spark() -> Factory:
-    from .spark import SparkBackend
-
-    return SparkBackend
-
-
-def _ray() -> Factory:
-    from .ray import RayBackend
-
-    return RayBackend
-
-
-for _name, _lazy in (("serial", _serial), ("processes", _processes), ("spark", _spark),
-                     ("ray", _ray)):
-    register_executor(_name, _lazy, lazy=True)
+for _name, _path, _extra in (
+    ("serial", "serial:SerialBackend", None),
+    ("processes", "futures:ProcessBackend", None),
+    ("spark", "spark:SparkBackend", "spark"),
+    ("ray", "ray:RayBackend", "ray"),
+):
+    _REGISTRY.register(_name, f"{__name__}.{_path}", extra=_extra)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from typing import Any
 
 from ..errors import ClusterUnreachableError, InvalidArgumentError
 
@@ -27,8 +28,15 @@ log = logging.getLogger("recprep")
 DEFAULT_CONNECT_TIMEOUT = 60.0
 
 
-def check_timeout(value: object) -> float:
-    """``connect_timeout`` as a positive number of seconds."""
+def take_timeout(options: dict[str, Any]) -> float:
+    """Take ``connect_timeout`` out of an engine's ``options``: a positive number of
+    seconds, :data:`DEFAULT_CONNECT_TIMEOUT` when absent.
+
+    >>> options = {"connect_timeout": 5, "master": "local"}
+    >>> take_timeout(options), options
+    (5.0, {'master': 'local'})
+    """
+    value = options.pop("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise InvalidArgumentError(
             f"connect_timeout must be a positive number of seconds, got {value!r}"

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import MissingDependencyError, RecprepWarning, TaskFailedError, warn
-from ._connect import DEFAULT_CONNECT_TIMEOUT, check_timeout, wait_for
+from ._connect import take_timeout, wait_for
 from .base import Backend, Outcome, execute
 
 log = logging.getLogger("recprep")
@@ -42,9 +42,7 @@ class RayBackend(Backend):
         self, num_workers: int | None = None, options: Mapping[str, Any] | None = None
     ) -> None:
         super().__init__(num_workers, options)
-        self.connect_timeout = check_timeout(
-            self.options.pop("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
-        )
+        self.connect_timeout = take_timeout(self.options)
         self._ray = _import_ray()
 
     def _address(self) -> str | None:

@@ -7,6 +7,10 @@ for a ``spark://`` master to answer, default 60). For a session recprep starts, 
 Python workers are pointed at the driver's interpreter (``PYSPARK_PYTHON``), so they import
 the same recprep and packages; on a cluster of other machines, install recprep (and what
 your readers import) into that same interpreter path on every worker.
+
+Every Spark job recprep submits goes through :func:`run_job` (a description in the Spark
+UI; an engine failure as :class:`~recprep.errors.TaskFailedError`), and every list of
+tasks through :func:`run_tasks`: this backend's, and :func:`recprep.spark.write`'s.
 """
 
 from __future__ import annotations
@@ -14,16 +18,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from ..errors import InvalidArgumentError, MissingDependencyError, TaskFailedError
-from ._connect import DEFAULT_CONNECT_TIMEOUT, check_timeout, wait_for
+from ._connect import take_timeout, wait_for
 from .base import Backend, Outcome, execute
 
 log = logging.getLogger("recprep")
 
 _OPTIONS = {"master", "conf", "app_name", "connect_timeout"}
+T = TypeVar("T")
 
 
 def _import_pyspark() -> Any:
@@ -37,6 +42,32 @@ def _import_pyspark() -> Any:
 def _run_one(item: tuple[int, bytes]) -> tuple[int, Outcome]:
     index, payload = item
     return index, execute(payload)
+
+
+def run_job(session: Any, description: str, what: str, job: Callable[[], T]) -> T:
+    """Run ``job()``, which submits one Spark job of ``session``, under ``description``
+    (what the Spark UI shows); a failure of the job itself (a ``Py4JJavaError``, a lost
+    executor) is raised as :class:`~recprep.errors.TaskFailedError` naming ``what``."""
+    session.sparkContext.setJobDescription(description)
+    try:
+        return job()
+    except Exception as err:  # Py4JJavaError and friends: an executor or the job died
+        message = str(err).strip().splitlines()
+        raise TaskFailedError(
+            what, type(err).__name__, message[0] if message else "", str(err)
+        ) from err
+
+
+def run_tasks(
+    session: Any, payloads: list[bytes], description: str, what: str = "the Spark job", *,
+    slices: int | None = None,
+) -> list[tuple[int, Outcome]]:
+    """Run serialized tasks (:func:`~recprep.executors.base.serialize`) as one Spark job
+    of ``session``, in ``slices`` Spark tasks (default: one per task); ``(index, outcome)``
+    of each, in order. See :func:`run_job` for ``description`` and ``what``."""
+    context = session.sparkContext
+    rdd = context.parallelize(list(enumerate(payloads)), slices or max(1, len(payloads)))
+    return run_job(session, description, what, rdd.map(_run_one).collect)
 
 
 class SparkBackend(Backend):
@@ -54,9 +85,7 @@ class SparkBackend(Backend):
                 f"executor 'spark' takes executor_options {sorted(_OPTIONS)}, "
                 f"got {sorted(unknown)}"
             )
-        self.connect_timeout = check_timeout(
-            self.options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
-        )
+        self.connect_timeout = take_timeout(self.options)
         self._session_class = _import_pyspark()
 
     def session(self) -> Any:
@@ -83,14 +112,4 @@ class SparkBackend(Backend):
         return session
 
     def run(self, payloads: list[bytes]) -> Iterator[tuple[int, Outcome]]:
-        context = self.session().sparkContext
-        rdd = context.parallelize(list(enumerate(payloads)), max(1, len(payloads)))
-        context.setJobDescription(f"recprep: {len(payloads)} task(s)")
-        try:
-            results = rdd.map(_run_one).collect()
-        except Exception as err:  # Py4JJavaError and friends: an executor or the job died
-            message = str(err).strip().splitlines()
-            raise TaskFailedError(
-                "the Spark job", type(err).__name__, message[0] if message else "", str(err)
-            ) from err
-        yield from results
+        yield from run_tasks(self.session(), payloads, f"recprep: {len(payloads)} task(s)")

@@ -103,7 +103,7 @@ def write(
         The directories written, with their manifests.
     """
     _require("recprep.spark.write")
-    from .writing import write as _write
+    from .jobs import write as _write
 
     return _write(
         df, path, format=format, codec=codec, compressor=compressor,
@@ -149,7 +149,7 @@ def read(
         ``string`` inferred from the directory names when there is no manifest).
     """
     _require("recprep.spark.read")
-    from .reading import read as _read
+    from .jobs import read as _read
 
     return _read(spark, path, schema=schema, record_type=record_type,
                  storage_options=storage_options)

@@ -31,13 +31,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..containers.tfrecord_index import index_name
+from ..discovery import SUCCESS_NAME, Entry, Kind, list_entries
 from ..manifest import Manifest, ShardInfo
-from ..shards import MANIFEST_SUFFIX, SUCCESS_NAME, shard_name
+from ..shards import shard_name
 from ..staging import Staging
 from ..writing import FileFacts, WriteOptions
 from .columns import ColumnSpec, features
-from .layout import RECPREP_HIDDEN
 
 __all__ = ["DirectoryOutput", "commit_dataset", "manifest_schema"]
 
@@ -71,15 +70,11 @@ def manifest_schema(
     return schema
 
 
-def _files_of(fs: Any, directory: str) -> list[str]:
+def _files_of(fs: Any, directory: str) -> list[Entry]:
     """Every file in ``directory`` but recprep's hidden staging and locks."""
     if not fs.isdir(directory):
         return []
-    return sorted(
-        e["name"] for e in fs.ls(directory, detail=True)
-        if e["type"] != "directory"
-        and not posixpath.basename(e["name"]).startswith(RECPREP_HIDDEN)
-    )
+    return [e for e in list_entries(fs, directory) if not e.is_dir and e.kind is not Kind.WORK]
 
 
 def _manifest(prefix: str, options: WriteOptions, output: DirectoryOutput,
@@ -87,9 +82,10 @@ def _manifest(prefix: str, options: WriteOptions, output: DirectoryOutput,
     count = len(output.shards)
     names = [shard_name(prefix, i, count) for i in range(count)]
     staged = {name: f.path for name, f in zip(names, output.shards, strict=True)}
+    kind = options.container().record_index
     for name, index in zip(names, output.indexes, strict=False):
-        if index is not None:
-            staged[index_name(name)] = index
+        if index is not None and kind is not None:
+            staged[kind.name_for(name)] = index
     shards = [ShardInfo(n, f.records, f.bytes, f.crc32c)
               for n, f in zip(names, output.shards, strict=True)]
     manifest = Manifest(prefix, options.format, options.codec.name, options.compressor,
@@ -121,15 +117,15 @@ def commit_dataset(
         manifest, staged = _manifest(prefix, options, output, schemas[output.rel])
         replaced = _files_of(fs, directory) if overwrite else []
         for old in replaced:  # uncommit other sets before their shards go
-            name = posixpath.basename(old)
-            if name.endswith(MANIFEST_SUFFIX) and name != f"{prefix}{MANIFEST_SUFFIX}":
-                fs.rm(old)
+            if old.kind is Kind.MANIFEST and old.prefix != prefix:
+                fs.rm(old.path)
         # the journal goes where readers look for it (``.recprep-staging-{prefix}`` of the
         # directory: a set mid-commit is refused, never read as a mix); the staged files
         # stay in the dataset's staging directory
         commit = Staging(fs, directory, prefix, area=staging)
         commit.create(keep=False)
-        commit.commit(staged, manifest.to_json(), replaced=[p for p in replaced if fs.exists(p)])
+        commit.commit(staged, manifest.to_json(),
+                      replaced=[e.path for e in replaced if fs.exists(e.path)])
         manifests[output.rel] = manifest
     if static:
         _prune(fs, root, {o.rel for o in outputs})
@@ -148,13 +144,11 @@ def _prune(fs: Any, root: str, written: set[str]) -> None:
 
     def walk(rel: str) -> None:
         directory = posixpath.join(root, rel) if rel else root
-        for entry in fs.ls(directory, detail=True):
-            path = entry["name"].rstrip("/")
-            name = posixpath.basename(path)
-            child = f"{rel}/{name}" if rel else name
-            if name.startswith(RECPREP_HIDDEN) or (not rel and name == SUCCESS_NAME):
+        for entry in list_entries(fs, directory):
+            child = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.kind is Kind.WORK or (not rel and entry.name == SUCCESS_NAME):
                 continue
-            if entry["type"] == "directory":
+            if entry.is_dir:
                 if child in written:
                     continue
                 if child in ancestors:
@@ -162,7 +156,7 @@ def _prune(fs: Any, root: str, written: set[str]) -> None:
                     continue
             elif rel in written:
                 continue
-            log.info("recprep: static overwrite removes %s", path)
-            fs.rm(path, recursive=entry["type"] == "directory")
+            log.info("recprep: static overwrite removes %s", entry.path)
+            fs.rm(entry.path, recursive=entry.is_dir)
 
     walk("")

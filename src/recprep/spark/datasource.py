@@ -59,6 +59,7 @@ from ..storage import resolve
 from .decode import read_file
 from .pieces import TaskReport, write_pieces
 from .reading import ReadPlan, plan_read, record_codec
+from .reports import save_reports
 from .writing import (
     WriteJob,
     check_arguments,
@@ -67,7 +68,6 @@ from .writing import (
     job_from_option,
     outputs_as_pieces,
     prepare,
-    save_reports,
 )
 
 __all__ = ["PIECES_SOURCE", "SCAN_SOURCE", "RecordIODataSource", "TFRecordDataSource",

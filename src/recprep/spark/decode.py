@@ -1,9 +1,9 @@
 """Records to rows: the files of a dataset read back as Arrow record batches.
 
 Each file is read by one task (:func:`read_file`): its container is taken from the
-manifest or detected from the bytes, every checksum is verified, and each chunk of
-records becomes one record batch of the requested columns, with the file's partition
-values added as constant columns.
+manifest or detected from the bytes (:func:`recprep.containers.sniff`), every checksum
+is verified, and each chunk of records becomes one record batch of the requested
+columns, with the file's partition values added as constant columns.
 
 * ``example`` records: a missing feature (or an empty list, for a scalar column) is a
   null; a scalar column whose list holds several values raises
@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import get_codec
-from ..containers import DEFAULT_MAX_CHUNK_BYTES, detect_format, get_format
-from ..errors import CorruptDataError, DecodeError
+from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, sniff
+from ..errors import DecodeError
 from .columns import ColumnSpec
 
 __all__ = ["FileTask", "RecordDecoder", "arrow_type", "conform", "read_file"]
@@ -57,7 +57,9 @@ class FileTask:
     path: str
     shown: str
     codec: str  # "example", "recprep" or "raw"
-    format: str | None = None  # None: detect from the bytes
+    #: the manifest's format (it travels by class reference: a format registered outside
+    #: recprep is imported on the executor); None: detect it from the bytes
+    container: Format | None = None
     compressor: str | None = None
     partition: tuple[Any, ...] = ()
 
@@ -168,23 +170,6 @@ class RecordDecoder:
             raise _fail(column, f"a value doesn't fit: {err}") from None
 
 
-def _container(handle: Any, task: FileTask) -> Any:
-    """The file's container format (None for an empty file)."""
-    if task.format is not None:
-        return get_format(task.format)
-    head = handle.read(64)
-    handle.seek(0)
-    if not head:
-        return None
-    found = detect_format(head)
-    if found is None:
-        raise CorruptDataError(
-            f"not a TFRecord or RecordIO file (it starts with {head[:8].hex()})",
-            path=task.shown, offset=0,
-        )
-    return found
-
-
 def conform(batch: pa.RecordBatch, schema: pa.Schema, where: str) -> pa.RecordBatch:
     """``batch`` with exactly ``schema`` (the one Spark expects: column order, list field
     names, nullability); a null in a non-nullable column is a ``DecodeError``."""
@@ -214,13 +199,12 @@ def read_file(
     constants = [(c.name, arrow_type(c.type), v)
                  for c, v in zip(partition_columns, task.partition, strict=True)]
     with fs.open(task.path, "rb") as handle:
-        container = _container(handle, task)
+        container = task.container or sniff(handle, path=task.shown)
         if container is None:
-            return
-        options: dict[str, Any] = {"max_chunk_bytes": max_chunk_bytes}
-        if container.name == "tfrecord" and task.compressor is not None:
-            options["compressor"] = task.compressor
-        for chunk in container.read_chunks(handle, path=task.shown, **options):
+            return  # an empty file
+        chunks = container.read_chunks(handle, path=task.shown, max_chunk_bytes=max_chunk_bytes,
+                                       compressor=task.compressor)
+        for chunk in chunks:
             try:
                 batch = decoder.decode(chunk.records)
             except DecodeError as err:

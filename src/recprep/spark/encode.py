@@ -2,8 +2,9 @@
 
 * ``example`` — one ``tf.train.Example`` per row, byte for byte what
   :class:`~recprep.codecs.example.ExampleCodec` gives for the row's values as arrays
-  (entries in TensorFlow's key order, :func:`~recprep.codecs.example.key_order`; packed
-  lists), built a column at a time: numbers are turned into float32 bytes and varints by
+  (entries in TensorFlow's key order, :func:`~recprep.codecs.example_wire.key_order`;
+  packed lists; the wire pieces are :mod:`~recprep.codecs.example_wire`'s, as the codec's
+  are), built a column at a time: numbers are turned into float32 bytes and varints by
   numpy for the whole batch, and each row's entry is a cached header plus a slice. A null
   value leaves its feature out of that row's Example (as Spark-TFRecord does); a null
   *element* of an array can't be written (an Example list has no nulls) and raises
@@ -32,34 +33,21 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import get_codec
-from ..codecs.example import key_order, varint
+from ..codecs.example_wire import (
+    BYTES,
+    FLOATS,
+    INTS,
+    entry_head,
+    field_head,
+    key_order,
+    varints_sized,
+)
 from ..errors import EncodeError
 from .columns import ColumnSpec
 
 __all__ = ["BatchEncoder", "encoder_for"]
 
-BYTES, FLOATS, INTS = 1, 2, 3  # the Feature oneof's field numbers
 _PACKED, _ONE_VALUE, _LIST_BODY = range(3)  # what a column's payload is (see _Headers)
-
-
-def _varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """The varints of int64 ``values`` (negative ones as 64-bit two's complement), back to
-    back, and each one's length in bytes."""
-    v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
-    lengths = np.ones(v.size, dtype=np.int64)
-    for k in range(1, 10):
-        lengths += v >= np.uint64(1 << (7 * k))
-    if not v.size:
-        return b"", lengths
-    width = int(lengths.max())
-    out = np.empty((v.size, width), dtype=np.uint8)
-    rest = v.copy()
-    for k in range(width):
-        out[:, k] = rest & np.uint64(0x7F)
-        rest >>= np.uint64(7)
-        if k + 1 < width:
-            out[:, k] |= (lengths > k + 1).astype(np.uint8) << 7
-    return out[np.arange(width) < lengths[:, None]].tobytes(), lengths
 
 
 class _Headers(dict[int, bytes]):
@@ -78,12 +66,8 @@ class _Headers(dict[int, bytes]):
         if self.payload == _LIST_BODY or (self.payload == _PACKED and not n):
             inner = b""
         else:
-            inner = b"\x0a" + varint(n)
-        list_size = len(inner) + n
-        feature = bytes(((self.kind << 3) | 2,)) + varint(list_size)
-        feature_size = len(feature) + list_size
-        key = b"\x0a" + varint(len(self.key)) + self.key + b"\x12" + varint(feature_size)
-        header = b"\x0a" + varint(len(key) + feature_size) + key + feature + inner
+            inner = field_head(n)
+        header = entry_head(self.key, self.kind, len(inner) + n) + inner
         self[n] = header
         return header
 
@@ -92,7 +76,7 @@ class _RecordHeads(dict[int, bytes]):
     """``0a len`` before an Example's body, by body length."""
 
     def __missing__(self, n: int) -> bytes:
-        self[n] = head = b"\x0a" + varint(n)
+        self[n] = head = field_head(n)
         return head
 
 
@@ -114,7 +98,7 @@ def _numbers(arr: pa.Array, element: str) -> tuple[bytes, np.ndarray, int]:
     if element == "float":
         data = np.ascontiguousarray(values, dtype="<f4").tobytes()
         return data, np.arange(len(values) + 1, dtype=np.int64) * 4, FLOATS
-    data, lengths = _varints(values.astype(np.int64))
+    data, lengths = varints_sized(values.astype(np.int64))
     starts = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     return data, starts, INTS
@@ -209,7 +193,7 @@ class ExampleEncoder(BatchEncoder):
         """The bytes-list bodies of arrays of strings, back to back, and where each row's
         body starts (``rows``: each row's first value)."""
         offsets, data = _binary(values)
-        frames = [b"\x0a" + varint(e - s) + data[s:e]
+        frames = [field_head(e - s) + data[s:e]
                   for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
         sizes = np.fromiter(map(len, frames), np.int64, len(frames))
         value_starts = np.zeros(len(frames) + 1, dtype=np.int64)
@@ -254,6 +238,11 @@ class RawEncoder(BatchEncoder):
 _ENCODERS: dict[str, type[BatchEncoder]] = {
     c.name: c for c in (ExampleEncoder, RecprepEncoder, RawEncoder)
 }
+
+
+def encodable_codecs() -> tuple[str, ...]:
+    """The codecs a DataFrame's rows can be encoded with (each has a batch encoder)."""
+    return tuple(_ENCODERS)
 
 
 def encoder_for(codec: str, columns: Sequence[ColumnSpec]) -> BatchEncoder:

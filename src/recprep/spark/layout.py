@@ -7,7 +7,8 @@ value (or an empty string) is the directory ``number=__HIVE_DEFAULT_PARTITION__`
 :func:`discover` finds the *leaf* directories of a dataset — the ones holding data files or
 manifests — with their partition values and files in reading order: the shards of each
 committed set (from its manifest), then any other data file (Spark-TFRecord's ``part-*``),
-sorted. ``_SUCCESS``, ``_``-prefixed, ``.crc`` and hidden files are never data.
+sorted. ``_SUCCESS``, ``_``-prefixed, ``.crc`` and hidden files are never data (the rule
+is :mod:`recprep.discovery`'s, the reader's).
 
 Examples
 --------
@@ -26,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..discovery import is_partition_dir, list_directory, list_entries
 from ..errors import InvalidArgumentError, MissingShardsError, NotFoundError
 from ..manifest import Manifest, read_manifest
-from ..shards import is_partition_dir, list_directory
 
 __all__ = [
     "DEFAULT_PARTITION",
@@ -46,7 +47,6 @@ __all__ = [
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _TO_ESCAPE = re.compile(r"[\x01-\x1f\"#%'*/:=?\\\x7f{\[\]^]")  # Spark's ExternalCatalogUtils
 _ESCAPED = re.compile(r"%([0-9A-Fa-f]{2})")
-RECPREP_HIDDEN = ".recprep-"  # staging directories and locks: never part of the data
 
 
 def escape(text: str) -> str:
@@ -182,7 +182,4 @@ def visible_entries(fs: Any, root: str) -> list[str]:
     ``_SUCCESS`` included."""
     if not fs.isdir(root):
         return []
-    return sorted(
-        e["name"].rstrip("/") for e in fs.ls(root, detail=True)
-        if not posixpath.basename(e["name"].rstrip("/")).startswith(".")
-    )
+    return [e.path for e in list_entries(fs, root) if not e.hidden]

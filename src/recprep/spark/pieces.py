@@ -9,9 +9,9 @@ meeting many partition values keeps bounded buffers: the least recently used one
 finished, and a later row of that value starts a new piece.
 
 What a task reports back (:class:`TaskReport`) is small: each piece's partition values,
-record count, size and CRC-32C, and which columns held nulls — never rows. For TFRecord,
-each piece also gets its record index (``{piece}.tfindex``), computed from the records'
-lengths while writing.
+record count, size and CRC-32C, and which columns held nulls — never rows. For a format
+that keeps a record index (TFRecord), each piece also gets one (``{piece}.tfindex``),
+computed from the records' lengths while writing.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..containers.tfrecord_index import INDEX_SUFFIX, TFRecordIndex, write_index
 from ..errors import WriteError
 from ..storage import ChecksumWriter
 from ..writing import FileFacts, WriteOptions
@@ -52,8 +51,13 @@ class WritePlan:
 
     @property
     def indexed(self) -> bool:
-        """Whether the files get a TFRecord record index."""
-        return self.options.format == "tfrecord"
+        """Whether the files get a record index (the format keeps one)."""
+        return self.options.container().record_index is not None
+
+    def index_of(self, path: str) -> str | None:
+        """Where the record index of the staged file ``path`` goes (None: it gets none)."""
+        kind = self.options.container().record_index
+        return None if kind is None else path + kind.suffix
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Piece:
     task: int
     seq: int
     facts: FileFacts
-    index: str | None = None  # the staged TFRecord index of the piece
+    index: str | None = None  # the staged record index of the piece
 
 
 @dataclass
@@ -110,12 +114,17 @@ class _OpenPiece:
             raise WriteError(self.path, err) from err
         facts = FileFacts(self.path, self.writer.num_records, self.checksum.size,
                           self.checksum.crc32c)
-        if not self.plan.indexed:
+        kind = self.plan.options.container().record_index
+        index_path = self.plan.index_of(self.path)
+        if kind is None or index_path is None:
             return facts, None
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
-        index = TFRecordIndex.from_lengths(lengths, facts.bytes, self.plan.options.compressor)
-        index_path = self.path + INDEX_SUFFIX
-        write_index(self.plan.fs, index, index_path)
+        index = kind.from_lengths(lengths, facts.bytes, self.plan.options.compressor)
+        try:
+            with self.plan.fs.open(index_path, "wb") as side:
+                side.write(index.to_bytes())
+        except OSError as err:
+            raise WriteError(index_path, err) from err
         return facts, index_path
 
     def discard(self) -> None:

@@ -15,7 +15,8 @@ either they are ``int`` when every value is an integer, else ``string``. ``rs.re
 every partition column even when the caller's schema doesn't name it, as Spark's file
 sources do (:meth:`ReadPlan.with_partition_columns`); the data sources can't (Spark fixes a
 Python source's columns to the schema it is given). Executors then read one file per
-Spark task (:func:`recprep.spark.decode.read_file`).
+Spark task (:func:`recprep.spark.decode.read_file`); :func:`recprep.spark.jobs.read` makes
+the DataFrame.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from typing import Any
 import cloudpickle
 
 from ..codecs import get_codec
-from ..containers import detect_format, get_format
+from ..containers import get_format, sniff
 from ..errors import DecodeError, InvalidArgumentError, NotFoundError, SchemaConflictError
 from ..manifest import Manifest
-from ..storage import display, resolve
+from ..storage import display
 from .columns import (
     ATOMIC,
     ColumnSpec,
@@ -48,7 +49,7 @@ from .columns import (
 from .decode import FileTask
 from .layout import Leaf, discover
 
-__all__ = ["ReadPlan", "SchemaConflictError", "plan_read", "read"]
+__all__ = ["ReadPlan", "SchemaConflictError", "plan_read"]
 
 log = logging.getLogger("recprep")
 
@@ -144,11 +145,9 @@ def _sample(fs: Any, path: str, shown: str, codec: str | None) -> tuple[str, lis
     Examples."""
     records: list[bytes] = []
     with fs.open(path, "rb") as handle:
-        head = handle.read(64)
-        handle.seek(0)
-        if not head:
+        container = sniff(handle, path=shown)
+        if container is None:
             return None
-        container = detect_format(head) or get_format("tfrecord")
         for chunk in container.read_chunks(handle, path=shown):
             records.extend(chunk.records[: SAMPLE_RECORDS - len(records)])
             if len(records) >= SAMPLE_RECORDS:
@@ -262,7 +261,7 @@ def plan_read(
                 )
             tasks.append(FileTask(
                 path, display(fs, path), file_codec,
-                None if manifest is None else manifest.format,
+                None if manifest is None else get_format(manifest.format),
                 None if manifest is None else manifest.compressor, values,
             ))
     return ReadPlan(fs, tuple(columns), tuple(partition_columns), tuple(tasks), schema)
@@ -286,28 +285,3 @@ def _partition_columns(
         values = [leaf.partition[position][1] for leaf in leaves]
         found.append(ColumnSpec(key, recorded.get(key) or infer_partition_type(values)))
     return found
-
-
-def read(
-    spark: Any,
-    path: str,
-    *,
-    schema: Any = None,
-    record_type: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> Any:
-    """See :func:`recprep.spark.read`."""
-    from .datasource import PLAN_OPTION, SCAN_SOURCE, register_internal
-
-    if isinstance(schema, str):
-        from pyspark.sql.types import _parse_datatype_string
-
-        schema = _parse_datatype_string(schema)
-    fs, root = resolve(path, storage_options)
-    plan = plan_read(fs, root, schema=schema, record_type=record_type).with_partition_columns()
-    log.info("recprep: reading %d file(s) of %s", len(plan.tasks), display(fs, root))
-    if not plan.tasks:
-        return spark.createDataFrame([], plan.struct())
-    register_internal(spark)
-    return (spark.read.format(SCAN_SOURCE).schema(plan.struct())
-            .option(PLAN_OPTION, plan.to_option()).load())

@@ -3,7 +3,8 @@
 A path given to ``recprep ls``, ``verify`` or ``cp`` is one of
 
 * a **directory**: every shard set in it (shards and/or a manifest);
-* a **glob**: the matching files, shards grouped into their sets, others as lone files;
+* a **glob**: the matching files, shards grouped into their sets, other data files as
+  lone files (what is data, a set's file, or hidden is :mod:`recprep.discovery`'s rule);
 * a **prefix** ``dir/name``: the shard set ``name`` of ``dir`` (``dir/name-*-of-*`` and
   ``dir/name.manifest.json``), even when no file is called ``dir/name``;
 * a **file**: a manifest stands for its whole set; a shard or any other file for itself.
@@ -25,14 +26,17 @@ Example
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..discovery import Entry, Kind, list_entries
 from ..errors import CorruptDataError, NotFoundError
 from ..manifest import Manifest, read_manifest
-from ..shards import MANIFEST_SUFFIX, has_magic, manifest_name, parse_shard_name, shard_name
+from ..shards import has_magic, manifest_name, parse_shard_name, shard_name
 from ..storage import display
+
+_SET_FILES = (Kind.SHARD, Kind.MANIFEST)
 
 
 @dataclass
@@ -42,7 +46,8 @@ class FoundSet:
     ``shards`` are the present files to work on, in shard order; ``sizes`` their byte
     sizes from the listing. ``missing`` are the paths of shards the set should have
     (per its manifest, else per the shard names) that storage doesn't hold;
-    ``unexpected`` are shards of the prefix that its manifest doesn't list.
+    ``unexpected`` are shards of the prefix that its manifest doesn't list;
+    ``side_files`` the set's own side files (its chunk index) with their sizes.
     """
 
     directory: str
@@ -54,6 +59,7 @@ class FoundSet:
     manifest_error: CorruptDataError | None = None
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
+    side_files: dict[str, int] = field(default_factory=dict)  # of the set: path -> size
     whole: bool = True  # False when the user named some shards of the set only
 
     @property
@@ -64,44 +70,22 @@ class FoundSet:
         return posixpath.join(self.directory, self.prefix)
 
 
-def is_hidden(path: str) -> bool:
-    """Whether a path's last part starts with ``.`` (staging, temporaries)."""
-    return posixpath.basename(path.rstrip("/")).startswith(".")
-
-
-def _files(entries: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Visible regular files of a listing: path -> size."""
-    return {
-        e["name"].rstrip("/"): int(e.get("size") or 0)
-        for e in entries
-        if e.get("type") == "file" and not is_hidden(e["name"])
-    }
-
-
-def list_files(fs: Any, directory: str) -> dict[str, int]:
-    """The visible files directly in ``directory``: path -> size."""
-    return _files(fs.ls(directory, detail=True))
-
-
-def _prefix_of(name: str) -> str | None:
-    if name.endswith(MANIFEST_SUFFIX):
-        return name[: -len(MANIFEST_SUFFIX)] or None
-    parsed = parse_shard_name(name)
-    return parsed.prefix if parsed is not None else None
+def visible_files(entries: Iterable[Entry]) -> dict[str, Entry]:
+    """The files of a listing that aren't hidden, by path."""
+    return {e.path: e for e in entries if not e.is_dir and not e.hidden}
 
 
 def _build(
-    fs: Any, directory: str, prefix: str, listing: dict[str, int], chosen: set[str] | None
+    fs: Any, directory: str, prefix: str, entries: Sequence[Entry], chosen: set[str] | None
 ) -> FoundSet:
-    """The set ``prefix`` of ``directory``; ``chosen`` limits the shards to work on."""
+    """The set ``prefix`` of ``directory`` (listed: ``entries``); ``chosen`` limits the
+    shards to work on."""
     found = FoundSet(directory, prefix, whole=chosen is None)
-    present = {}
-    for path in listing:
-        parsed = parse_shard_name(posixpath.basename(path))
-        if parsed is not None and parsed.prefix == prefix and posixpath.dirname(path) == directory:
-            present[path] = parsed
+    mine = {e.path: e for e in entries if e.prefix == prefix and not e.is_dir}
+    present = {p: parse_shard_name(e.name) for p, e in mine.items() if e.kind is Kind.SHARD}
+    found.side_files = {p: e.size for p, e in mine.items() if e.kind is Kind.SET_SIDE}
     manifest_path = posixpath.join(directory, manifest_name(prefix))
-    if manifest_path in listing:
+    if manifest_path in mine:
         found.manifest_path = manifest_path
         try:
             found.manifest = read_manifest(fs, manifest_path)
@@ -110,7 +94,7 @@ def _build(
     if found.manifest is not None:
         expected = [posixpath.join(directory, s.name) for s in found.manifest.shards]
     else:
-        lasts = sorted({p.last for p in present.values()})
+        lasts = sorted({p.last for p in present.values() if p is not None})
         expected = [
             posixpath.join(directory, shard_name(prefix, i, last + 1))
             for last in lasts
@@ -121,24 +105,26 @@ def _build(
     found.unexpected = sorted(p for p in present if p not in order)
     picked = [p for p in present if p in order and (chosen is None or p in chosen)]
     found.shards = sorted(picked, key=order.__getitem__)
-    found.sizes = {p: listing[p] for p in found.shards}
+    found.sizes = {p: mine[p].size for p in found.shards}
     return found
 
 
 def _group(
-    fs: Any, directory: str, listing: dict[str, int], names: Iterable[str], whole: bool
+    fs: Any, directory: str, entries: Sequence[Entry], named: Iterable[Entry], whole: bool
 ) -> list[FoundSet]:
-    """Sets of the shard and manifest files ``names`` (paths in ``directory``)."""
+    """Sets of the shard and manifest files ``named`` (in ``directory``, whose listing is
+    ``entries``)."""
     prefixes: dict[str, set[str]] = {}
-    for path in names:
-        prefix = _prefix_of(posixpath.basename(path))
-        if prefix is not None:
-            prefixes.setdefault(prefix, set()).add(path)
+    manifests: set[str] = set()
+    for entry in named:
+        if entry.kind in _SET_FILES and entry.prefix is not None:
+            prefixes.setdefault(entry.prefix, set()).add(entry.path)
+            if entry.kind is Kind.MANIFEST:
+                manifests.add(entry.prefix)
     result = []
     for prefix, paths in sorted(prefixes.items()):
-        by_manifest = any(p.endswith(MANIFEST_SUFFIX) for p in paths)
-        chosen = None if whole or by_manifest else paths
-        result.append(_build(fs, directory, prefix, listing, chosen))
+        chosen = None if whole or prefix in manifests else paths
+        result.append(_build(fs, directory, prefix, entries, chosen))
     return result
 
 
@@ -148,36 +134,35 @@ def _lone(path: str, size: int) -> FoundSet:
 
 
 def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
-    """The shard sets (and, with ``lone_files``, other files) that ``path`` names.
+    """The shard sets (and, with ``lone_files``, other data files) that ``path`` names.
 
     Raises :class:`~recprep.errors.NotFoundError` when it names nothing.
     """
     shown = display(fs, path)
     if has_magic(path):
-        matched = _files(fs.glob(path, detail=True).values())
+        matched = visible_files(Entry.of({**info, "name": p})
+                                for p, info in fs.glob(path, detail=True).items())
         if not matched:
             raise NotFoundError(shown, "no file matches this pattern")
         result: list[FoundSet] = []
         for directory in sorted({posixpath.dirname(p) for p in matched}):
-            here = [p for p in matched if posixpath.dirname(p) == directory]
-            listing = list_files(fs, directory)
-            result.extend(_group(fs, directory, listing, here, whole=False))
-            if lone_files:
-                others = [p for p in here if _prefix_of(posixpath.basename(p)) is None]
-                result.extend(_lone(p, matched[p]) for p in others)
+            here = [e for p, e in sorted(matched.items()) if posixpath.dirname(p) == directory]
+            result.extend(_group(fs, directory, list_entries(fs, directory), here, whole=False))
+            if lone_files:  # data files only: not _SUCCESS, .crc, ...
+                result.extend(_lone(e.path, e.size) for e in here if e.kind is Kind.DATA)
         return result
     if fs.isdir(path):
-        listing = list_files(fs, path)
-        sets = _group(fs, path, listing, listing, whole=True)
+        entries = list_entries(fs, path)
+        sets = _group(fs, path, entries, entries, whole=True)
         if not sets:
             raise NotFoundError(shown, "the directory holds no shard set")
         return sets
     directory, name = posixpath.split(path)
     if fs.isfile(path):
-        if _prefix_of(name) is not None:
-            listing = list_files(fs, directory)
-            sets = _group(fs, directory, listing, [path], whole=False)
-            if not name.endswith(MANIFEST_SUFFIX):  # one shard, named alone: just that file
+        named = Entry.of({"name": path, "type": "file"})
+        if named.kind in _SET_FILES:
+            sets = _group(fs, directory, list_entries(fs, directory), [named], whole=False)
+            if named.kind is Kind.SHARD:  # one shard, named alone: just that file
                 one = sets[0]
                 one.missing, one.unexpected = [], []
                 one.shards, one.sizes = [path], {path: int(fs.size(path))}
@@ -186,8 +171,9 @@ def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
             raise NotFoundError(shown, "not a shard set, its manifest, or a directory of sets")
         return [_lone(path, int(fs.size(path)))]
     if directory and fs.isdir(directory):
-        listing = list_files(fs, directory)
-        mine = [p for p in listing if _prefix_of(posixpath.basename(p)) == name]
+        entries = list_entries(fs, directory)
+        mine = [e for e in visible_files(entries).values()
+                if e.kind in _SET_FILES and e.prefix == name]
         if mine:
-            return _group(fs, directory, listing, mine, whole=True)
+            return _group(fs, directory, entries, mine, whole=True)
     raise NotFoundError(shown, "no such file, directory, glob match or shard set prefix")

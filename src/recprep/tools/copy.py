@@ -43,16 +43,13 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import google_crc32c
-
 from .. import _failpoints
 from ..arguments import checked
-from ..chunkindex import CHUNKS_SUFFIX, chunks_name
-from ..containers.tfrecord_index import index_name
+from ..discovery import SET_KINDS, Kind, classify, list_entries
 from ..errors import (
     CorruptDataError,
     InvalidArgumentError,
@@ -62,10 +59,10 @@ from ..errors import (
     WriteError,
 )
 from ..locking import ShardSetLock
-from ..shards import MANIFEST_SUFFIX, has_magic, manifest_name, parse_shard_name
+from ..shards import has_magic, manifest_name
 from ..staging import Staging, note_cleanup_failure
-from ..storage import display, resolve
-from ._sets import FoundSet, find_sets, list_files
+from ..storage import checksum, display, resolve
+from ._sets import FoundSet, find_sets, visible_files
 
 __all__ = ["TEMP_PREFIX", "CopiedFile", "CopyResult", "copy"]
 
@@ -73,7 +70,6 @@ log = logging.getLogger("recprep")
 
 #: temporaries are named ``{TEMP_PREFIX}{token}-{name}`` in the destination directory
 TEMP_PREFIX = ".recprep-cp-"
-_BLOCK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -171,13 +167,8 @@ def _set_items(fs: Any, found: FoundSet, whole_directory: bool) -> list[_Item]:
     if complete or whole_directory:
         size = int(fs.size(found.manifest_path))
         items.append(_Item(fs, found.manifest_path, size, None, True))
-        if manifest is not None:  # its chunk index side file goes with it (in its commit)
-            side = posixpath.join(posixpath.dirname(found.manifest_path),
-                                  chunks_name(manifest.name_prefix))
-            try:
-                items.append(_Item(fs, side, int(fs.size(side)), None, False))
-            except FileNotFoundError:
-                pass  # none: readers index the shards from their headers
+        if manifest is not None:  # the set's side files go with it (in its commit)
+            items += [_Item(fs, p, size, None, False) for p, size in found.side_files.items()]
     if found.missing:
         log.warning(
             "recprep: %s lacks %d shard(s) of its set (%s...)", display(fs, found.label),
@@ -201,7 +192,8 @@ def _expand(fs: Any, path: str) -> list[_Item]:
             else:
                 items.extend(_set_items(fs, found, whole_directory=False))
         return items
-    listing = list_files(fs, path)
+    entries = list_entries(fs, path)
+    listing = visible_files(entries)
     if not listing:
         raise NotFoundError(display(fs, path), "the directory holds no file to copy")
     try:
@@ -210,9 +202,9 @@ def _expand(fs: Any, path: str) -> list[_Item]:
         sets = []
     items = [it for found in sets for it in _set_items(fs, found, whole_directory=True)]
     taken = {it.path for it in items}
-    items += [_Item(fs, p, s, None, p.endswith(MANIFEST_SUFFIX)) for p, s in
+    items += [_Item(fs, p, e.size, None, e.kind is Kind.MANIFEST) for p, e in
               sorted(listing.items()) if p not in taken]
-    skipped = [e for e in fs.ls(path, detail=True) if e.get("type") == "directory"]
+    skipped = [e for e in entries if e.is_dir]
     if skipped:
         log.info("recprep: cp doesn't recurse; skipped %d subdirectories", len(skipped))
     return items
@@ -237,35 +229,29 @@ def _plan(sources: Sequence[str], storage_options: Mapping[str, Any] | None) -> 
 def _stream(item: _Item, dfs: Any, temp: str, bar: _Bar, stop: threading.Event) -> tuple[int, int]:
     """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read."""
     shown = display(item.fs, item.path)
-    crc = size = 0
+
+    def on_block(block: bytes) -> None:
+        bar.add(len(block))
+        if stop.is_set():
+            raise _Cancelled("stopped: another transfer failed")
+
+    if stop.is_set():
+        raise _Cancelled("stopped: another transfer failed")
     try:
         source = item.fs.open(item.path, "rb")
     except FileNotFoundError:
         raise NotFoundError(shown, "disappeared before it could be copied") from None
     with source, dfs.open(temp, "wb") as out:
-        while True:
-            if stop.is_set():
-                raise _Cancelled("stopped: another transfer failed")
-            try:
-                block = source.read(_BLOCK)
-            except FileNotFoundError:
-                raise NotFoundError(shown, "disappeared while it was being copied") from None
-            if not block:
-                return crc, size
-            crc = google_crc32c.extend(crc, block)
-            size += len(block)
-            out.write(block)
-            bar.add(len(block))
+        try:
+            return checksum(source, out=out, on_block=on_block)
+        except FileNotFoundError:
+            raise NotFoundError(shown, "disappeared while it was being copied") from None
 
 
 def _checksum(fs: Any, path: str) -> tuple[int, int]:
     """``(crc32c, size)`` of a file, read back from storage."""
-    crc = size = 0
     with fs.open(path, "rb") as f:
-        while block := f.read(_BLOCK):
-            crc = google_crc32c.extend(crc, block)
-            size += len(block)
-    return crc, size
+        return checksum(f)
 
 
 def _copy_one(
@@ -420,13 +406,8 @@ def _by_set(items: Sequence[_Item]) -> dict[str | None, list[_Item]]:
     """The items by the destination set they belong to (None: files of no set)."""
     groups: dict[str | None, list[_Item]] = {}
     for item in items:
-        parsed = parse_shard_name(item.name)
-        prefix = parsed.prefix if parsed is not None else (
-            item.name[: -len(MANIFEST_SUFFIX)] if item.name.endswith(MANIFEST_SUFFIX)
-            and len(item.name) > len(MANIFEST_SUFFIX) else None)
-        if prefix is None and item.name.startswith(".") and item.name.endswith(CHUNKS_SUFFIX):
-            prefix = item.name[1 : -len(CHUNKS_SUFFIX)] or None  # a set's chunk side file
-        groups.setdefault(prefix, []).append(item)
+        name = classify(item.name)
+        groups.setdefault(name.prefix if name.kind in SET_KINDS else None, []).append(item)
     return groups
 
 
@@ -505,8 +486,7 @@ def _commit_set(
     manifests = [it for it in members if it.is_manifest]
     prefix = staging.prefix
     old = [p for p in replaced if posixpath.basename(p) in data
-           or posixpath.basename(p) in (manifest_name(prefix), chunks_name(prefix),
-                                        *map(index_name, data))]
+           or _of_set(posixpath.basename(p), prefix, data)]
     try:
         if manifests:
             manifest = bytes(dfs.cat_file(temps[manifests[0].name]))
@@ -528,9 +508,14 @@ def _replaced(dfs: Any, dpath: str, items: list[_Item], finals: Mapping[str, str
     whose shards it copies."""
     if not dfs.isdir(dpath):
         return []
-    present = {posixpath.basename(p.rstrip("/")) for p in dfs.ls(dpath, detail=False)}
-    shards = [parsed for it in items if (parsed := parse_shard_name(it.name)) is not None]
-    wanted = set(finals) | {manifest_name(p.prefix) for p in shards}
-    wanted |= {index_name(it.name) for it in items if parse_shard_name(it.name) is not None}
-    wanted |= {chunks_name(p.prefix) for p in shards}  # a set's chunk side file
-    return sorted(posixpath.join(dpath, name) for name in wanted if name in present)
+    names = {it.name for it in items}
+    prefixes = {n.prefix for it in items if (n := classify(it.name)).kind is Kind.SHARD}
+    return [e.path for e in list_entries(dfs, dpath) if e.name in finals
+            or any(_of_set(e.name, p, names) for p in prefixes if p is not None)]
+
+
+def _of_set(name: str, prefix: str, shards: Container[str]) -> bool:
+    """Whether ``name`` is the manifest or a side file of the set ``prefix`` (a shard's
+    side file: of one of ``shards``)."""
+    what = classify(name)
+    return what.kind is not Kind.SHARD and what.of_set(prefix, shards)

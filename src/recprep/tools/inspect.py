@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import reprlib
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -30,10 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..arguments import checked
-from ..containers import detect_format
-from ..containers.recordio import GO, HEADER_SIZE, LEGACY, Dialect, scan_index
-from ..containers.tfrecord import detect_compression
+from ..containers import sniff
 from ..errors import CorruptDataError, InvalidArgumentError
+from ..index import build_index
 from ..storage import display, resolve
 from ._sets import FoundSet, find_sets
 
@@ -71,22 +69,10 @@ class DatasetInfo:
         return {**asdict(self), "complete": self.complete}
 
 
-def _first_header(fs: Any, path: str) -> bytes:
-    with fs.open(path, "rb") as f:
-        return f.read(max(HEADER_SIZE, 64))
-
-
-def _dialect(fields: tuple[int, ...], stored_size: int, records: int) -> Dialect | None:
-    """The variant whose reading of the first header gives the index's size and count."""
-    for dialect in (GO, LEGACY):
-        _, comp, size, count = dialect.unpack(fields)
-        if comp in dialect.ids and (size, count) == (stored_size, records):
-            return dialect
-    return None
-
-
 def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
-    """Facts of a set without a manifest, from its chunk headers."""
+    """Facts of a set without a manifest, from its files: each one's format (sniffed),
+    what its start says (:meth:`~recprep.containers.base.Format.describe`) and its
+    record count (chunk headers, or a read that verifies every record)."""
     records: int | None = 0
     formats: set[str] = set()
     compressors: set[str] = set()
@@ -95,37 +81,22 @@ def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
         if found.sizes.get(path, 0) == 0:
             continue  # an empty shard: a valid file with no records
         shown = display(fs, path)
-        head = _first_header(fs, path)
-        container = detect_format(head)
-        if container is not None and container.name == "tfrecord":  # no chunk index: scan
-            try:
-                with fs.open(path, "rb") as f:
-                    count = sum(len(c.records) for c in container.read_chunks(f, path=shown))
-            except CorruptDataError as err:
-                records = None
-                notes.append(f"{err}; run recprep verify")
-                continue
-            records = None if records is None else records + count
-            formats.add(container.name)
-            compressors.add(detect_compression(head) or UNKNOWN)
-            continue
         try:
             with fs.open(path, "rb") as f:
-                index = scan_index(f, path=shown)
+                container = sniff(f, path=shown)
+                if container is None:
+                    continue
+                facts = container.describe(f, path=shown)
+                count = build_index(f, container, path=shown).num_records
         except CorruptDataError as err:
             records = None
             notes.append(f"{err}; run recprep verify")
             continue
         if records is not None:
-            records += sum(c.num_records for c in index)
-        fields = _header_fields(head)
-        dialect = _dialect(fields, index[0].stored_size, index[0].num_records) if index else None
-        if dialect is None:
-            formats.add(UNKNOWN)
-            continue
-        formats.add(dialect.name)
-        comp = dialect.unpack(fields)[1]
-        compressors.add({v: k for k, v in dialect.names.items()}[comp])
+            records += count
+        formats.add(facts.get("format", UNKNOWN))
+        if "compressor" in facts:
+            compressors.add(facts["compressor"])
     return DatasetInfo(
         path=display(fs, found.label),
         prefix=found.prefix or "",
@@ -139,13 +110,6 @@ def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
         source="chunk headers",
         notes=notes,
     )
-
-
-def _header_fields(head: bytes) -> tuple[int, ...]:
-    """The five little-endian uint32 of a chunk header (``(0,) * 5`` if it's too short)."""
-    if len(head) < HEADER_SIZE:
-        return (0,) * 5
-    return struct.unpack("<5I", head[:HEADER_SIZE])
 
 
 def _describe_set(fs: Any, found: FoundSet) -> DatasetInfo:
@@ -222,8 +186,10 @@ def head(
     allow_pickle: bool = False,
     codec: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    **reader_options: Any,
 ) -> list[Any]:
-    """The first ``n`` instances that ``RecordIO(path)`` yields.
+    """The first ``n`` instances that ``RecordIO(path)`` yields; ``reader_options``
+    (``format=``, ``on_corrupt=``, ``max_chunk_bytes=``...) go to the reader.
 
     Examples
     --------
@@ -237,7 +203,8 @@ def head(
     if not isinstance(n, int) or n < 0:
         raise InvalidArgumentError(f"n must be a non-negative int, got {n!r}")
     reader = RecordIO(
-        path, codec=codec, allow_pickle=allow_pickle, storage_options=storage_options
+        path, codec=codec, allow_pickle=allow_pickle, storage_options=storage_options,
+        **reader_options,
     )
     return list(islice(reader(), n))
 

@@ -26,16 +26,14 @@ import concurrent.futures as cf
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, BinaryIO
-
-import google_crc32c
+from typing import Any
 
 from ..arguments import checked
 from ..commit import pending_journal, uncommitted
-from ..containers import DEFAULT_MAX_CHUNK_BYTES, detect_format
+from ..containers import DEFAULT_MAX_CHUNK_BYTES, sniff
 from ..errors import CorruptDataError
 from ..manifest import ShardInfo
-from ..storage import display, resolve
+from ..storage import ChecksumReader, display, resolve
 from ._sets import FoundSet, find_sets
 
 __all__ = ["Problem", "SetCheck", "ShardCheck", "VerifyReport", "check_file", "verify"]
@@ -127,43 +125,6 @@ class VerifyReport:
         }
 
 
-class _CrcReader:
-    """A read-only file wrapper that keeps the CRC-32C of the bytes read, in order.
-
-    Reads that go over bytes already counted (a re-read after a seek back) add nothing,
-    so a reader that moves forward while sometimes re-reading is covered in one pass.
-    """
-
-    def __init__(self, file: BinaryIO) -> None:
-        self._file = file
-        self.crc = 0
-        self.done = 0  # bytes [0, done) are in self.crc
-
-    def read(self, size: int = -1) -> bytes:
-        pos = self._file.tell()
-        data = self._file.read(size)
-        end = pos + len(data)
-        if pos <= self.done < end:
-            self.crc = google_crc32c.extend(self.crc, data[self.done - pos :])
-            self.done = end
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def finish(self) -> tuple[int, int]:
-        """Count the rest of the file; returns ``(crc32c, size)``."""
-        self._file.seek(self.done)
-        while block := self._file.read(_BLOCK):
-            self.crc = google_crc32c.extend(self.crc, block)
-            self.done += len(block)
-        return self.crc, self.done
-
-
-_SNIFF = 64
 
 
 def check_file(
@@ -183,16 +144,9 @@ def check_file(
         check.expected_crc32c = f"{expected.crc32c:08x}"
     try:
         with fs.open(path, "rb") as raw:
-            file = _CrcReader(raw)
+            file = ChecksumReader(raw)
             try:
-                head = file.read(_SNIFF)
-                file.seek(0)
-                container = detect_format(head) if head else None
-                if head and container is None:
-                    raise CorruptDataError(
-                        f"not a file of any known format (starts with {head[:8].hex()})",
-                        path=shown, offset=0,
-                    )
+                container = sniff(file, path=shown)
                 chunks = () if container is None else container.read_chunks(
                     file, path=shown, max_chunk_bytes=max_chunk_bytes
                 )
