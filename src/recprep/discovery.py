@@ -152,17 +152,30 @@ class SideFileKind:
         return None
 
 
-@functools.cache
 def side_file_kinds() -> tuple[SideFileKind, ...]:
-    """The side files recprep writes beside shard sets: the one place they are listed.
+    """The side files recprep writes beside shard sets: the record index of each
+    registered format that keeps one (named after its shard), and a set's chunk index.
+    Asked of the format registry, so a format registered later is seen too.
 
     >>> [k.name("x") for k in side_file_kinds()]
     ['.x.tfindex', '.x.chunks']
     """
-    from .chunkindex import chunks_name
-    from .containers.tfrecord_index import index_name
+    from .containers import _REGISTRY
 
-    return (SideFileKind(True, index_name), SideFileKind(False, chunks_name))
+    return _side_kinds(tuple(_REGISTRY.names()))
+
+
+@functools.cache
+def _side_kinds(formats: tuple[str, ...]) -> tuple[SideFileKind, ...]:
+    from .chunkindex import chunks_name
+    from .containers import get_format
+
+    indexes = dict.fromkeys(  # each record index kind once, in registration order
+        kind for kind in (get_format(name).record_index for name in formats)
+        if kind is not None
+    )
+    return (*(SideFileKind(True, kind.name_for) for kind in indexes),
+            SideFileKind(False, chunks_name))
 
 
 def _side(name: str) -> Name | None:

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import _failpoints
+from .discovery import Kind, classify
 from .errors import RecprepError, Unfinishable, UntrustedFileError, WriteError, add_note
 from .locking import is_local
 from .shards import manifest_name
@@ -432,7 +433,7 @@ class Staging:
                 if fs.exists(source):
                     fs.mv(source, target)
                     _failpoints.hit("commit.move")
-                elif name.endswith(".tfindex") and fs.exists(target):
+                elif classify(name).kind is Kind.SHARD_SIDE and fs.exists(target):
                     fs.rm(target)  # moved or not, an index is rebuilt on demand
             for name in journal.replaced:
                 path = posixpath.join(self.output, name)
