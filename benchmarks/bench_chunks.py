@@ -29,7 +29,7 @@ import google_crc32c
 import numpy as np
 
 from recprep import get_codec
-from recprep.compression import get_compression
+from recprep.containers.compression import get_compression
 from recprep.containers.recordio import encode_payload
 
 CHUNK = 128 << 10

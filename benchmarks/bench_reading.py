@@ -103,7 +103,7 @@ class SlowFS(LocalFileSystem):
     """``slowlocal://`` — local files read as if from an object store (see SlowFile)."""
 
     protocol = ("slowlocal",)
-    local_file = False  # it plays remote storage: reads wait (recprep.prefetch.storage_waits)
+    local_file = False  # it plays remote storage: reads wait (recprep.read.prefetch.storage_waits)
     latency = 0.0
     bandwidth = 0.0  # bytes/s; 0 = unlimited
     block = 4 * MiB

@@ -309,7 +309,7 @@ def test_unbatched_batches_are_exactly_what_read_gives(
 
 from recprep.batching import Columns, Row, collate_rows  # noqa: E402
 from recprep.codecs import get_codec  # noqa: E402
-from recprep.decoding import ColumnarCodec  # noqa: E402
+from recprep.read.decoding import ColumnarCodec  # noqa: E402
 
 
 def same_batch(got, expected) -> bool:

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from recprep import RecordIO, convert
-from recprep.cache import ShardCache
 from recprep.errors import CorruptDataWarning, InvalidArgumentError, SetChangedError
+from recprep.read.cache import ShardCache
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

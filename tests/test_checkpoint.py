@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recprep import InvalidArgumentError, RecordIO, convert
-from recprep.checkpoint import ResumeWarning, size
+from recprep.read.checkpoint import ResumeWarning, size
 
 from .test_reading import CountingCodec
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
-import recprep.sources as sources_module
+import recprep.read.files as sources_module
 from recprep import RecordIO, convert
-from recprep.chunkindex import chunks_name
 from recprep.errors import CorruptDataError, CorruptDataWarning
+from recprep.storage.chunkindex import chunks_name
 
 ROOT = Path(__file__).parent.parent
 JOB = Path(__file__).with_name("kill_job.py")
@@ -71,7 +71,7 @@ def test_commit_writes_one_side_file_with_every_shards_chunks(tmp_path, header_r
     for n, index in enumerate(side):
         with open(reader._sources.files[n].path, "rb") as f:
             from recprep.containers import get_format
-            from recprep.index import build_index
+            from recprep.read.fileindex import build_index
 
             built = build_index(f, get_format("recordio"), path="x")
         assert built.offsets.tolist() == index.offsets.tolist()

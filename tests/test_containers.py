@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from recordio.recordio.header import Compressor as PyCompressor
 from recordio.recordio.writer import Writer as PyWriter
 
-from recprep.compression import get_compression
 from recprep.containers import ChunkInfo, get_format
+from recprep.containers.compression import get_compression
 from recprep.containers.recordio import MAGIC, crc32, encode_payload, iter_chunks, scan_index
 from recprep.errors import ChunkTooLargeError, CorruptDataError, CorruptDataWarning, RecprepError
 

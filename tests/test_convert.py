@@ -28,9 +28,9 @@ from recprep import (
     convert,
 )
 from recprep.errors import CorruptDataWarning, RecprepWarning
-from recprep.shards import parse_shard_name, shard_name
 from recprep.storage import resolve
-from recprep.writing import as_iterable
+from recprep.storage.shardnames import parse_shard_name, shard_name
+from recprep.write.loop import as_iterable
 
 from .test_containers import spec_decode_go
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from recprep import CorruptDataError, CorruptDataWarning, InvalidArgumentError, RecordIO, convert
 from recprep.containers import available_formats
-from recprep.dataset import CacheInfo, InstanceIndexError, MapDataset, RecordsLostError
 from recprep.errors import DecodeError
+from recprep.read.dataset import CacheInfo, InstanceIndexError, MapDataset, RecordsLostError
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*shards are empty")
 
@@ -76,7 +76,7 @@ def test_unbalanced_shards_are_read_round_robin(tmp_path):
                 progress=False)
     reader = RecordIO([str(tmp_path / f"part{k}" / "u-*") for k in range(5)])
     assert reader.dataset()[:] == list(reader())
-    from recprep.dataset import _RoundRobin
+    from recprep.read.dataset import _RoundRobin
 
     shard, position = _RoundRobin(np.array([5, 1, 3, 0, 4])).locate(np.arange(13))
     assert shard.tolist() == [0, 1, 2, 4, 0, 2, 4, 0, 2, 4, 0, 4, 0]

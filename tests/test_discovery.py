@@ -1,4 +1,4 @@
-"""One discovery rule (``recprep.discovery``): every caller — the reader, the tools,
+"""One discovery rule (``recprep.storage.discovery``): every caller — the reader, the tools,
 ``convert``'s overwrite check, ``recprep cp`` and Spark's layout — sees the same files of a
 directory full of odd names (issue 14)."""
 
@@ -9,7 +9,11 @@ import json
 import pytest
 
 from recprep import convert
-from recprep.discovery import (
+from recprep.errors import AmbiguousPathError, OutputExistsError
+from recprep.spark.commit import _files_of
+from recprep.spark.layout import discover, visible_entries
+from recprep.storage import resolve
+from recprep.storage.discovery import (
     Kind,
     classify,
     is_data_name,
@@ -17,10 +21,6 @@ from recprep.discovery import (
     resolve_shard_sets,
     set_files,
 )
-from recprep.errors import AmbiguousPathError, OutputExistsError
-from recprep.spark.commit import _files_of
-from recprep.spark.layout import discover, visible_entries
-from recprep.storage import resolve
 from recprep.tools import copy
 from recprep.tools._sets import find_sets
 

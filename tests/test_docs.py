@@ -311,23 +311,25 @@ def _src_docstrings():
 
 def test_sphinx_roles_become_code_linked_where_documented():
     roles = _roles()
-    documented = {"recprep.RecordIO", "recprep.reader.RecordIO.set_epoch", "recprep.spark.write"}
+    documented = {"recprep.RecordIO", "recprep.read.reader.RecordIO.set_epoch",
+                  "recprep.spark.write"}
 
     def resolve(target, role):
-        full = {"RecordIO": "recprep.RecordIO", "set_epoch": "recprep.reader.RecordIO.set_epoch"}
+        full = {"RecordIO": "recprep.RecordIO",
+                "set_epoch": "recprep.read.reader.RecordIO.set_epoch"}
         path = full.get(target, target)
         return path if path in documented else None
 
     text = ("Read with :class:`~recprep.RecordIO` (:class:`RecordIO`), call :meth:`set_epoch`, "
-            "write with :func:`recprep.spark.write`; see :mod:`recprep.index`, "
+            "write with :func:`recprep.spark.write`; see :mod:`recprep.read.fileindex`, "
             ":py:func:`helper`, :class:`!RecordIO` and :attr:`the seed <seed>`.")
     assert roles.convert_roles(text, resolve) == (
         'Read with <code><autoref identifier="recprep.RecordIO" optional>RecordIO</autoref></code>'
         ' (<code><autoref identifier="recprep.RecordIO" optional>RecordIO</autoref></code>), call '
-        '<code><autoref identifier="recprep.reader.RecordIO.set_epoch" optional>set_epoch()'
+        '<code><autoref identifier="recprep.read.reader.RecordIO.set_epoch" optional>set_epoch()'
         '</autoref></code>, write with <code><autoref identifier="recprep.spark.write" optional>'
-        "recprep.spark.write()</autoref></code>; see `recprep.index`, `helper()`, `RecordIO` "
-        "and `the seed`."
+        "recprep.spark.write()</autoref></code>; see `recprep.read.fileindex`, `helper()`, "
+        "`RecordIO` and `the seed`."
     )
     assert roles.parse_role("class", "~a.b.C") == ("C", "a.b.C")
     assert roles.parse_role("meth", "C.m") == ("C.m()", "C.m")

@@ -212,9 +212,9 @@ def test_reader_notes_come_back_in_partition_order(run_with, tmp_path):
 
 def test_spilled_pieces_give_the_same_shards(tmp_path, reference, monkeypatch):
     """Pieces past the memory budget go to their own files; the shards don't change."""
-    import recprep.writing
+    import recprep.write.loop
 
-    monkeypatch.setattr(recprep.writing, "SPILL_BYTES", 200)
+    monkeypatch.setattr(recprep.write.loop, "SPILL_BYTES", 200)
     out = str(tmp_path)
     convert(out, parts(), N, "parts", executor="serial")
     assert files(out) == {

@@ -20,8 +20,8 @@ import recprep.containers
 from recprep import RecordIO, available_executors, convert, partitions
 from recprep.cli import main as cli
 from recprep.containers import available_formats, get_format
-from recprep.manifest import read_manifest
 from recprep.storage import resolve
+from recprep.storage.manifest import read_manifest
 
 NAME = "outside-recordio"  # tests/outside_format.py's, imported by the fixture below
 FORMATS = [*available_formats(), NAME]  # the built-ins, any plug-in, the outside format

@@ -216,7 +216,7 @@ def test_known_crashers(path):
 
 
 def _manifest_bytes() -> bytes:
-    from recprep.manifest import Manifest, ShardInfo
+    from recprep.storage.manifest import Manifest, ShardInfo
 
     shards = [ShardInfo(f"p-{i:05d}-of-00002", 5, 100 + i, 0x1234ABCD) for i in range(3)]
     schema = {"features": [{"name": "x", "dtype": "int64", "shape": [2, None]}]}
@@ -258,7 +258,7 @@ def manifest_mutations(draw) -> bytes:
 
 def test_manifests_survive_mutations():
     from recprep.codecs import get_codec
-    from recprep.manifest import Manifest, codec_with_schema
+    from recprep.storage.manifest import Manifest, codec_with_schema
 
     @FUZZ
     @given(manifest_mutations())
@@ -286,7 +286,7 @@ def test_side_indexes_survive_mutations():
     import google_crc32c
 
     from recprep.containers.tfrecord_index import index_path
-    from recprep.sideindex import build_index, read_records
+    from recprep.storage.sideindex import build_index, read_records
 
     fs = fsspec.filesystem("memory")
     path = "/fuzz-tfindex/p.tfrecord"
@@ -324,8 +324,8 @@ def test_staging_side_files_survive_mutations():
     import fsspec
     import google_crc32c
 
-    from recprep.staging import Staging
-    from recprep.writing import FileFacts
+    from recprep.storage.staging import Staging
+    from recprep.write.loop import FileFacts
 
     fs = fsspec.filesystem("memory")
     staging = Staging(fs, "/fuzz-staging/out", "p")

@@ -12,7 +12,7 @@ import pytest
 from recprep import RecordIO, convert
 from recprep import manifest as manifest_module
 from recprep.errors import CorruptDataError
-from recprep.manifest import Manifest, ShardInfo, read_manifest
+from recprep.storage.manifest import Manifest, ShardInfo, read_manifest
 
 
 def valid_doc() -> dict:

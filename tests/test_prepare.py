@@ -22,7 +22,7 @@ from recprep import (
     TaskFailedError,
     prepare,
 )
-from recprep.prepare import ModelFileError, RawFileError
+from recprep.errors import ModelFileError, RawFileError
 
 ROOT = Path(__file__).parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "mnist"))

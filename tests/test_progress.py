@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from recprep.progress import Progress, in_jupyter
+from recprep.write.progress import Progress, in_jupyter
 
 
 def test_total_instances_gives_a_percentage(capsys):
@@ -40,7 +40,7 @@ def test_in_a_jupyter_kernel_the_default_shows_a_bar_with_a_total(tmp_path):
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     cells = [
-        "from recprep.progress import Progress, in_jupyter\n"
+        "from recprep.write.progress import Progress, in_jupyter\n"
         "print('jupyter', in_jupyter())\n"
         "bar = Progress(None, total_shards=2, desc='sized', total_instances=50)\n"
         "bar.add_instances(50); bar.add_shards(2); bar.close()",

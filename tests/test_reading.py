@@ -18,12 +18,12 @@ from recprep.codecs import get_codec
 from recprep.codecs.base import Codec
 from recprep.containers import available_formats
 from recprep.containers.recordio import RecordIOFormat, scan_index
-from recprep.cpugate import CpuGate, storage_waits, usable_cores
 from recprep.decorators import batch, shuffle
-from recprep.index import RecordRangeError
-from recprep.prefetch import Prefetcher, prefetched
-from recprep.sharding import SPLIT_MODES, Piece, split
-from recprep.shuffling import buffered_shuffle, rng
+from recprep.read.cpugate import CpuGate, storage_waits, usable_cores
+from recprep.read.fileindex import RecordRangeError
+from recprep.read.prefetch import Prefetcher, prefetched
+from recprep.read.ranks import SPLIT_MODES, Piece, split
+from recprep.read.shuffling import buffered_shuffle, rng
 
 from .conftest import DATA, vector_records  # noqa: E402
 

@@ -18,8 +18,8 @@ import pytest
 
 import recprep.cli
 import recprep.codecs
-import recprep.compression
 import recprep.containers
+import recprep.containers.compression
 import recprep.executors
 from recprep.errors import (
     InvalidArgumentError,
@@ -59,7 +59,7 @@ PLUGINS = {
     "recprep.compressions": (
         ["gzip", "none", "snappy-framed", "snappy-raw", "zlib"],
         """
-        from recprep.compression import Compression, get_compression
+        from recprep.containers.compression import Compression, get_compression
         _none = get_compression("none")
         OBJ = Compression("NAME", _none.compress, _none.decompress)
         """,

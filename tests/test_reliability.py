@@ -31,7 +31,7 @@ from recprep import (
     get_codec,
     partitions,
 )
-from recprep.locking import OutputLockedError
+from recprep.storage.locking import OutputLockedError
 
 ROOT = Path(__file__).parent.parent
 JOB = Path(__file__).with_name("kill_job.py")

@@ -24,9 +24,9 @@ from recprep import spark as rs  # noqa: E402
 from recprep.codecs.example import ExampleCodec  # noqa: E402
 from recprep.containers import get_format  # noqa: E402
 from recprep.errors import EncodeError, InvalidArgumentError  # noqa: E402
-from recprep.sideindex import count_records, load_index  # noqa: E402
 from recprep.spark.columns import UnsupportedColumnError  # noqa: E402
 from recprep.storage import resolve  # noqa: E402
+from recprep.storage.sideindex import count_records, load_index  # noqa: E402
 
 SEED = [(8, "bat"), (8, "abc"), (1, "xyz"), (2, "aaa")]
 

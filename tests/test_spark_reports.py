@@ -12,7 +12,7 @@ import pytest
 
 from recprep.errors import CorruptDataError, EncodeError, TaskFailedError
 from recprep.executors.base import Outcome, failed
-from recprep.writing import FileFacts, check_options
+from recprep.write.loop import FileFacts, check_options
 
 writing = pytest.importorskip("recprep.spark.writing")
 reports_module = pytest.importorskip("recprep.spark.reports")

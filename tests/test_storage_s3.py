@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from recprep import OutputExistsError, RecordIO, TaskFailedError, convert
-from recprep.staging import STAGING_PREFIX
+from recprep.storage.staging import STAGING_PREFIX
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recprep import InvalidArgumentError, RecordIO, TaskQueue, convert
-from recprep.sharding import Task
-from recprep.taskqueue import TaskAbandonedWarning
+from recprep.read.ranks import Task
+from recprep.read.taskqueue import TaskAbandonedWarning
 
 N = 57  # instances 0 .. 56, in three shards with small chunks
 

@@ -16,7 +16,13 @@ from recprep.containers import get_format
 from recprep.containers.tfrecord import read_from, scan
 from recprep.containers.tfrecord_index import TFRecordIndex, chunk_infos, index_name, index_path
 from recprep.errors import CorruptDataError, InvalidArgumentError
-from recprep.sideindex import build_index, count_records, load_index, read_records, record_offsets
+from recprep.storage.sideindex import (
+    build_index,
+    count_records,
+    load_index,
+    read_records,
+    record_offsets,
+)
 
 from .conftest import DATA
 

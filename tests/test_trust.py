@@ -264,7 +264,7 @@ def _public_entry_points() -> list[tuple[typing.Any, tuple[typing.Any, ...]]]:
 
 def _bad_values(annotation: typing.Any) -> list[typing.Any]:
     """Values an annotation must refuse: a bool for an int, a str for a bool..."""
-    from recprep.arguments import validator
+    from recprep._arguments import validator
 
     check = validator(annotation)
     if check is None:
@@ -309,8 +309,8 @@ def test_the_drifted_checks_agree_now(tmp_path):
 
 
 def test_opening_a_set_of_many_shards_is_linear(tmp_path):
-    from recprep.manifest import Manifest, ShardInfo
-    from recprep.shards import shard_name
+    from recprep.storage.manifest import Manifest, ShardInfo
+    from recprep.storage.shardnames import shard_name
 
     count = 30_000
     names = [shard_name("many", i, count) for i in range(count)]

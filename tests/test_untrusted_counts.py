@@ -26,9 +26,9 @@ from recprep.containers.recordio import MAGIC
 from recprep.containers.tfrecord import masked_crc32c
 from recprep.containers.tfrecord_index import TFRecordIndex, index_path
 from recprep.errors import CorruptDataError, CorruptDataWarning, EncodeError
-from recprep.index import build_index as build_file_index
-from recprep.index import read_range_chunks
-from recprep.sideindex import build_index, read_records, write_index
+from recprep.read.fileindex import build_index as build_file_index
+from recprep.read.fileindex import read_range_chunks
+from recprep.storage.sideindex import build_index, read_records, write_index
 
 
 def header(size: int, count: int, crc: int = 0, compressor: int = 0) -> bytes:

@@ -56,8 +56,8 @@ def parse_role(role: str, body: str) -> tuple[str, str | None]:
     ('recprep.spark.write()', 'recprep.spark.write')
     >>> parse_role("meth", "the epoch <set_epoch>")
     ('the epoch', 'set_epoch')
-    >>> parse_role("mod", "!recprep.index")
-    ('recprep.index', None)
+    >>> parse_role("mod", "!recprep.read.fileindex")
+    ('recprep.read.fileindex', None)
     """
     body = body.strip()
     titled = _TITLED.match(body)

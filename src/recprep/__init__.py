@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from . import _moved
 from ._version import __version__
 from .codecs import Codec, available_codecs, get_codec, register_codec
 from .containers import available_formats, get_format, register_format
-from .convert import ConvertResult, convert
 from .decorators import batch, shuffle
 from .errors import (
     AmbiguousPathError,
@@ -45,12 +45,13 @@ from .errors import (
 )
 from .executors import available_executors, register_executor
 from .features import Feature
-from .manifest import Manifest
-from .mixing import index_split, mix
-from .prepare import PrepareResult, prepare
-from .reader import RecordIO
-from .taskqueue import TaskQueue
-from .tasks import partitions
+from .read.mixing import index_split, mix
+from .read.reader import RecordIO
+from .read.taskqueue import TaskQueue
+from .storage.manifest import Manifest
+from .write.convert import ConvertResult, convert
+from .write.plan import partitions
+from .write.prepare import PrepareResult, prepare
 
 __all__ = [
     "AmbiguousPathError",
@@ -102,6 +103,7 @@ __all__ = [
 ]
 
 logging.getLogger("recprep").addHandler(logging.NullHandler())
+_moved.install()
 
 
 def __getattr__(name: str) -> Any:

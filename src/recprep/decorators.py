@@ -26,7 +26,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from .errors import InvalidArgumentError
-from .shuffling import check_seed, rng
+from .read.shuffling import check_seed, rng
 
 __all__ = ["batch", "shuffle"]
 

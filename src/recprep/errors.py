@@ -42,6 +42,7 @@ __all__ = [
     "InvalidArgumentError",
     "MissingDependencyError",
     "MissingShardsError",
+    "MovedModuleWarning",
     "ModelFileError",
     "NotFoundError",
     "OutputExistsError",
@@ -517,7 +518,7 @@ class OutputLockedError(RecprepError, FileExistsError):
 
 
 class InstanceIndexError(InvalidArgumentError, IndexError):
-    """A :class:`~recprep.dataset.MapDataset` was asked for an instance it doesn't have
+    """A :class:`~recprep.read.dataset.MapDataset` was asked for an instance it doesn't have
     (or an index that is not an int). Attributes: ``where``, ``index``, ``num_instances``."""
 
     def __init__(self, where: str, index: Any, num_instances: int, detail: str) -> None:
@@ -530,7 +531,7 @@ class InstanceIndexError(InvalidArgumentError, IndexError):
 
 class RecordsLostError(CorruptDataError):
     """Records a file was counted with are gone (damage, or the file changed): a
-    :class:`~recprep.dataset.MapDataset` raises it even with ``on_corrupt="skip"``, as
+    :class:`~recprep.read.dataset.MapDataset` raises it even with ``on_corrupt="skip"``, as
     leaving them out would shift every later index. Attributes as
     :class:`~recprep.errors.CorruptDataError`.
     """
@@ -750,6 +751,11 @@ class ResumeWarning(RecprepWarning):
 
 class TaskAbandonedWarning(RecprepWarning):
     """A task failed ``max_attempts`` times in an epoch and is not handed out again."""
+
+
+class MovedModuleWarning(RecprepWarning):
+    """An import used a module path from before the package root was regrouped into
+    ``read/``, ``write/`` and ``storage/``; it works for one more release."""
 
 
 def warn(warning: Warning) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 
 from .batching import check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
-from .reader import RecordIO
+from .read.reader import RecordIO
 
 __all__ = ["RecordIODataset", "distributed_rank"]  # noqa: F822 (RecordIODataset: built lazily)
 

@@ -118,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..prepare import prepare
+    from ..write.prepare import prepare
 
     conf: dict[str, Any] = dict(args.conf)
     if args.executor == "ray" or (args.mode == "cluster" and args.address):

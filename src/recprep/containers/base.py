@@ -200,7 +200,7 @@ class Format(abc.ABC):
     #: the size of a chunk header, for a format whose files are chunks with headers that
     #: give each chunk's record count (:meth:`scan_chunks` finds them, and a reader may
     #: start at any of them); ``0``: no chunk headers. Sets of such a format get a chunk
-    #: index side file (:mod:`recprep.chunkindex`) when ``convert`` commits them.
+    #: index side file (:mod:`recprep.storage.chunkindex`) when ``convert`` commits them.
     chunk_header_bytes: ClassVar[int] = 0
     #: the record index kept beside each shard (``.{shard}{suffix}``), or None
     record_index: ClassVar[type[RecordIndex] | None] = None

@@ -10,7 +10,7 @@ at any of them, and the bytes from one record's start to another's are a valid f
 
 This module is the arithmetic over offsets, the same for every such format; a format's
 subclass gives the side file's bytes (:meth:`~RecordIndex.to_bytes`,
-:meth:`~RecordIndex.from_bytes`). Nothing here opens a file: :mod:`recprep.sideindex`
+:meth:`~RecordIndex.from_bytes`). Nothing here opens a file: :mod:`recprep.storage.sideindex`
 reads and writes the side files.
 
 Example

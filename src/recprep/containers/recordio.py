@@ -45,7 +45,6 @@ from typing import Any
 
 import google_crc32c
 
-from ..compression import Compression, get_compression
 from ..errors import (
     ChunkTooLargeError,
     CorruptDataError,
@@ -65,6 +64,7 @@ from .base import (
     max_records,
     report_skip,
 )
+from .compression import Compression, get_compression
 
 MAGIC = 0x01020304
 HEADER_SIZE = 20

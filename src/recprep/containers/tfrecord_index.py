@@ -4,7 +4,7 @@ A TFRecord file has no chunk index (``docs/format.md`` §4.4), so counting its r
 or finding record ``k`` takes a scan. recprep keeps the offsets in a side file next to
 each TFRecord shard (a :class:`~recprep.containers.record_index.RecordIndex`, whose
 arithmetic it inherits); its leading ``.`` keeps it out of every shard glob (and out of
-``RecordIO(directory)``), and TensorFlow never sees it. :mod:`recprep.sideindex` reads
+``RecordIO(directory)``), and TensorFlow never sees it. :mod:`recprep.storage.sideindex` reads
 and writes these files; a file without one still reads (a scan,
 :meth:`~recprep.containers.base.Format.index_records`).
 

@@ -5,7 +5,7 @@ order — are cut into ``N`` consecutive runs, shard ``s`` taking records
 ``[s * n // N, (s + 1) * n // N)``: sizes differ by at most one record, and reading the
 shards in order gives the rows in the order of the DataFrame's partitions. Each shard is
 made by one task on an executor (:func:`assemble_shard`), the way ``convert`` makes its
-shards (:mod:`recprep.assembly`):
+shards (:mod:`recprep.write.assembly`):
 
 * a piece wholly inside the shard is copied byte for byte (its CRC-32C checked), as
   RecordIO chunks, plain TFRecord frames and gzip members concatenate;
@@ -17,7 +17,7 @@ shards (:mod:`recprep.assembly`):
 
 Example
 -------
->>> from recprep.writing import FileFacts
+>>> from recprep.write.loop import FileFacts
 >>> pieces = [Piece((), 0, 0, FileFacts("a", 5, 50, 0)), Piece((), 1, 0, FileFacts("b", 2, 20, 0))]
 >>> [[(s.piece.facts.path, s.start, s.end) for s in shard] for shard in plan_shards(pieces, 3)]
 [[('a', 0, 2)], [('a', 2, 4)], [('a', 4, 5), ('b', 0, 2)]]
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..assembly import Run, assemble
-from ..writing import FileFacts, WriteOptions
+from ..write.assembly import Run, assemble
+from ..write.loop import FileFacts, WriteOptions
 from .pieces import Piece
 
 __all__ = ["Segment", "assemble_shard", "plan_shards", "shard_count"]
@@ -86,7 +86,7 @@ def assemble_shard(
     options: WriteOptions,
     index_path: str | None = None,
 ) -> tuple[FileFacts, str | None]:
-    """Write the shard ``path`` from ``segments`` (:func:`recprep.assembly.assemble`);
+    """Write the shard ``path`` from ``segments`` (:func:`recprep.write.assembly.assemble`);
     with ``index_path`` (a format with a record index), its record index too. Returns the
     shard's facts and the index's path."""
     runs = [Run(s.piece.facts, s.start, s.end, s.piece.index) for s in segments]

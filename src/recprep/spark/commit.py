@@ -4,7 +4,7 @@
 Everything a write produces sits in one hidden staging directory at the top of the
 dataset (``.recprep-staging-spark-{run}/``) until the commit. Then, with ``_SUCCESS``
 removed first (the dataset is being changed), each directory is committed with the core
-protocol (:class:`recprep.staging.Staging`, ``docs/format.md`` §3): the manifest and a
+protocol (:class:`recprep.storage.staging.Staging`, ``docs/format.md`` §3): the manifest and a
 journal are staged (the journal in the directory's ``.recprep-staging-{prefix}/``, where
 readers look for it), the old set (with ``overwrite``) is uncommitted, the new shards and
 their TFRecord indexes are moved to their final names, the old files go, and the manifest
@@ -31,11 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..discovery import SUCCESS_NAME, Entry, Kind, list_entries
-from ..manifest import Manifest, ShardInfo
-from ..shards import shard_name
-from ..staging import Staging
-from ..writing import FileFacts, WriteOptions
+from ..storage.discovery import SUCCESS_NAME, Entry, Kind, list_entries
+from ..storage.manifest import Manifest, ShardInfo
+from ..storage.shardnames import shard_name
+from ..storage.staging import Staging
+from ..write.loop import FileFacts, WriteOptions
 from .columns import ColumnSpec, features
 
 __all__ = ["DirectoryOutput", "commit_dataset", "manifest_schema"]

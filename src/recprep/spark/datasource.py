@@ -55,7 +55,7 @@ from pyspark.sql.datasource import (
 
 from ..errors import InvalidArgumentError
 from ..executors.base import Outcome, failed
-from ..storage import resolve
+from ..storage.fs import resolve
 from .decode import read_file
 from .pieces import TaskReport, write_pieces
 from .reading import ReadPlan, plan_read, record_codec

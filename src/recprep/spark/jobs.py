@@ -24,9 +24,9 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from ..executors.base import serialize
 from ..executors.spark import run_job, run_tasks
-from ..locking import ShardSetLock
-from ..staging import FileFacts
-from ..storage import display, resolve
+from ..storage.fs import display, resolve
+from ..storage.locking import ShardSetLock
+from ..storage.staging import FileFacts
 from . import writing
 from .assemble import assemble_shard, plan_shards, shard_count
 from .columns import check_columns

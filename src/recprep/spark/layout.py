@@ -8,7 +8,7 @@ value (or an empty string) is the directory ``number=__HIVE_DEFAULT_PARTITION__`
 manifests — with their partition values and files in reading order: the shards of each
 committed set (from its manifest), then any other data file (Spark-TFRecord's ``part-*``),
 sorted. ``_SUCCESS``, ``_``-prefixed, ``.crc`` and hidden files are never data (the rule
-is :mod:`recprep.discovery`'s, the reader's).
+is :mod:`recprep.storage.discovery`'s, the reader's).
 
 Examples
 --------
@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..discovery import is_partition_dir, list_directory, list_entries
 from ..errors import InvalidArgumentError, MissingShardsError, NotFoundError
-from ..manifest import Manifest, read_manifest
+from ..storage.discovery import is_partition_dir, list_directory, list_entries
+from ..storage.manifest import Manifest, read_manifest
 
 __all__ = [
     "DEFAULT_PARTITION",

@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import WriteError
-from ..storage import ChecksumWriter
-from ..writing import FileFacts, WriteOptions
+from ..storage.fs import ChecksumWriter
+from ..write.loop import FileFacts, WriteOptions
 from .columns import ColumnSpec
 from .encode import encoder_for
 

@@ -33,8 +33,8 @@ import cloudpickle
 from ..codecs import get_codec
 from ..containers import get_format, sniff
 from ..errors import DecodeError, InvalidArgumentError, NotFoundError, SchemaConflictError
-from ..manifest import Manifest
-from ..storage import display
+from ..storage.fs import display
+from ..storage.manifest import Manifest
 from .columns import (
     ATOMIC,
     ColumnSpec,

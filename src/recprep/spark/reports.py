@@ -20,8 +20,8 @@ from typing import Any
 from .. import errors
 from ..errors import CorruptDataError, InvalidArgumentError, TaskFailedError
 from ..executors.base import Outcome
-from ..staging import FileFacts
-from ..storage import display
+from ..storage.fs import display
+from ..storage.staging import FileFacts
 from .pieces import Piece, TaskReport
 from .writing import WriteJob
 

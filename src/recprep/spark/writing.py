@@ -33,11 +33,11 @@ import cloudpickle
 
 from ..containers import available_formats
 from ..errors import InvalidArgumentError, OutputExistsError
-from ..manifest import Manifest
-from ..shards import check_prefix
-from ..staging import FileFacts
-from ..storage import display
-from ..writing import WriteOptions, check_options
+from ..storage.fs import display
+from ..storage.manifest import Manifest
+from ..storage.shardnames import check_prefix
+from ..storage.staging import FileFacts
+from ..write.loop import WriteOptions, check_options
 from .columns import check_columns
 from .commit import DirectoryOutput, commit_dataset, manifest_schema
 from .encode import encodable_codecs

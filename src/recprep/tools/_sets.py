@@ -4,7 +4,7 @@ A path given to ``recprep ls``, ``verify`` or ``cp`` is one of
 
 * a **directory**: every shard set in it (shards and/or a manifest);
 * a **glob**: the matching files, shards grouped into their sets, other data files as
-  lone files (what is data, a set's file, or hidden is :mod:`recprep.discovery`'s rule);
+  lone files (what is data, a set's file, or hidden is :mod:`recprep.storage.discovery`'s rule);
 * a **prefix** ``dir/name``: the shard set ``name`` of ``dir`` (``dir/name-*-of-*`` and
   ``dir/name.manifest.json``), even when no file is called ``dir/name``;
 * a **file**: a manifest stands for its whole set; a shard or any other file for itself.
@@ -30,11 +30,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..discovery import Entry, Kind, list_entries
 from ..errors import CorruptDataError, NotFoundError
-from ..manifest import Manifest, read_manifest
-from ..shards import has_magic, manifest_name, parse_shard_name, shard_name
-from ..storage import display
+from ..storage.discovery import Entry, Kind, list_entries
+from ..storage.fs import display
+from ..storage.manifest import Manifest, read_manifest
+from ..storage.shardnames import has_magic, manifest_name, parse_shard_name, shard_name
 
 _SET_FILES = (Kind.SHARD, Kind.MANIFEST)
 

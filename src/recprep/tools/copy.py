@@ -47,9 +47,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _failpoints
-from ..arguments import checked
-from ..discovery import SET_KINDS, Kind, classify, list_entries
+from .._arguments import checked
 from ..errors import (
     CorruptDataError,
     InvalidArgumentError,
@@ -58,10 +56,12 @@ from ..errors import (
     RecprepError,
     WriteError,
 )
-from ..locking import ShardSetLock
-from ..shards import has_magic, manifest_name
-from ..staging import Staging, note_cleanup_failure
-from ..storage import checksum, display, resolve
+from ..storage import _failpoints
+from ..storage.discovery import SET_KINDS, Kind, classify, list_entries
+from ..storage.fs import checksum, display, resolve
+from ..storage.locking import ShardSetLock
+from ..storage.shardnames import has_magic, manifest_name
+from ..storage.staging import Staging, note_cleanup_failure
 from ._sets import FoundSet, find_sets, visible_files
 
 __all__ = ["TEMP_PREFIX", "CopiedFile", "CopyResult", "copy"]

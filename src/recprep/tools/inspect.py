@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from ..arguments import checked
+from .._arguments import checked
 from ..containers import sniff
 from ..errors import CorruptDataError, InvalidArgumentError
-from ..index import build_index
-from ..storage import display, resolve
+from ..read.fileindex import build_index
+from ..storage.fs import display, resolve
 from ._sets import FoundSet, find_sets
 
 __all__ = ["DatasetInfo", "describe", "head", "list_datasets"]
@@ -198,7 +198,7 @@ def head(
     >>> head("memory://doc/head", 4)
     [(0, '0'), (1, '1'), (2, '2'), (3, '3')]
     """
-    from ..reader import RecordIO
+    from ..read.reader import RecordIO
 
     if not isinstance(n, int) or n < 0:
         raise InvalidArgumentError(f"n must be a non-negative int, got {n!r}")

@@ -28,12 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..arguments import checked
-from ..commit import pending_journal, uncommitted
+from .._arguments import checked
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, sniff
 from ..errors import CorruptDataError
-from ..manifest import ShardInfo
-from ..storage import ChecksumReader, display, resolve
+from ..read.committed import pending_journal, uncommitted
+from ..storage.fs import ChecksumReader, display, resolve
+from ..storage.manifest import ShardInfo
 from ._sets import FoundSet, find_sets
 
 __all__ = ["Problem", "SetCheck", "ShardCheck", "VerifyReport", "check_file", "verify"]

@@ -1,0 +1,100 @@
+"""Old import paths of modules that moved when the package root was regrouped (0.5).
+
+``import recprep.reader`` and ``from recprep.reader import X`` keep working for one release:
+the module is found at its new path, with a :class:`~recprep.errors.MovedModuleWarning`
+naming it. ``recprep.convert`` and ``recprep.prepare`` are the functions; their modules are
+:mod:`recprep.write.convert` and :mod:`recprep.write.prepare`.
+
+>>> import warnings
+>>> with warnings.catch_warnings(record=True) as caught:
+...     warnings.simplefilter("always")
+...     from recprep.index import FileIndex
+>>> FileIndex.__module__, str(caught[0].message)  # doctest: +ELLIPSIS
+('recprep.read.fileindex', 'recprep.index moved to recprep.read.fileindex; ...')
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from .errors import MovedModuleWarning, warn
+
+#: old dotted path -> new dotted path
+MOVED = {
+    "recprep._failpoints": "recprep.storage._failpoints",
+    "recprep.arguments": "recprep._arguments",
+    "recprep.assembly": "recprep.write.assembly",
+    "recprep.cache": "recprep.read.cache",
+    "recprep.checkpoint": "recprep.read.checkpoint",
+    "recprep.chunkindex": "recprep.storage.chunkindex",
+    "recprep.commit": "recprep.read.committed",
+    "recprep.compression": "recprep.containers.compression",
+    "recprep.convert": "recprep.write.convert",
+    "recprep.cpugate": "recprep.read.cpugate",
+    "recprep.dataset": "recprep.read.dataset",
+    "recprep.decoding": "recprep.read.decoding",
+    "recprep.discovery": "recprep.storage.discovery",
+    "recprep.filepool": "recprep.read.filepool",
+    "recprep.index": "recprep.read.fileindex",
+    "recprep.inputs": "recprep.write.inputs",
+    "recprep.locking": "recprep.storage.locking",
+    "recprep.manifest": "recprep.storage.manifest",
+    "recprep.mixing": "recprep.read.mixing",
+    "recprep.prefetch": "recprep.read.prefetch",
+    "recprep.prepare": "recprep.write.prepare",
+    "recprep.progress": "recprep.write.progress",
+    "recprep.reader": "recprep.read.reader",
+    "recprep.sharding": "recprep.read.ranks",
+    "recprep.shards": "recprep.storage.shardnames",
+    "recprep.shuffling": "recprep.read.shuffling",
+    "recprep.sideindex": "recprep.storage.sideindex",
+    "recprep.sources": "recprep.read.files",
+    "recprep.staging": "recprep.storage.staging",
+    "recprep.taskqueue": "recprep.read.taskqueue",
+    "recprep.tasks": "recprep.write.plan",
+    "recprep.writing": "recprep.write.loop",
+}
+
+#: old paths that now name a function of ``recprep``: importing them as modules can't work
+FUNCTIONS = {"recprep.convert": "recprep.write.convert", "recprep.prepare": "recprep.write.prepare"}
+
+
+class _Alias(importlib.abc.Loader):
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec: Any) -> ModuleType:
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
+
+
+class MovedFinder(importlib.abc.MetaPathFinder):
+    """Finds a moved module at its new path (last on ``sys.meta_path``)."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> Any:
+        new = MOVED.get(fullname)
+        if new is None:
+            if fullname in FUNCTIONS:
+                raise ModuleNotFoundError(
+                    f"{fullname} is a function (from recprep import "
+                    f"{fullname.rsplit('.', 1)[1]}); its module is {FUNCTIONS[fullname]}",
+                    name=fullname,
+                )
+            return None
+        warn(MovedModuleWarning(f"{fullname} moved to {new}; import it from there (the old "
+                                "path goes in the next release)"))
+        return importlib.util.spec_from_loader(fullname, _Alias(new))
+
+
+def install() -> None:
+    """Put :class:`MovedFinder` last on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, MovedFinder) for f in sys.meta_path):
+        sys.meta_path.append(MovedFinder())

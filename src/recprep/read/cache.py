@@ -1,0 +1,238 @@
+"""A local directory of downloaded shards, so later epochs of a remote set read locally.
+
+``RecordIO(url, cache_dir=..., cache_bytes=...)`` hands its reads of a committed remote set
+to a :class:`ShardCache`: the first time a shard is opened it is downloaded whole into the
+cache directory, under a temporary name, and its size and CRC-32C are checked against the
+set's manifest before it is renamed (atomically) to its cache name. Later opens — the next
+epoch, another reader, another process or DataLoader worker sharing the directory — read
+the local file. What is and isn't cached:
+
+* only shards with an entry in their set's manifest (the manifest's size and CRC-32C are
+  what make a cached copy trustworthy); a file without one is read from the store;
+* only sets on a non-local filesystem (a local set is read where it is);
+* a shard larger than ``cache_bytes`` is read from the store.
+
+The cache name holds a digest of the shard's URL, size and CRC-32C, so a set replaced
+under the same name never reads the old bytes. The least recently used shards (by file
+mtime, set at every use) are removed when the cached bytes would pass ``cache_bytes``.
+Readers never see a partial file (a download is renamed into place only when whole and
+checked). A cached file is checked again (CRC-32C, a local read) the first time a
+:class:`ShardCache` uses it and whenever its mtime or size changed since; a damaged one
+is downloaded again, with a :class:`~recprep.errors.CorruptDataWarning`.
+
+Example
+-------
+>>> import tempfile
+>>> from recprep import convert, RecordIO
+>>> _ = convert("memory://doc/cache", list(range(6)), 2, "c")
+>>> directory = tempfile.mkdtemp()
+>>> read = RecordIO("memory://doc/cache/c", cache_dir=directory)
+>>> list(read()), len(read.cache.entries())
+([0, 1, 2, 3, 4, 5], 2)
+>>> list(read())  # read from the local copies
+[0, 1, 2, 3, 4, 5]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import posixpath
+import threading
+import time
+import uuid
+from typing import Any
+
+import fsspec
+import google_crc32c
+
+from ..errors import CorruptDataWarning, InvalidArgumentError, warn
+from ..storage.manifest import ShardInfo
+from .filepool import FilePool, PooledFile
+
+__all__ = ["ShardCache"]
+
+log = logging.getLogger("recprep")
+
+_SUFFIX = ".shard"  # cached shards; downloads in progress end in ".part"
+_PART = ".part"
+_STALE_PART_SECONDS = 3600  # a download this old was abandoned (its process died)
+_BLOCK = 4 << 20
+
+
+def _crc_of(path: str) -> tuple[int, int]:
+    """``(size, CRC-32C)`` of the local file ``path``."""
+    crc = size = 0
+    with open(path, "rb") as file:  # the cache directory is local by definition
+        while block := file.read(_BLOCK):
+            crc = google_crc32c.extend(crc, block)
+            size += len(block)
+    return size, crc
+
+
+class ShardCache:
+    """Shards of remote sets, downloaded whole into ``directory`` (at most ``max_bytes``).
+
+    Parameters
+    ----------
+    directory
+        A local directory (created if missing); several readers and processes may share it.
+    max_bytes
+        The most the cached shards may hold together; ``None``: no bound.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], max_bytes: int | None = None) -> None:
+        if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 1):
+            raise InvalidArgumentError(
+                f"cache_bytes must be a positive int or None, got {max_bytes!r}")
+        self.directory = os.path.abspath(os.fspath(directory))
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as err:
+            raise InvalidArgumentError(
+                f"cache_dir={self.directory!r} can't be used as a cache directory: {err}"
+            ) from None
+        self.max_bytes = max_bytes
+        self._files = FilePool(fsspec.filesystem("file"))
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._verified: dict[str, tuple[int, int, int]] = {}  # name -> (ino, size, mtime)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"directory": self.directory, "max_bytes": self.max_bytes}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["directory"], state["max_bytes"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"ShardCache({self.directory!r}, max_bytes={self.max_bytes})"
+
+    @staticmethod
+    def name_for(url: str, entry: ShardInfo) -> str:
+        """The cache name of the shard at ``url`` as its manifest describes it."""
+        digest = hashlib.sha256(
+            f"{url}\0{entry.bytes}\0{entry.crc32c:08x}".encode()).hexdigest()[:32]
+        return f"{posixpath.basename(url)[:80]}.{digest}{_SUFFIX}"
+
+    def entries(self) -> list[str]:
+        """The cached shards' file names, least recently used first."""
+        return [name for name, _, _ in self._scan()]
+
+    def size(self) -> int:
+        """The bytes the cached shards hold together."""
+        return sum(size for _, size, _ in self._scan())
+
+    def open(self, fs: Any, path: str, url: str, entry: ShardInfo) -> PooledFile | None:
+        """The local copy of the shard ``path`` of ``fs`` (shown as ``url``), downloaded
+        and checked against ``entry`` if it isn't cached yet; ``None`` when it can't be
+        cached (too large, gone, or its bytes don't match ``entry``): read it from ``fs``."""
+        if self.max_bytes is not None and entry.bytes > self.max_bytes:
+            return None
+        name = self.name_for(url, entry)
+        local = os.path.join(self.directory, name)
+        with self._key_lock(name):
+            if not self._usable(local, name, url, entry):
+                if not self._download(fs, path, url, entry, local):
+                    return None
+            now = time.time_ns()
+            with contextlib.suppress(OSError):  # last use, for the LRU
+                os.utime(local, ns=(now, now))
+            try:
+                stat = os.stat(local)
+                opened = self._files.open(local)
+            except FileNotFoundError:  # evicted by another process just now
+                return None
+            self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        return opened
+
+    def _key_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            lock = self._key_locks.get(name)
+            if lock is None:
+                lock = self._key_locks[name] = threading.Lock()
+            return lock
+
+    def _usable(self, local: str, name: str, url: str, entry: ShardInfo) -> bool:
+        """Whether the cached copy at ``local`` is there and whole (checked once per
+        change of its identity); a damaged one is removed with a warning."""
+        try:
+            stat = os.stat(local)
+        except FileNotFoundError:
+            return False
+        if self._verified.get(name) == (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+            return True
+        size, crc = _crc_of(local)
+        if (size, crc) == (entry.bytes, entry.crc32c):
+            return True
+        warn(CorruptDataWarning(
+            f"the cached copy {local} of this shard has {size} bytes with CRC-32C {crc:08x}, "
+            f"its manifest says {entry.bytes} bytes with {entry.crc32c:08x}: it was damaged "
+            "in the cache; downloading it again", path=url, offset=None, records_lost=0))
+        self._verified.pop(name, None)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(local)
+        return False
+
+    def _download(self, fs: Any, path: str, url: str, entry: ShardInfo, local: str) -> bool:
+        """Copy the shard into place at ``local`` if its bytes match ``entry``."""
+        self._evict(room=entry.bytes)
+        part = f"{local}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_PART}"
+        crc = size = 0
+        try:
+            with fs.open(path, "rb") as source, open(part, "wb") as out:
+                while block := source.read(_BLOCK):
+                    crc = google_crc32c.extend(crc, block)
+                    size += len(block)
+                    out.write(block)
+            if (size, crc) != (entry.bytes, entry.crc32c):
+                log.debug("recprep: not caching %s: %d bytes, CRC-32C %08x; manifest: %d, "
+                          "%08x", url, size, crc, entry.bytes, entry.crc32c)
+                return False
+            os.replace(part, local)  # atomic: readers see nothing or the whole shard
+        except OSError as err:  # gone, replaced meanwhile, disk full: read it from fs
+            log.debug("recprep: not caching %s: %s", url, err)
+            return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part)
+        log.debug("recprep: cached %s (%d bytes) as %s", url, size, local)
+        self._evict(room=0, keep=local)
+        return True
+
+    def _scan(self) -> list[tuple[str, int, int]]:
+        """``(name, size, mtime)`` of the cached shards, least recently used first; old
+        abandoned downloads are removed on the way."""
+        found = []
+        now = time.time()
+        with os.scandir(self.directory) as listing:
+            for item in listing:
+                try:
+                    stat = item.stat()
+                except FileNotFoundError:
+                    continue
+                if item.name.endswith(_SUFFIX):
+                    found.append((item.name, stat.st_size, stat.st_mtime_ns))
+                elif item.name.endswith(_PART) and now - stat.st_mtime > _STALE_PART_SECONDS:
+                    with contextlib.suppress(OSError):
+                        os.remove(item.path)
+        found.sort(key=lambda f: f[2])
+        return found
+
+    def _evict(self, room: int, keep: str | None = None) -> None:
+        """Remove least recently used shards until ``room`` more bytes fit the bound."""
+        if self.max_bytes is None:
+            return
+        found = self._scan()
+        total = sum(size for _, size, _ in found) + room
+        for name, size, _ in found:
+            if total <= self.max_bytes:
+                break
+            path = os.path.join(self.directory, name)
+            if path == keep:
+                continue
+            with contextlib.suppress(OSError):  # POSIX: open readers keep their copy
+                os.remove(path)
+                log.debug("recprep: evicted %s from the shard cache", name)
+            total -= size

@@ -1,0 +1,224 @@
+"""What readers check of the commit protocol: one committed set, or an error — never a mix.
+
+A writer (``convert``, ``recprep cp``, ``recprep.spark``) commits a set in this order
+(:mod:`recprep.storage.staging`, ``docs/format.md`` §3): journal written into the set's staging
+directory, old manifest removed, shards moved in, manifest moved in, journal removed. So
+**while a manifest is present, the shards under final names are the ones it lists**, and
+a set without a manifest but with a journal is *not committed* (its files may mix two
+sets). A reader (:class:`CommittedSets`, used by :class:`recprep.read.files.Sources`):
+
+* refuses a set without a manifest whose journal exists
+  (:class:`~recprep.errors.SetChangedError`; ``on_corrupt="skip"`` reads its files as they
+  are, with an :class:`~recprep.errors.UncommittedSetWarning`);
+* notes the manifest's identity (size, inode and mtime; an object store's ETag) before
+  reading it, and after opening each shard checks that it is unchanged: the open file
+  (a local inode; an object store read pinned to the ETag seen at open) then belongs to
+  the set the reader holds. A set replaced after the reader was built raises
+  :class:`~recprep.errors.SetChangedError` at the next shard it opens;
+* checks each shard's size at open against the manifest, and the CRC-32C of a shard
+  read whole when its last byte is read (:class:`~recprep.errors.CorruptDataError`).
+
+Example
+-------
+>>> from recprep import convert, RecordIO
+>>> _ = convert("memory://doc/commit", list(range(6)), 2, "p")
+>>> reader = RecordIO("memory://doc/commit/p")
+>>> _ = convert("memory://doc/commit", list(range(60)), 2, "p", overwrite=True)
+>>> list(reader())  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+recprep.errors.SetChangedError: memory:///doc/commit/p: the set was replaced ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+from ..errors import (
+    CorruptDataError,
+    CorruptDataWarning,
+    NotFoundError,
+    SetChangedError,
+    UncommittedSetWarning,
+    warn,
+)
+from ..storage.fs import ChecksumReader, display
+from ..storage.manifest import ShardInfo
+from ..storage.shardnames import manifest_name
+from ..storage.staging import JOURNAL, STAGING_PREFIX
+
+if TYPE_CHECKING:
+    from .files import SourceFile, Sources
+
+__all__ = ["CommittedSets", "journal_path", "manifest_identity", "pending_journal"]
+
+_IDENTITY_KEYS = ("size", "ino", "mtime", "created", "ETag", "etag", "LastModified",
+                  "last_modified", "generation", "VersionId", "version_id")
+
+
+def journal_path(directory: str, prefix: str) -> str:
+    """Where a commit into the set ``prefix`` of ``directory`` keeps its journal."""
+    return posixpath.join(directory, f"{STAGING_PREFIX}{prefix}", JOURNAL)
+
+
+def pending_journal(fs: Any, directory: str, prefix: str) -> str | None:
+    """The journal of a commit into the set in progress or interrupted, or None."""
+    path = journal_path(directory, prefix)
+    return path if fs.exists(path) else None
+
+
+def manifest_identity(fs: Any, path: str) -> tuple[Any, ...] | None:
+    """What tells one manifest file from its replacement (None when there is none)."""
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(path)
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        return None
+    return tuple((key, str(info[key])) for key in _IDENTITY_KEYS if key in info)
+
+
+def uncommitted(shown: str, journal: str) -> str:
+    """Why a set without a manifest but with a journal is refused."""
+    return (f"a commit into this set is in progress or was interrupted ({journal} is there, "
+            "its manifest isn't): its files may mix two sets. Wait for the commit, or finish "
+            "it with convert(..., resume=True) (or copy it again); on_corrupt='skip' reads "
+            "the files as they are")
+
+
+class CommittedSets:
+    """The commit checks of a :class:`~recprep.read.files.Sources`' shard sets."""
+
+    def __init__(self, sources: Sources) -> None:
+        self._sources = sources
+        fs = sources.fs
+        self._identities: list[tuple[Any, ...] | None] = []
+        self._entries: dict[int, dict[str, ShardInfo]] = {}
+        for shard_set in sources.shard_sets:
+            if shard_set.prefix is None or shard_set.manifest_path is None:
+                self._identities.append(None)
+                continue
+            identity = manifest_identity(fs, shard_set.manifest_path)
+            self._identities.append(identity)
+            journal = None if identity is not None else pending_journal(
+                fs, shard_set.directory, shard_set.prefix)
+            if journal is not None:
+                shown = self._label(len(self._identities) - 1)
+                detail = uncommitted(shown, display(fs, journal))
+                if sources.on_corrupt != "skip":
+                    raise SetChangedError(shown, detail)
+                warn(UncommittedSetWarning(shown, detail))
+
+    def _label(self, set_index: int) -> str:
+        shard_set = self._sources.shard_sets[set_index]
+        return display(self._sources.fs, posixpath.join(shard_set.directory,
+                                                        shard_set.prefix or ""))
+
+    def _check_unchanged(self, set_index: int) -> None:
+        shard_set = self._sources.shard_sets[set_index]
+        assert shard_set.manifest_path is not None
+        now = manifest_identity(self._sources.fs, shard_set.manifest_path)
+        if now != self._identities[set_index]:
+            raise SetChangedError(
+                self._label(set_index),
+                "the set was replaced (or is being replaced) since this reader read its "
+                f"manifest ({manifest_name(shard_set.prefix or '')}): what it holds is no "
+                "longer the set the reader was built for; build the reader again",
+            )
+
+    def _entry(self, file: SourceFile) -> ShardInfo | None:
+        entries = self._entries.get(file.set_index)
+        if entries is None:
+            manifest = self._sources.manifests[file.set_index]
+            shards = manifest.shards if manifest is not None else []
+            entries = self._entries[file.set_index] = {s.name: s for s in shards}
+        return entries.get(posixpath.basename(file.path))
+
+    @contextlib.contextmanager
+    def open(self, file: SourceFile, whole: bool = False) -> Iterator[BinaryIO]:
+        """Open ``file`` for reading, checked against the manifest its reader holds (see
+        the module docstring); ``whole``: it is read front to back, so its CRC-32C is
+        checked too."""
+        sources = self._sources
+        index = file.set_index
+        guarded = self._identities[index] is not None
+        if not guarded and sources.manifests[index] is not None:  # committed meanwhile
+            self._check_unchanged(index)
+        cache, entry = sources.cache, self._entry(file) if guarded else None
+        cached = None if cache is None or entry is None else cache.open(
+            sources.fs, file.path, file.shown, entry)  # None: read from the store
+        try:
+            opened = cached if cached is not None else sources.files_open.open(file.path)
+        except FileNotFoundError:
+            if guarded:
+                self._check_unchanged(index)
+            raise NotFoundError(file.shown, "a file of the set is missing (it was there when "
+                                            "the reader listed it)") from None
+        with opened:
+            if not guarded:
+                yield cast(BinaryIO, opened)
+                return
+            self._check_unchanged(index)
+            if entry is not None:
+                self._check_size(opened, entry, file.shown)
+            check = whole and entry is not None and sources.on_corrupt != "skip"
+            pinned = _Pinned(opened, self._label(index), file.shown, entry if check else None)
+            yield cast(BinaryIO, pinned)
+
+    def _check_size(self, opened: Any, entry: ShardInfo, shown: str) -> None:
+        size = opened.seek(0, 2)
+        opened.seek(0)
+        if size == entry.bytes:
+            return
+        how = "cut off" if size < entry.bytes else "longer"
+        detail = (f"the manifest says {entry.bytes} bytes, the file has {size} ({how}): it "
+                  "changed since the set was committed")
+        if self._sources.on_corrupt == "skip":
+            warn(CorruptDataWarning(detail, path=shown, offset=min(size, entry.bytes),
+                                    records_lost=None))
+            return
+        raise CorruptDataError(detail, path=shown, offset=min(size, entry.bytes))
+
+
+class _Pinned:
+    """A shard opened under a manifest. An object store's "the object changed since it was
+    opened" becomes :class:`~recprep.errors.SetChangedError`; with ``expected``, the
+    CRC-32C of the bytes read front to back is compared with it at the last byte."""
+
+    def __init__(self, file: Any, label: str, shown: str, expected: ShardInfo | None) -> None:
+        self._file = file
+        self._label = label
+        self._shown = shown
+        self._expected = expected
+        self._sum = ChecksumReader(file)  # counts the bytes read here, front to back
+
+    def read(self, size: int = -1) -> bytes:
+        pos = self._file.tell() if self._expected is not None else 0
+        try:
+            data = self._file.read(size)
+        except OSError as err:
+            if type(err).__name__ == "FileExpired":  # s3fs: the object's ETag changed
+                raise SetChangedError(
+                    self._label, f"{self._shown} was replaced while it was being read; "
+                    "build the reader again") from err
+            raise
+        expected = self._expected
+        if expected is not None and pos <= self._sum.done < pos + len(data):
+            self._sum.update(pos, data)
+            if self._sum.done == expected.bytes:
+                self._expected = None
+                if self._sum.crc32c != expected.crc32c:
+                    raise CorruptDataError(
+                        f"the file's CRC-32C is {self._sum.crc32c:08x}, its manifest says "
+                        f"{expected.crc32c:08x}: its bytes changed since the set was "
+                        "committed", path=self._shown, offset=0)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self._file.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._file.tell())

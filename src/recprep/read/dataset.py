@@ -1,0 +1,352 @@
+"""Random access: a map-style view of a reader's instances, in the order ``convert`` saw them.
+
+:class:`MapDataset` (``RecordIO(...).dataset()``) has a ``len()`` and gives instance
+``i`` — or a slice, or an array of indexes — of the *global order*: the shard sets of the
+reader one after the other, and within a set the order an unshuffled ``read()`` gives,
+its shards round-robin (instance ``i`` of a set written by ``convert`` lives in shard
+``i % N`` at position ``i // N``; a lone file is a set of one). An index becomes a file
+and a record number from record counts (manifests or chunk headers, nothing decoded);
+the file's chunk index leads to the one chunk that holds it, which is read once and kept
+in a small LRU of chunks; each of its records is decoded the first time it is asked for
+and kept with it (decoding a whole chunk for one record made a miss five times slower).
+Asking for many indexes at once reads each chunk they need once and decodes what it needs
+of it in one call, and gives the instances in the order asked.
+
+It is a ``torch.utils.data.Dataset`` for any sampler (``__getitems__`` fetches a
+DataLoader batch at once) and a Grain ``RandomAccessDataSource`` (``__len__``,
+``__getitem__``). It pickles without open files or cached chunks, so each DataLoader
+worker has its own cache.
+
+Example
+-------
+>>> from recprep import convert, RecordIO
+>>> _ = convert("memory://doc/dataset", [(i, str(i)) for i in range(7)], 3, "d")
+>>> ds = RecordIO("memory://doc/dataset/d-*").dataset()
+>>> len(ds), ds[4], ds[-1]
+(7, (4, '4'), (6, '6'))
+>>> ds[1:3], ds[[5, 0, 5]]
+([(1, '1'), (2, '2')], [(5, '5'), (0, '0'), (5, '5')])
+>>> try:
+...     ds[7]
+... except IndexError as err:  # an InstanceIndexError
+...     print(err)
+memory:///doc/dataset/d-*: no instance 7: the dataset holds 7 instances, so ask for -7 <= index < 7
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..codecs import Codec
+from ..containers import Chunk
+from ..errors import (
+    InstanceIndexError,
+    InvalidArgumentError,
+    RecordsLostError,
+    _Located,
+)
+from .decoding import decoded
+from .ranks import Piece
+
+if TYPE_CHECKING:
+    from .reader import RecordIO
+
+__all__ = [
+    "DEFAULT_CACHE_CHUNKS",
+    "CacheInfo",
+    "InstanceIndexError",
+    "MapDataset",
+    "RecordsLostError",
+]
+
+#: decoded chunks a :class:`MapDataset` keeps by default (a chunk is about 1 MiB of
+#: records as ``convert`` writes them)
+DEFAULT_CACHE_CHUNKS = 64
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What the chunk cache did: ``hits`` and ``misses`` (chunks read and decoded),
+    ``size`` and ``max_size`` (in chunks)."""
+
+    hits: int
+    misses: int
+    size: int
+    max_size: int
+
+
+class _RoundRobin:
+    """Where instance ``l`` of a set read round-robin lives: ``(shard, position)``.
+
+    Rounds in which the same shards still hold records form a *segment*; a balanced set
+    (``convert``'s) has at most two, whatever its number of shards."""
+
+    def __init__(self, counts: np.ndarray) -> None:
+        levels = np.unique(counts[counts > 0])
+        self.rounds = np.concatenate([[0], levels[:-1]]).astype(np.int64)  # first round
+        self.active = [np.flatnonzero(counts >= level) for level in levels]
+        sizes = (levels - self.rounds) * np.array([len(a) for a in self.active], np.int64)
+        self.ends = np.cumsum(sizes, dtype=np.int64)
+
+    def locate(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        shard = np.empty_like(local)
+        position = np.empty_like(local)
+        segment = np.searchsorted(self.ends, local, side="right")
+        for m in np.unique(segment).tolist():
+            at = segment == m
+            offset = local[at] - (self.ends[m - 1] if m else 0)
+            width = len(self.active[m])
+            shard[at] = self.active[m][offset % width]
+            position[at] = self.rounds[m] + offset // width
+        return shard, position
+
+
+class _Chunk:
+    """One chunk's records, each decoded the first time it is asked for and kept."""
+
+    def __init__(
+        self, records: list[bytes], offset: int, path: str, codec: Codec, allow_pickle: bool
+    ) -> None:
+        self.records, self.offset, self.path = records, offset, path
+        self.codec, self.allow_pickle = codec, allow_pickle
+        self.values: list[Any] = [None] * len(records)
+        self.done = np.zeros(len(records), dtype=np.bool_)
+
+    def take(self, positions: np.ndarray) -> list[Any]:
+        """The instances at ``positions`` of the chunk (those not decoded yet decoded
+        together, once)."""
+        need = np.unique(positions[~self.done[positions]]).tolist()
+        if need:
+            wanted = [self.records[p] for p in need]
+            try:
+                values = self.codec.decode_many(wanted, allow_pickle=self.allow_pickle)
+            except _Located:
+                for p in need:  # name the record that fails: its position in the chunk
+                    list(decoded([(Chunk(self.offset, [self.records[p]]), p)], self.codec,
+                                 self.path, allow_pickle=self.allow_pickle))
+                raise
+            for p, value in zip(need, values, strict=True):
+                self.values[p] = value
+            self.done[need] = True
+        return [self.values[p] for p in positions.tolist()]
+
+
+class MapDataset:
+    """Instances of a :class:`~recprep.RecordIO` by index, in the global order.
+
+    Made by :meth:`recprep.RecordIO.dataset`; see the module docs. ``ds[i]`` is an
+    instance (negative ``i`` counts from the end); ``ds[i:j]`` (any step) and
+    ``ds[array_of_indexes]`` are lists of instances in the order asked. The reader's
+    ``codec``, ``allow_pickle``, ``format`` and ``max_chunk_bytes`` hold; its shuffle,
+    rank and worker do not (a sampler chooses the indexes). Damage raises
+    :class:`~recprep.errors.CorruptDataError` whatever ``on_corrupt`` says: a skipped
+    record would shift every index after it.
+
+    Instances of a cached chunk are handed out again as they are: copy one before
+    changing it in place.
+    """
+
+    def __init__(self, reader: RecordIO, *, cache_chunks: int = DEFAULT_CACHE_CHUNKS) -> None:
+        if not isinstance(cache_chunks, int) or isinstance(cache_chunks, bool) or (
+            cache_chunks < 0
+        ):
+            raise InvalidArgumentError(
+                f"cache_chunks must be an int >= 0 (decoded chunks kept), got {cache_chunks!r}"
+            )
+        self.reader = reader
+        self.cache_chunks = cache_chunks
+        sources = reader._sources
+        self._files: list[np.ndarray] = []  # per set: its file numbers
+        self._sets: list[_RoundRobin] = []
+        totals = []
+        for set_index in range(len(sources.shard_sets)):
+            numbers = [n for n, f in enumerate(sources.files) if f.set_index == set_index]
+            counts = np.array([sources.count(n) for n in numbers], dtype=np.int64)
+            self._files.append(np.array(numbers, dtype=np.int64))
+            self._sets.append(_RoundRobin(counts))
+            totals.append(int(counts.sum()))
+        self._ends = np.cumsum(np.array(totals, dtype=np.int64))
+        self._len = int(self._ends[-1]) if len(self._ends) else 0
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self._cache: OrderedDict[tuple[int, int], _Chunk] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in ("_cache", "_lock", "_hits", "_misses"):
+            del state[key]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._fresh()
+
+    def __repr__(self) -> str:
+        return f"MapDataset({self._len} instances of {self.reader!r})"
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[Any]:
+        for start in range(0, self._len, 4096):
+            yield from self._fetch(np.arange(start, min(start + 4096, self._len)))
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return self._fetch(np.arange(self._len, dtype=np.int64)[key])
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            return self._fetch(np.array([int(key)], dtype=np.int64))[0]
+        return self._fetch(self._indexes(key))
+
+    def __getitems__(self, indexes: Sequence[int]) -> list[Any]:
+        """The instances at ``indexes`` at once (what a torch DataLoader asks for)."""
+        return self._fetch(self._indexes(indexes))
+
+    def cache_info(self) -> CacheInfo:
+        """Hits and misses of the chunk cache so far (in this process)."""
+        return CacheInfo(self._hits, self._misses, len(self._cache), self.cache_chunks)
+
+    @property
+    def _where(self) -> str:
+        sets = self.reader.shard_sets
+        first = sets[0] if sets else None
+        if first is None or first.prefix is None:
+            return self.reader.paths[0] if self.reader.paths else "(no files)"
+        from ..storage.fs import display
+
+        shown = display(self.reader.fs, first.directory) + f"/{first.prefix}-*"
+        return shown + (f" (and {len(sets) - 1} more sets)" if len(sets) > 1 else "")
+
+    def _indexes(self, key: Any) -> np.ndarray:
+        array = np.asarray(key)
+        if array.dtype == np.bool_ or not (
+            np.issubdtype(array.dtype, np.integer) or array.size == 0
+        ) or array.ndim > 1:
+            raise InstanceIndexError(
+                self._where, key, self._len,
+                f"an index must be an int, a slice or a 1-d array of ints, got {key!r:.80}",
+            )
+        return array.astype(np.int64).reshape(-1)
+
+    def _fetch(self, indexes: np.ndarray) -> list[Any]:
+        """The instances at ``indexes``: each chunk they need read once, and what is
+        needed of it decoded in one call."""
+        if not len(indexes):
+            return []
+        bad = (indexes < -self._len) | (indexes >= self._len)
+        if bad.any():
+            first = int(indexes[np.argmax(bad)])
+            raise InstanceIndexError(self._where, first, self._len, f"no instance {first}")
+        indexes = np.where(indexes < 0, indexes + self._len, indexes)
+        file, position = self._locate(indexes)
+        sources = self.reader._sources
+        chunk = np.empty_like(indexes)
+        within = np.empty_like(indexes)
+        for number in np.unique(file).tolist():
+            at = file == number
+            firsts = sources.index(number).firsts
+            if position[at].max() >= firsts[-1]:  # with on_corrupt="skip": records lost
+                raise RecordsLostError(
+                    f"record {int(position[at].max())} of the file was asked for (the file "
+                    f"is counted as holding {sources.count(number)}), its chunk index holds "
+                    f"{int(firsts[-1])} records: the file is damaged or changed after it "
+                    "was counted", path=sources.files[number].shown,
+                )
+            chunk[at] = np.searchsorted(firsts, position[at], side="right") - 1
+            within[at] = position[at] - firsts[chunk[at]]
+        keys, which = np.unique(np.stack([file, chunk], axis=1), axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        held = self._chunks([(int(f), int(k)) for f, k in keys.tolist()])
+        out: list[Any] = [None] * len(indexes)
+        for j, (f, k) in enumerate(keys.tolist()):
+            at = np.flatnonzero(which == j)
+            for p, value in zip(at.tolist(), held[f, k].take(within[at]), strict=True):
+                out[p] = value
+        return out
+
+    def _locate(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(file number, record number in the file)`` of global ``indexes``."""
+        which = np.searchsorted(self._ends, indexes, side="right")
+        file = np.empty_like(indexes)
+        position = np.empty_like(indexes)
+        for s in np.unique(which).tolist():
+            at = which == s
+            local = indexes[at] - (self._ends[s - 1] if s else 0)
+            shard, position[at] = self._sets[s].locate(local)
+            file[at] = self._files[s][shard]
+        return file, position
+
+    def _chunks(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], _Chunk]:
+        """The chunks ``(file, chunk)`` of ``keys``: cached, or read."""
+        found: dict[tuple[int, int], _Chunk] = {}
+        missing: list[tuple[int, int]] = []
+        with self._lock:
+            for key in keys:
+                entry = self._cache.get(key)
+                if entry is None:
+                    missing.append(key)
+                else:
+                    self._cache.move_to_end(key)
+                    found[key] = entry
+            self._hits += len(found)
+            self._misses += len(missing)
+        for number in sorted({f for f, _ in missing}):
+            wanted = [k for f, k in missing if f == number]
+            found.update(((number, k), v) for k, v in self._load(number, wanted))
+        if self.cache_chunks and missing:
+            with self._lock:
+                for key in missing:
+                    self._cache[key] = found[key]
+                    self._cache.move_to_end(key)
+                while len(self._cache) > self.cache_chunks:
+                    self._cache.popitem(last=False)
+        return found
+
+    def _load(self, number: int, wanted: list[int]) -> Iterator[tuple[int, _Chunk]]:
+        """Chunks ``wanted`` (sorted) of file ``number``: runs of neighbouring chunks read
+        together; a file without a seekable index read once, from its start to the last
+        chunk wanted."""
+        sources = self.reader._sources
+        index = sources.index(number)
+        firsts = index.firsts
+        source = sources.files[number]
+        codec = self.reader.codec_for(source.set_index)
+        runs: list[list[int]] = []
+        for k in wanted:
+            if runs and (k == runs[-1][-1] + 1 or not index.seekable):
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+        for run in runs:
+            keep = set(run)
+            start, end = int(firsts[run[0]]), int(firsts[run[-1] + 1])
+            k, records, offset, position = run[0], [], -1, start
+            for raw, _ in sources.chunks(Piece(number, start, end)):
+                got, at = raw.records, 0
+                while at < len(got) and k <= run[-1]:
+                    take = min(len(got) - at, int(firsts[k + 1]) - position)
+                    if k in keep:
+                        offset = raw.offset if offset < 0 else offset
+                        records += got[at:at + take]
+                    at, position = at + take, position + take
+                    if position == firsts[k + 1]:
+                        if k in keep:
+                            yield k, _Chunk(records, offset, source.shown, codec,
+                                            self.reader.allow_pickle)
+                        k, records, offset = k + 1, [], -1
+            if position != end:
+                raise RecordsLostError(
+                    f"records {start}:{end} of the file were asked for (chunks {run[0]} to "
+                    f"{run[-1]} of its index), only {position - start} were read: the "
+                    "file changed after it was indexed, or is damaged",
+                    path=source.shown,
+                )

@@ -1,0 +1,365 @@
+"""The files a reader reads: their containers, record counts, chunk indexes and chunks.
+
+:class:`Sources` numbers a reader's files (shard sets in order, shards in index order),
+knows each one's record count — from the set's manifest, else from the file's chunk index
+(:mod:`recprep.read.fileindex`), never by decoding — and reads the raw chunks of a
+:class:`~recprep.read.ranks.Piece`: a whole file front to back, or a record range by
+seeking through the index. Indexes are built once and cached. Nothing here decodes a
+record: that is the codec's job, in the reader.
+
+Example
+-------
+>>> from recprep import convert
+>>> from recprep.read.ranks import Piece
+>>> from recprep.storage import resolve
+>>> from recprep.storage.discovery import resolve_shard_sets
+>>> _ = convert("memory://doc/sources", [b"a", b"b", b"c"], 2, "s", codec="raw")
+>>> fs, path = resolve("memory://doc/sources/s-*")
+>>> sources = Sources(fs, resolve_shard_sets(fs, [path]))
+>>> [sources.count(n) for n in range(len(sources.files))]
+[2, 1]
+>>> [chunk.records for chunk, _ in sources.chunks(Piece(0, 1, 2))]
+[[b'c']]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from ..containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, get_format, sniff
+from ..containers.base import report_skip
+from ..errors import (
+    CorruptDataError,
+    CorruptDataWarning,
+    InvalidArgumentError,
+    NotFoundError,
+    Remedy,
+    warn,
+)
+from ..storage.discovery import ShardSet
+from ..storage.fs import display
+from ..storage.manifest import Manifest, read_manifest
+from .cache import ShardCache
+from .committed import CommittedSets
+from .fileindex import FileIndex, build_index, read_range_chunks
+from .filepool import FilePool
+from .ranks import Piece
+
+__all__ = ["SourceFile", "Sources"]
+
+log = logging.getLogger("recprep")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a reader: its shard set, its path, and the path as users write it."""
+
+    set_index: int
+    path: str  # as the filesystem knows it
+    shown: str  # as the user writes it (a URL for remote storage)
+
+
+class Sources:
+    """A reader's files, in reading order, with their counts, indexes and chunks.
+
+    Parameters
+    ----------
+    fs
+        The fsspec filesystem of the files.
+    shard_sets
+        What the reader's patterns resolved to.
+    format
+        A container format forced by the user; ``None`` detects it per file.
+    max_chunk_bytes, on_corrupt
+        As for :class:`~recprep.RecordIO`.
+    cache
+        Where shards of committed remote sets are kept locally (:mod:`recprep.read.cache`).
+    """
+
+    def __init__(
+        self,
+        fs: Any,
+        shard_sets: Sequence[ShardSet],
+        *,
+        format: Format | None = None,
+        compressor: str | None = None,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        on_corrupt: str = "raise",
+        on_skip: Callable[[CorruptDataWarning], None] | None = None,
+        cache: ShardCache | None = None,
+    ) -> None:
+        self.fs = fs
+        self.shard_sets = list(shard_sets)
+        self.format = format
+        self.compressor = compressor
+        self.max_chunk_bytes = max_chunk_bytes
+        self.on_corrupt = on_corrupt
+        self.on_skip = on_skip
+        protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+        #: local copies of remote shards (see read/cache.py); a local set is read where it is
+        self.cache = None if {"file", "local"} & set(protocols) else cache
+        self.files_open = FilePool(fs)  # round-robin reads of many shards: bounded fds
+        self.commits = CommittedSets(self)  # before the manifests are read: see read/committed.py
+        self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
+        self.files = [
+            SourceFile(index, path, display(fs, path))
+            for index, shard_set in enumerate(self.shard_sets)
+            for path in shard_set.paths
+        ]
+        self._numbers = {f.shown: n for n, f in enumerate(self.files)}
+        self._numbers.update({f.path: n for n, f in enumerate(self.files)})
+        self._counts: dict[int, int] = {}
+        self._indexes: dict[int, FileIndex] = {}
+        self._chunk_tables: dict[int, Any] = {}  # per set: its chunk side file, if usable
+        self._counts_checked: set[int] = set()  # manifest counts checked against the file
+        records_of = [  # per set, once: opening stays linear in the number of shards
+            None if m is None else {s.name: s.records for s in m.shards}
+            for m in self.manifests
+        ]
+        for n, file in enumerate(self.files):
+            records = records_of[file.set_index]
+            if records is not None:
+                count = records.get(file.path.rsplit("/", 1)[-1])
+                if count is not None:
+                    self._counts[n] = count
+
+    def _manifest(self, shard_set: ShardSet) -> Manifest | None:
+        """The manifest of ``shard_set``, if it has one. A damaged one raises, or with
+        ``on_corrupt="skip"`` is left aside with a warning: counts then come from the
+        shards' own chunk headers, as ``recprep ls`` does."""
+        if not shard_set.manifest_path:
+            return None
+        try:
+            return read_manifest(self.fs, shard_set.manifest_path)
+        except CorruptDataError as err:
+            if self.on_corrupt != "skip":
+                raise
+            warning = CorruptDataWarning(
+                f"the manifest is damaged ({err.detail}); reading the shards without it, "
+                "from their own headers (format detected from the bytes)",
+                path=display(self.fs, shard_set.manifest_path), offset=None,
+                records_lost=None,
+            )
+            warn(warning)
+            if self.on_skip is not None:
+                self.on_skip(warning)
+            return None
+
+    def number(self, path: str) -> int:
+        """The number of the file at ``path`` (as :attr:`files` shows it, or the fs path)."""
+        number = self._numbers.get(path, self._numbers.get(path.rstrip("/")))
+        if number is None:
+            shown = ", ".join(f.shown for f in self.files[:3])
+            raise InvalidArgumentError(
+                f"{path!r} is not one of this reader's files ({shown}"
+                f"{' ...' if len(self.files) > 3 else ''}); pass a path as tasks() or "
+                ".paths give it"
+            )
+        return number
+
+    def count(self, number: int) -> int:
+        """The records of file ``number``: from its manifest, else from its index.
+
+        A manifest's count is first checked against what the file's size can hold
+        (nothing is sized by an unchecked number); reading the file checks it exactly.
+        """
+        count = self._counts.get(number)
+        if count is None:
+            count = self._counts[number] = self.index(number).num_records
+            return count
+        checked = self._counts_checked
+        if number not in checked:
+            file = self.files[number]
+            manifest = self.manifests[file.set_index]
+            if manifest is not None:
+                try:
+                    size = self.fs.size(file.path)
+                except FileNotFoundError:
+                    raise NotFoundError(file.shown, "a file of the set is missing (it was "
+                                        "there when the reader listed it)") from None
+                most = manifest.max_records(size)
+                if count > most or (count == 0 and size > 0):
+                    detail = (
+                        f"the manifest says the file holds {count} records, but its {size} "
+                        + (f"bytes can hold at most {most} ({manifest.format}, "
+                           f"{manifest.compressor})" if count else "bytes hold some")
+                        + ": the manifest is damaged or not this set's"
+                    )
+                    if self.on_corrupt != "skip":
+                        raise CorruptDataError(detail, path=file.shown)
+                    report_skip(self.on_skip,
+                                detail + "; counting the file's own records instead",
+                                path=file.shown, offset=None, records_lost=0)
+                    del self._counts[number]
+                    checked.add(number)
+                    count = self._counts[number] = self.index(number).num_records
+            checked.add(number)
+        return count
+
+    def container(self, handle: BinaryIO, path: str) -> Format | None:
+        """The format of the open file ``handle`` (None when it is empty): the one forced
+        by the user, else the one its set's manifest names, else detected from its bytes."""
+        forced = self.format
+        if forced is None:
+            number = self._numbers.get(path)
+            manifest = None if number is None else self.manifests[self.files[number].set_index]
+            forced = None if manifest is None else get_format(manifest.format)
+        if forced is not None:
+            handle.seek(0)
+            empty = not handle.read(1)
+            handle.seek(0)
+            return None if empty else forced
+        return sniff(handle, path=display(self.fs, path),
+                     remedy=Remedy("format", effect="to say what it is"))
+
+    def index(
+        self, number: int, handle: BinaryIO | None = None, container: Format | None = None
+    ) -> FileIndex:
+        """The chunk index of file ``number``, built once (from ``handle`` if open)."""
+        index = self._indexes.get(number)
+        if index is not None:
+            return index
+        file = self.files[number]
+        index = self._chunk_side(number)
+        if index is not None:  # the set's side file: no chunk header read
+            self._indexes[number] = index
+            return index
+        if handle is None:
+            with self.commits.open(file) as opened:
+                return self.index(number, opened)
+        container = container or self.container(handle, file.path)
+        side = None if container is None else self._side_index(file.path, container)
+        skipped: list[CorruptDataWarning] = []
+
+        def note(warning: CorruptDataWarning) -> None:
+            skipped.append(warning)
+            if self.on_skip is not None:
+                self.on_skip(warning)
+
+        if container is None:
+            index = FileIndex.from_counts([], [], True)
+        elif side is not None:
+            index = side
+        else:
+            index = build_index(
+                handle, container, path=file.shown, max_chunk_bytes=self.max_chunk_bytes,
+                on_corrupt=self.on_corrupt, on_skip=note,
+            )
+            log.debug("recprep: indexed %s: %d chunks, %d records",
+                      file.shown, index.num_chunks, index.num_records)
+        listed = self._counts.get(number)
+        if listed is not None and listed != index.num_records and not skipped:
+            detail = (
+                f"the manifest says the file holds {listed} records, its chunk headers "
+                f"hold {index.num_records}: the manifest is damaged or not this file's"
+            )
+            if self.on_corrupt != "skip":
+                raise CorruptDataError(detail, path=file.shown)
+            report_skip(note, detail + "; reading what the file holds", path=file.shown,
+                        offset=None, records_lost=max(listed - index.num_records, 0))
+        self._indexes[number] = index
+        return index
+
+    def _chunk_side(self, number: int) -> FileIndex | None:
+        """File ``number``'s index from its RecordIO set's side file (``.{prefix}.chunks``,
+        :mod:`recprep.storage.chunkindex`), read once per set; None without one, or when it is
+        not usable (then with a warning)."""
+        from ..storage.chunkindex import load_table
+
+        file = self.files[number]
+        manifest = self.manifests[file.set_index]
+        if manifest is None or not get_format(manifest.format).chunk_header_bytes or (
+            self.format is not None and self.format.name != manifest.format
+        ) or (self.compressor is not None and self.compressor != manifest.compressor):
+            return None
+        tables = self._chunk_tables
+        if file.set_index not in tables:
+            where = self.shard_sets[file.set_index].manifest_path
+            assert where is not None  # a set with a manifest
+            tables[file.set_index] = load_table(
+                self.fs, where.rsplit("/", 1)[0] if "/" in where else "", manifest
+            )
+        table = tables[file.set_index]
+        return None if table is None else table.index(file.path.rsplit("/", 1)[-1])
+
+    def _side_index(self, path: str, container: Format) -> FileIndex | None:
+        """The file's index from its record index side file (a plain TFRecord file's
+        ``.{name}.tfindex``), when its format keeps one and it gives random access."""
+        if container.record_index is None:
+            return None
+        from ..storage.sideindex import load_index
+
+        side = load_index(self.fs, path, container)
+        if side is None or not side.seeks(side.compressor):
+            return None
+        return FileIndex.from_record_index(side)
+
+    def chunks(
+        self, piece: Piece, wrap: Callable[[BinaryIO], BinaryIO] | None = None
+    ) -> Iterator[tuple[Chunk, int]]:
+        """The chunks of ``piece``, each with how many of its records were cut off its
+        front (by the start of a range). A whole file is read front to back without an
+        index; a range seeks through the index. ``wrap`` wraps the open file (to gate its
+        reads, see :class:`~recprep.read.prefetch.CpuGate`).
+
+        Damage raises, or with ``on_corrupt="skip"`` is skipped with a
+        :class:`~recprep.errors.CorruptDataWarning` (handed to ``on_skip`` too). A whole
+        file must hold the records its manifest (or index) counts: a count that
+        disagrees with what was read is damage too."""
+        file = self.files[piece.file]
+        skipped: list[CorruptDataWarning] = []
+
+        def note(warning: CorruptDataWarning) -> None:
+            skipped.append(warning)
+            if self.on_skip is not None:
+                self.on_skip(warning)
+
+        options: dict[str, Any] = {
+            "max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt,
+            "on_skip": note,
+        }
+        whole = dict(options)
+        if self.compressor is not None:
+            whole["compressor"] = self.compressor
+        expected = self._counts.get(piece.file) if piece.whole else piece.end
+        with self.commits.open(file, piece.whole) as opened:
+            handle = opened if wrap is None else wrap(opened)
+            container = self.container(handle, file.path)
+            if container is None:
+                if expected:
+                    detail = f"the file is empty, but {expected} records were expected"
+                    if self.on_corrupt == "raise":
+                        raise CorruptDataError(detail, path=file.shown)
+                    report_skip(note, detail, path=file.shown, offset=0,
+                                records_lost=expected - piece.start)
+                return
+            if piece.whole:
+                read = 0
+                for chunk in container.read_chunks(handle, path=file.shown, **whole):
+                    read += len(chunk.records)
+                    yield chunk, 0
+                if expected is not None and read != expected:
+                    lost = None if any(w.records_lost is None for w in skipped) else sum(
+                        w.records_lost or 0 for w in skipped
+                    )
+                    if lost is None or read + lost != expected:
+                        detail = (
+                            f"the file holds {read} records"
+                            + (f" (and {lost} were skipped as damaged)" if skipped else "")
+                            + f", but its manifest (or index) counts {expected}: the file is "
+                            "cut short, or the count is wrong"
+                        )
+                        if self.on_corrupt == "raise":
+                            raise CorruptDataError(detail, path=file.shown)
+                        if lost is not None:
+                            report_skip(note, detail, path=file.shown, offset=None,
+                                        records_lost=max(expected - read - lost, 0))
+                return
+            index = self.index(piece.file, handle, container)
+            end = index.num_records if piece.end is None else piece.end
+            yield from read_range_chunks(
+                handle, container, index, piece.start, end, path=file.shown, **options
+            )

@@ -1,0 +1,328 @@
+"""The manifest: ``{name_prefix}.manifest.json``, written last, the commit point of a set.
+
+It records how the set was written (format, codec, compressor), each shard's name,
+record count, byte size and CRC-32C, and a free ``schema`` object that codecs fill. It
+has no timestamps, so the same input and options give the same manifest, byte for byte.
+
+A manifest is input like any file in the output directory: :meth:`Manifest.from_json`
+validates all of it (at most :data:`MAX_MANIFEST_BYTES`; types; counts and sizes
+non-negative ints below 2**63, and no more records than a shard's bytes can hold; shard
+names those of the prefix, in order; CRCs of 8 hex digits; a schema object at most
+:data:`MAX_SCHEMA_DEPTH` deep), and anything else raises
+:class:`~recprep.errors.CorruptDataError`, never another exception.
+
+Example
+-------
+>>> m = Manifest(name_prefix="p", format="recordio", codec="recprep", compressor="snappy",
+...              shards=[ShardInfo("p-00000-of-00000", records=3, bytes=60, crc32c=1)])
+>>> Manifest.from_json(m.to_json()) == m
+True
+>>> m.num_records
+3
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._version import __version__
+from ..containers import get_format
+from ..errors import CorruptDataError, InvalidArgumentError, RecprepError
+from .shardnames import check_prefix, shard_name
+
+if TYPE_CHECKING:
+    from ..codecs import Codec
+
+MANIFEST_VERSION = 1
+#: a manifest file larger than this is refused before it is parsed
+MAX_MANIFEST_BYTES = 64 << 20
+#: how deeply the ``schema`` object may nest
+MAX_SCHEMA_DEPTH = 32
+#: the most dimensions a feature's shape in a schema may have
+MAX_DIMS = 32
+_INT_LIMIT = 1 << 63
+_CRC_HEX = re.compile(r"[0-9a-fA-F]{8}")
+#: the most one byte inflates to, per compressor
+_EXPANSION = {"none": 1, "snappy": 22, "gzip": 1032, "zlib": 1032}
+
+
+def _min_record_bytes(format: str) -> int:
+    """The fewest bytes a record takes in ``format`` (1 for a format not registered here:
+    the bound stays sound)."""
+    try:
+        return get_format(format).min_record_bytes
+    except RecprepError:
+        return 1
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard of a set, as the manifest records it."""
+
+    name: str
+    records: int
+    bytes: int
+    crc32c: int
+
+
+@dataclass
+class Manifest:
+    """What a manifest file holds."""
+
+    name_prefix: str
+    format: str
+    codec: str
+    compressor: str
+    shards: list[ShardInfo]
+    schema: dict[str, Any] = field(default_factory=dict)
+    #: types the codec stored as pickles by its fallback (readers need ``allow_pickle``);
+    #: written only when there are some, so other manifests keep their bytes
+    pickled: list[str] = field(default_factory=list)
+    recprep_version: str = __version__
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shards)
+
+    @property
+    def num_records(self) -> int:
+        return sum(s.records for s in self.shards)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    def max_records(self, size: int) -> int:
+        """The most records a shard of ``size`` bytes can hold in this set's format and
+        compressor (a record takes at least 4 bytes in RecordIO, 16 in TFRecord, once
+        decompressed; deflate inflates a byte to at most 1032).
+
+        >>> Manifest("p", "tfrecord", "raw", "none", []).max_records(160)
+        10
+        """
+        ratio = _EXPANSION.get(self.compressor, _EXPANSION["gzip"])
+        return size * ratio // _min_record_bytes(self.format)
+
+    def to_json(self) -> bytes:
+        """The manifest file's bytes (stable key order, CRCs in hex)."""
+        doc = {
+            "manifest_version": MANIFEST_VERSION,
+            "recprep_version": self.recprep_version,
+            "name_prefix": self.name_prefix,
+            "format": self.format,
+            "codec": self.codec,
+            "compressor": self.compressor,
+            "num_shards": self.num_shards,
+            "num_records": self.num_records,
+            "total_bytes": self.total_bytes,
+            "shards": [
+                {**asdict(s), "crc32c": f"{s.crc32c:08x}"} for s in self.shards
+            ],
+            "schema": self.schema,
+        }
+        if self.pickled:
+            doc["pickled"] = sorted(self.pickled)
+        return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str, path: str | None = None) -> Manifest:
+        """Parse and validate a manifest file's bytes; anything malformed raises
+        :class:`~recprep.errors.CorruptDataError` naming ``path``.
+
+        >>> Manifest.from_json('{"shards": 1}')  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        recprep.errors.CorruptDataError: not a valid recprep manifest: name_prefix ...
+        """
+        try:
+            if len(data) > MAX_MANIFEST_BYTES:
+                raise _Invalid(f"{len(data)} bytes, more than a manifest may have "
+                               f"({MAX_MANIFEST_BYTES})")
+            try:
+                doc = json.loads(data, parse_constant=_no_constant)
+            except RecursionError:
+                raise _Invalid("the JSON nests too deeply") from None
+            except ValueError as err:  # also UnicodeDecodeError, a too long int
+                raise _Invalid(f"not JSON ({err})") from None
+            return _parse(cls, doc)
+        except _Invalid as err:
+            raise CorruptDataError(f"not a valid recprep manifest: {err}", path=path) from None
+
+
+class _Invalid(Exception):
+    """Internal: what is wrong with a manifest's document."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _Invalid(f"{name} is not a number a manifest can hold")
+
+
+def _text(doc: dict[str, Any], key: str, default: str | None = None) -> str:
+    value = doc.get(key, default)
+    if not isinstance(value, str) or not value or len(value) > 1024:
+        raise _Invalid(f"{key} must be a non-empty string, found {_shown(value)}")
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _INT_LIMIT:
+        raise _Invalid(f"{what} must be an int in [0, 2**63), found {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) else (
+        type(value).__name__
+    )
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _depth_ok(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests at most ``limit`` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(
+            item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return False
+                stack.append((child, depth + 1))
+    return True
+
+
+def _parse(cls: type[Manifest], doc: Any) -> Manifest:
+    if not isinstance(doc, dict):
+        raise _Invalid(f"expected a JSON object, found {type(doc).__name__}")
+    version = _int(doc.get("manifest_version", MANIFEST_VERSION), "manifest_version")
+    if version > MANIFEST_VERSION:
+        raise _Invalid(f"manifest_version {version} is newer than this recprep reads "
+                       f"({MANIFEST_VERSION}): upgrade recprep")
+    prefix = _text(doc, "name_prefix")
+    try:
+        check_prefix(prefix)
+    except InvalidArgumentError as err:
+        raise _Invalid(str(err)) from None
+    manifest = cls(
+        name_prefix=prefix,
+        format=_text(doc, "format"),
+        codec=_text(doc, "codec"),
+        compressor=_text(doc, "compressor"),
+        shards=[],
+        recprep_version=_text(doc, "recprep_version", "unknown"),
+    )
+    listed = doc.get("shards")
+    if not isinstance(listed, list):
+        raise _Invalid(f"shards must be a list, found {_shown(listed)}")
+    for i, entry in enumerate(listed):
+        manifest.shards.append(_shard(manifest, entry, i, len(listed)))
+    # the totals are informative (the properties add the shards up): checked for type,
+    # and num_shards for agreement with the list, as always
+    for key, value in (("num_shards", manifest.num_shards),
+                       ("num_records", manifest.num_records),
+                       ("total_bytes", manifest.total_bytes)):
+        if value >= _INT_LIMIT:
+            raise _Invalid(f"the shards' {key} add up to {value}, past 2**63")
+        if key in doc:
+            _int(doc[key], key)
+    if _int(doc.get("num_shards", len(listed)), "num_shards") != len(listed):
+        raise _Invalid(f"num_shards is {doc['num_shards']}, but the shard list has "
+                       f"{len(listed)}")
+    schema = doc.get("schema")
+    if schema is None:
+        schema = {}
+    if not isinstance(schema, dict) or not _depth_ok(schema, MAX_SCHEMA_DEPTH):
+        raise _Invalid(f"schema must be a JSON object at most {MAX_SCHEMA_DEPTH} levels "
+                       f"deep, found {_shown(schema)}")
+    manifest.schema = schema
+    pickled = doc.get("pickled") or []
+    if not isinstance(pickled, list) or not all(isinstance(p, str) for p in pickled):
+        raise _Invalid(f"pickled must be a list of type names, found {_shown(pickled)}")
+    manifest.pickled = list(pickled)
+    return manifest
+
+
+def _shard(manifest: Manifest, entry: Any, index: int, count: int) -> ShardInfo:
+    where = f"shards[{index}]"
+    if not isinstance(entry, dict):
+        raise _Invalid(f"{where} must be an object, found {_shown(entry)}")
+    name = entry.get("name")
+    expected = shard_name(manifest.name_prefix, index, count)
+    if name != expected:
+        raise _Invalid(f"{where}.name must be {expected!r} (shard {index} of {count} of "
+                       f"{manifest.name_prefix!r}), found {_shown(name)}")
+    records = _int(entry.get("records"), f"{where}.records")
+    size = _int(entry.get("bytes"), f"{where}.bytes")
+    crc = entry.get("crc32c")
+    if not isinstance(crc, str) or not _CRC_HEX.fullmatch(crc):
+        raise _Invalid(f"{where}.crc32c must be 8 hex digits, found {_shown(crc)}")
+    most = manifest.max_records(size)
+    if records > most:
+        raise _Invalid(f"{where} claims {records} records in {size} bytes, which can hold at "
+                       f"most {most} ({manifest.format}, {manifest.compressor})")
+    return ShardInfo(name, records, size, int(crc, 16))
+
+
+def _check_shapes(schema: dict[str, Any]) -> None:
+    """The shapes of a schema's ``features`` (recprep's convention, ``Feature.to_json``)
+    must be arrays numpy can make: at most :data:`MAX_DIMS` dimensions, each ``null`` or
+    an int in ``[0, 2**63)``, whose product is below 2**63."""
+    features = schema.get("features")
+    for feature in features if isinstance(features, list) else ():
+        shape = feature.get("shape") if isinstance(feature, dict) else None
+        if shape is None:
+            continue
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+            raise ValueError(f"a feature's shape must be a list of at most {MAX_DIMS} "
+                             f"dimensions, found {_shown(shape)}")
+        size = 1
+        for dim in shape:
+            if dim is not None:
+                size *= _int(dim, "a dimension")
+        if size >= _INT_LIMIT:
+            raise ValueError(f"a feature's shape {shape} has {size} elements, past 2**63")
+
+
+def codec_with_schema(codec: Codec, schema: dict[str, Any], path: str | None) -> Codec:
+    """``codec.with_schema(schema)`` for a schema read from the manifest at ``path``: a
+    schema the codec can't use raises :class:`~recprep.errors.CorruptDataError` naming
+    the manifest, whatever the codec raised.
+
+    >>> from recprep.codecs import get_codec
+    >>> codec_with_schema(get_codec("example"), {"features": 3}, "p.manifest.json")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recprep.errors.CorruptDataError: p.manifest.json: the manifest's schema is not one ...
+    """
+    try:
+        _check_shapes(schema)
+        return codec.with_schema(schema)
+    except CorruptDataError:
+        raise
+    except Exception as err:
+        raise CorruptDataError(
+            f"the manifest's schema is not one codec {codec.name!r} can read "
+            f"({type(err).__name__}: {err})",
+            path=path,
+        ) from None
+
+
+def read_manifest(fs: Any, path: str) -> Manifest | None:
+    """The manifest at ``path``, or None when there is none. One larger than
+    :data:`MAX_MANIFEST_BYTES` raises before it is read."""
+    try:
+        size = fs.size(path)
+        if size is not None and size > MAX_MANIFEST_BYTES:
+            raise CorruptDataError(
+                f"not a valid recprep manifest: {size} bytes, more than a manifest may have "
+                f"({MAX_MANIFEST_BYTES})", path=path,
+            )
+        data = fs.cat_file(path)
+    except FileNotFoundError:
+        return None
+    return Manifest.from_json(data, path=path)

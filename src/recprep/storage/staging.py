@@ -1,0 +1,486 @@
+"""The staging directory of a conversion, its side files, and the atomic commit.
+
+Everything a conversion writes goes first under ``{output}/.recprep-staging-{prefix}/``
+— hidden, so no glob a user writes reaches it. The commit protocol
+(``docs/format.md`` §3, ``docs/reliability.md``):
+
+1. ``options.json`` records the run (what staged work depends on, and whether it
+   replaces a set); each finished task is recorded in ``done-{key}.json`` (its files,
+   their sizes and CRC-32C), so ``resume=True`` can reuse what a killed run finished.
+2. When every shard is complete, the manifest and a journal (``commit.json``: which
+   staged file becomes which shard, which old files go) are written into staging.
+3. The old manifest is removed (the old set is uncommitted), each staged shard is moved
+   to its final name, old files the new set doesn't have are removed, and the manifest is
+   moved to its final name — **the manifest is the commit point** — then ``options.json``,
+   the journal and staging go, in that order.
+
+While a journal exists and the manifest is missing, the set is *not committed*: readers
+refuse it (:mod:`recprep.read.committed`), ``verify`` reports it. A journal is replayed by
+``resume=True``: every step is idempotent, so a replay killed at any step is replayed
+again.
+
+**Side files are input, not trusted** (the threat model is in ``docs/reliability.md``):
+``options.json``, ``done-*.json`` and ``commit.json`` carry an HMAC-SHA256 made with the
+user's resume key (:func:`resume_key`, kept outside the output) over their content and
+the staging directory they belong to; their paths are single names resolved inside the
+staging directory (staged files) or the output directory (final names). A side file that
+fails either check is refused with :class:`~recprep.errors.UntrustedFileError`, never
+acted on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import os
+import posixpath
+import secrets
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import RecprepError, Unfinishable, UntrustedFileError, WriteError, add_note
+from . import _failpoints
+from .discovery import Kind, classify
+from .fs import checksum, display
+from .locking import is_local
+from .shardnames import manifest_name
+
+log = logging.getLogger("recprep")
+
+STAGING_PREFIX = ".recprep-staging-"
+JOURNAL = "commit.json"
+FINGERPRINT = "options.json"
+KEY_ENV = "RECPREP_RESUME_KEY"
+_RESERVED = (".recprep-",)  # names a side file may never make recprep touch
+
+
+# -- the resume key and seals ---------------------------------------------------------------
+
+
+_KEYS: dict[str, bytes] = {}
+
+
+def resume_key() -> bytes:
+    """The secret that seals side files: ``$RECPREP_RESUME_KEY`` (any text; set the same
+    on every machine that resumes), else a random key kept, readable by its user only, in
+    ``$XDG_CACHE_HOME/recprep/resume.key`` (``~/.cache/...``), made on first use. Where
+    that can't be written, a key of this process: a later resume then redoes the work."""
+    text = os.environ.get(KEY_ENV)
+    if text:
+        return hashlib.sha256(b"recprep-resume-key\0" + text.encode()).digest()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "recprep", "resume.key")
+    if path not in _KEYS:
+        _KEYS[path] = _load_or_make_key(path)
+    return _KEYS[path]
+
+
+def _load_or_make_key(path: str) -> bytes:
+    for _ in range(2):
+        try:
+            with open(path, "rb") as f:  # not a user path: recprep's own key file
+                key = f.read()
+            if len(key) >= 32:
+                return key
+        except OSError:
+            pass
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+            try:
+                os.link(tmp, path)  # create-if-absent: two processes agree on one key
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(tmp)
+        except OSError as err:
+            log.info("recprep: can't keep a resume key in %s (%s); staged work of this "
+                     "process can't be reused by another", path, err)
+            break
+    return _KEYS.setdefault("", secrets.token_bytes(32))
+
+
+def _mac(doc: Mapping[str, Any]) -> str:
+    body = json.dumps({k: v for k, v in doc.items() if k != "mac"}, sort_keys=True,
+                      separators=(",", ":"))
+    return hmac.new(resume_key(), body.encode(), hashlib.sha256).hexdigest()
+
+
+def seal(doc: dict[str, Any]) -> bytes:
+    """``doc`` with its HMAC, as the bytes of a side file."""
+    return json.dumps({**doc, "mac": _mac(doc)}, sort_keys=True).encode()
+
+
+def unseal(data: bytes, *, kind: str, staging: str, shown: str) -> dict[str, Any]:
+    """The content of a side file of ``kind`` written for ``staging`` with this user's
+    key; anything else raises :class:`~recprep.errors.UntrustedFileError`."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("mac"), str):
+        raise UntrustedFileError(shown, "not a side file recprep wrote (no valid seal)")
+    if not hmac.compare_digest(doc["mac"], _mac(doc)):
+        raise UntrustedFileError(
+            shown, "its seal doesn't match: it was changed, planted, or written with another "
+            f"resume key (set {KEY_ENV} to the same secret on every machine that resumes)"
+        )
+    if doc.get("kind") != kind or doc.get("staging") != staging:
+        raise UntrustedFileError(shown, f"it was written for {doc.get('staging')!r} "
+                                        f"({doc.get('kind')}), not for this {kind} here")
+    return doc
+
+
+def safe_name(name: Any, shown: str) -> str:
+    """``name`` if it is one plain file name (no directory part, no ``..``) that recprep
+    may create or remove; else :class:`~recprep.errors.UntrustedFileError`."""
+    if (not isinstance(name, str) or not name or "/" in name or "\\" in name
+            or "\0" in name or name in (".", "..") or name.startswith(_RESERVED)):
+        raise UntrustedFileError(shown, f"names {name!r}, which is not a plain file name "
+                                        "inside the directory")
+    return name
+
+
+# -- staged files ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What was written to one file (or to ``bytes`` bytes of it from ``offset``):
+    records, bytes and the CRC-32C of those bytes."""
+
+    path: str
+    records: int
+    bytes: int
+    crc32c: int
+    offset: int = 0
+
+
+def facts_intact(fs: Any, facts: FileFacts) -> bool:
+    """Whether ``facts`` still describe what is on storage (size and CRC-32C)."""
+    try:
+        with fs.open(facts.path, "rb") as f:
+            crc, size = checksum(f, start=facts.offset, size=facts.bytes)
+    except (OSError, ValueError):
+        return False
+    return size == facts.bytes and crc == facts.crc32c
+
+
+@dataclass(frozen=True)
+class Run:
+    """What ``options.json`` says of the run that made the staged work."""
+
+    fingerprint: str
+    overwrite: bool
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A commit in progress: final name -> staged name, old names that go, and the
+    SHA-256 of the staged manifest."""
+
+    staged: dict[str, str]
+    replaced: list[str]
+    manifest_sha256: str
+
+
+def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseException) -> None:
+    """Record that cleaning up after ``err`` failed too — as a note on ``err`` (the
+    error the user must see), else in the log."""
+    text = f"recprep: {what} failed too: {type(failure).__name__}: {failure}"
+    if err is None:
+        log.warning(text)
+        return
+    add_note(err, text)
+
+
+class Staging:
+    """The hidden directory one shard set is written into before it commits.
+
+    ``path`` holds the side files; staged files may live in ``area`` (``path`` unless a
+    writer stages elsewhere, as ``recprep.spark`` does).
+    """
+
+    def __init__(
+        self, fs: Any, output: str, prefix: str, path: str | None = None,
+        area: str | None = None,
+    ) -> None:
+        self.fs = fs
+        self.output = output
+        self.prefix = prefix
+        self.path = path or posixpath.join(output, f"{STAGING_PREFIX}{prefix}")
+        self.area = area or self.path
+        self.committing = False  # this object wrote the journal now in place
+
+    def exists(self) -> bool:
+        self._check_not_a_link()
+        return bool(self.fs.exists(self.path))
+
+    def _check_not_a_link(self) -> None:
+        """Refuse a staging directory that is a symbolic link: listing and removing its
+        entries would reach files outside the output directory."""
+        if is_local(self.fs) and os.path.islink(self.path):
+            raise UntrustedFileError(self.path, "a symbolic link where recprep keeps its "
+                                                "staging directory")
+
+    def file(self, name: str) -> str:
+        """A path inside the staging directory."""
+        return posixpath.join(self.path, name)
+
+    def _shown(self, name: str) -> str:
+        return display(self.fs, self.file(name))
+
+    def create(self, *, keep: bool) -> None:
+        """Make the directory; a dead run's leftovers are kept (``keep``) or removed (but
+        a pending journal stays until this run's commit replaces it: the set it marks is
+        not committed, and readers must keep seeing that)."""
+        if not keep and self.exists():
+            log.info("recprep: removing the temporaries of an earlier run in %s", self.path)
+            self.clear()
+        try:
+            self.fs.makedirs(self.path, exist_ok=True)
+        except OSError as err:
+            raise WriteError(self.path, err) from err
+
+    def _write_atomic(self, name: str, data: bytes) -> None:
+        tmp, path = self.file(f".{name}.tmp"), self.file(name)
+        try:
+            with self.fs.open(tmp, "wb") as f:
+                f.write(data)
+            self.fs.mv(tmp, path)
+        except OSError as err:
+            with contextlib.suppress(Exception):
+                self.fs.rm(tmp)
+            raise WriteError(path, err) from err
+
+    def _read(self, name: str) -> bytes | None:
+        try:
+            return bytes(self.fs.cat_file(self.file(name)))
+        except FileNotFoundError:
+            return None
+
+    # -- the run and its task records ----------------------------------------------------
+
+    def run(self) -> Run | None:
+        """The run the staged work belongs to (None when none was recorded); a record
+        this user's runs didn't write raises :class:`~recprep.errors.UntrustedFileError`."""
+        data = self._read(FINGERPRINT)
+        if data is None:
+            return None
+        doc = unseal(data, kind="run", staging=self.path, shown=self._shown(FINGERPRINT))
+        if not isinstance(doc.get("fingerprint"), str):
+            raise UntrustedFileError(self._shown(FINGERPRINT), "no fingerprint")
+        return Run(doc["fingerprint"], bool(doc.get("overwrite")))
+
+    def start_run(self, fingerprint: str, overwrite: bool) -> None:
+        """Record the options staged work depends on (and whether the run replaces a
+        set), so a resume can tell whether to reuse it and what to finish."""
+        doc = {"kind": "run", "staging": self.path, "fingerprint": fingerprint,
+               "overwrite": overwrite}
+        self._write_atomic(FINGERPRINT, seal(doc))
+
+    def _name_of(self, path: str) -> str:
+        rel = posixpath.relpath(path, self.area)
+        return safe_name(rel, path)
+
+    def record(
+        self, key: str, files: list[FileFacts | None], notes: list[Any],
+        pickled: Mapping[str, int] | None = None,
+    ) -> None:
+        """Remember a finished task (skipped when its notes aren't JSON), with the types
+        its codec pickled (so that a resumed run's manifest says the same)."""
+        listed = [None if f is None else {**asdict(f), "path": self._name_of(f.path)}
+                  for f in files]
+        doc = {"kind": "done", "staging": self.path, "key": key, "files": listed,
+               "notes": notes, "pickled": dict(pickled or {})}
+        try:
+            data = seal(doc)
+        except (TypeError, ValueError):
+            return
+        self._write_atomic(f"done-{key}.json", data)
+        _failpoints.hit("staging.record")
+
+    def recorded(
+        self, key: str
+    ) -> tuple[list[FileFacts | None], list[Any], dict[str, int]] | None:
+        """A finished task's files, notes and pickled types, if recorded and still intact
+        on storage.
+        A record this user's runs didn't write for this task raises
+        :class:`~recprep.errors.UntrustedFileError`."""
+        name = f"done-{key}.json"
+        data = self._read(name)
+        if data is None:
+            return None
+        shown = self._shown(name)
+        doc = unseal(data, kind="done", staging=self.path, shown=shown)
+        try:
+            if doc["key"] != key:
+                raise ValueError(f"it records task {doc['key']!r}")
+            files = [
+                None if f is None else FileFacts(
+                    posixpath.join(self.area, safe_name(f["path"], shown)),
+                    int(f["records"]), int(f["bytes"]), int(f["crc32c"]), int(f["offset"]))
+                for f in doc["files"]
+            ]
+            notes = list(doc.get("notes") or [])
+            pickled = {str(k): int(v) for k, v in dict(doc.get("pickled") or {}).items()}
+        except (KeyError, TypeError, ValueError) as err:
+            raise UntrustedFileError(shown, f"not a valid task record ({err})") from None
+        if not all(f is None or facts_intact(self.fs, f) for f in files):
+            log.warning("recprep: the staged output of task %s changed; running it again", key)
+            return None
+        return files, notes, pickled
+
+    # -- the commit ----------------------------------------------------------------------
+
+    def commit(
+        self, staged: Mapping[str, str], manifest: bytes, *, replaced: Iterable[str] = ()
+    ) -> None:
+        """Move each staged file (final name -> staged path) to its final name, drop the
+        ``replaced`` files of an old set (paths in the output directory), then move the
+        manifest in last."""
+        self._write_atomic(manifest_name(self.prefix), manifest)
+        names = {name: self._name_of(path) for name, path in staged.items()}
+        old = sorted({posixpath.basename(p) for p in replaced
+                      if posixpath.dirname(p) == self.output})
+        digest = hashlib.sha256(manifest).hexdigest()
+        doc = {"kind": "journal", "staging": self.path, "area": self.area,
+               "prefix": self.prefix, "staged": names, "replaced": old,
+               "manifest_sha256": digest}
+        self._write_atomic(JOURNAL, seal(doc))
+        self.committing = True
+        _failpoints.hit("commit.journal")
+        self._finish(Journal(names, old, digest))
+
+    def pending_commit(self) -> bool:
+        """Whether a commit was started (its journal is there) and not finished."""
+        return bool(self.fs.exists(self.file(JOURNAL)))
+
+    def journal(self) -> Journal:
+        """The pending commit's journal, checked: written by this user's runs for this
+        staging directory, every name inside it or the output directory."""
+        shown = self._shown(JOURNAL)
+        data = self._read(JOURNAL)
+        if data is None:
+            raise Unfinishable(f"{shown} disappeared")
+        doc = unseal(data, kind="journal", staging=self.path, shown=shown)
+        try:
+            if doc["area"] != self.area or doc["prefix"] != self.prefix:
+                raise ValueError(f"it stages in {doc['area']!r} for {doc['prefix']!r}")
+            staged = {safe_name(k, shown): safe_name(v, shown)
+                      for k, v in dict(doc["staged"]).items()}
+            replaced = [safe_name(name, shown) for name in doc["replaced"]]
+            digest = str(doc["manifest_sha256"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise UntrustedFileError(shown, f"not a valid commit journal ({err})") from None
+        return Journal(staged, replaced, digest)
+
+    def staged_manifest(self, journal: Journal) -> bytes | None:
+        """The staged manifest of ``journal`` (None once it was moved in: committed)."""
+        name = manifest_name(self.prefix)
+        data = self._read(name)
+        if data is not None and hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
+            raise UntrustedFileError(self._shown(name), "it is not the manifest its commit "
+                                                        "journal names (SHA-256 differs)")
+        return data
+
+    def finish_commit(self, journal: Journal, intact: Mapping[str, FileFacts]) -> None:
+        """Finish a commit a killed run started (idempotent: a replay killed at any step
+        can be replayed again). ``intact`` are the shards' facts per final name, to check
+        the staged files before they move and those already moved; a shard neither staged
+        nor committed intact raises :class:`Unfinishable`."""
+        if self.staged_manifest(journal) is not None:  # the commit point isn't passed
+            for name, staged in journal.staged.items():
+                facts = intact.get(name)  # None: a side file (an index), rebuilt on demand
+                if facts is None:
+                    continue
+                here = FileFacts(posixpath.join(self.area, staged), facts.records,
+                                 facts.bytes, facts.crc32c)
+                if self.fs.exists(here.path):
+                    ok = facts_intact(self.fs, here)
+                else:
+                    ok = facts_intact(self.fs, facts)
+                if not ok:
+                    raise Unfinishable(f"{facts.path}: neither staged nor committed intact")
+        self._finish(journal)
+
+    def _finish(self, journal: Journal) -> None:
+        try:
+            self._replay(journal)
+        except OSError as err:  # storage failed mid-commit: the journal stays, to finish it
+            if isinstance(err, RecprepError):
+                raise
+            raise WriteError(display(self.fs, self.output), err) from err
+
+    def _replay(self, journal: Journal) -> None:
+        fs = self.fs
+        final_manifest = posixpath.join(self.output, manifest_name(self.prefix))
+        staged_manifest = self.file(manifest_name(self.prefix))
+        if fs.exists(staged_manifest):
+            if fs.exists(final_manifest):
+                fs.rm(final_manifest)  # uncommit the old set before touching its files
+                _failpoints.hit("commit.uncommit")
+            for name, staged in journal.staged.items():
+                source = posixpath.join(self.area, staged)
+                target = posixpath.join(self.output, name)
+                if fs.exists(source):
+                    fs.mv(source, target)
+                    _failpoints.hit("commit.move")
+                elif classify(name).kind is Kind.SHARD_SIDE and fs.exists(target):
+                    fs.rm(target)  # moved or not, an index is rebuilt on demand
+            for name in journal.replaced:
+                path = posixpath.join(self.output, name)
+                if name not in journal.staged and path != final_manifest and fs.exists(path):
+                    fs.rm(path)
+                    _failpoints.hit("commit.replaced")
+            fs.mv(staged_manifest, final_manifest)
+            _failpoints.hit("commit.manifest")
+        for name in (FINGERPRINT, JOURNAL):  # the run is over, then the commit
+            if fs.exists(self.file(name)):
+                fs.rm(self.file(name))
+                _failpoints.hit("commit.cleanup")
+        self.committing = False
+        self.remove()
+
+    # -- cleanup -------------------------------------------------------------------------
+
+    def _entries(self) -> Iterator[str]:
+        try:
+            yield from self.fs.ls(self.path, detail=False)
+        except FileNotFoundError:
+            return
+
+    def clear(self, error: BaseException | None = None) -> None:
+        """Remove this run's work: all of staging, but a journal that this object didn't
+        write (its set is not committed; this run's commit will replace it). Failures
+        become notes on ``error``."""
+        try:
+            self._check_not_a_link()
+            if not self.committing and self.pending_commit():
+                for entry in self._entries():
+                    if posixpath.basename(entry.rstrip("/")) != JOURNAL:
+                        self.fs.rm(entry, recursive=True)
+                return
+            self.committing = False
+            if self.fs.exists(self.path):
+                self.fs.rm(self.path, recursive=True)
+        except Exception as failure:  # cleanup must not hide the error that led here
+            note_cleanup_failure(error, f"removing the temporaries in {self.path}", failure)
+
+    def remove(self, error: BaseException | None = None) -> None:
+        """Delete the staging directory and everything in it (best effort; failures are
+        notes on ``error``)."""
+        try:
+            if self.exists():
+                self.fs.rm(self.path, recursive=True)
+        except Exception as failure:  # cleanup must not hide the error that led here
+            if error is None and isinstance(failure, UntrustedFileError):
+                raise
+            note_cleanup_failure(error, f"removing {self.path}", failure)
