@@ -10,8 +10,8 @@ import fsspec
 import pytest
 
 from recprep import RecordIO, convert
-from recprep.storage import manifest as manifest_module
 from recprep.errors import CorruptDataError
+from recprep.storage import manifest as manifest_module
 from recprep.storage.manifest import Manifest, ShardInfo, read_manifest
 
 
