@@ -42,6 +42,7 @@ __all__ = [
     "available_formats",
     "detect_format",
     "get_format",
+    "indexing_formats",
     "register_format",
     "sniff",
 ]
@@ -89,6 +90,16 @@ def available_formats() -> list[str]:
 def get_format(name: str) -> Format:
     """Return the format registered as ``name``."""
     return _REGISTRY.get(name)()
+
+
+def indexing_formats() -> list[Format]:
+    """The registered formats that keep a record index beside each shard
+    (:attr:`Format.record_index`), in registration order.
+
+    >>> [f.name for f in indexing_formats()]
+    ['tfrecord']
+    """
+    return [cls() for cls in _REGISTRY.values() if cls.record_index is not None]
 
 
 def detect_format(head: bytes) -> Format | None:

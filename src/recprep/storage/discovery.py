@@ -167,14 +167,14 @@ def side_file_kinds() -> tuple[SideFileKind, ...]:
 
 @functools.cache
 def _side_kinds(formats: tuple[str, ...]) -> tuple[SideFileKind, ...]:
-    from ..containers import get_format
+    """The kinds while the registry holds ``formats`` (the cache key: a format registered
+    later gives a new key)."""
+    from ..containers import indexing_formats
     from .chunkindex import chunks_name
 
-    indexes = dict.fromkeys(  # each record index kind once, in registration order
-        kind for kind in (get_format(name).record_index for name in formats)
-        if kind is not None
-    )
-    return (*(SideFileKind(True, kind.name_for) for kind in indexes),
+    # each record index kind once, in registration order
+    indexes = dict.fromkeys(f.record_index for f in indexing_formats())
+    return (*(SideFileKind(True, kind.name_for) for kind in indexes if kind is not None),
             SideFileKind(False, chunks_name))
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, available_formats, get_format
+from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, indexing_formats
 from ..containers.base import NO_LIMIT
 from ..containers.record_index import RecordIndex
 from ..errors import CorruptDataError, InvalidArgumentError
@@ -57,10 +57,10 @@ log = logging.getLogger("recprep")
 
 def _kind(container: Format | None) -> tuple[Format, type[RecordIndex]]:
     if container is None:
-        keeping = [f for f in map(get_format, available_formats()) if f.record_index]
+        keeping = indexing_formats()
         if not keeping:
             raise InvalidArgumentError("no registered format keeps a record index")
-        container = keeping[0]
+        container = min(keeping, key=lambda f: f.name)
     kind = container.record_index
     if kind is None:
         raise InvalidArgumentError(f"format {container.name!r} keeps no record index")
