@@ -46,9 +46,9 @@ import uuid
 from typing import Any
 
 import fsspec
-import google_crc32c
 
 from ..errors import CorruptDataWarning, InvalidArgumentError, warn
+from ..storage.fs import checksum
 from ..storage.manifest import ShardInfo
 from .filepool import FilePool, PooledFile
 
@@ -59,16 +59,12 @@ log = logging.getLogger("recprep")
 _SUFFIX = ".shard"  # cached shards; downloads in progress end in ".part"
 _PART = ".part"
 _STALE_PART_SECONDS = 3600  # a download this old was abandoned (its process died)
-_BLOCK = 4 << 20
 
 
 def _crc_of(path: str) -> tuple[int, int]:
     """``(size, CRC-32C)`` of the local file ``path``."""
-    crc = size = 0
     with open(path, "rb") as file:  # the cache directory is local by definition
-        while block := file.read(_BLOCK):
-            crc = google_crc32c.extend(crc, block)
-            size += len(block)
+        crc, size = checksum(file)
     return size, crc
 
 
@@ -179,13 +175,9 @@ class ShardCache:
         """Copy the shard into place at ``local`` if its bytes match ``entry``."""
         self._evict(room=entry.bytes)
         part = f"{local}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_PART}"
-        crc = size = 0
         try:
             with fs.open(path, "rb") as source, open(part, "wb") as out:
-                while block := source.read(_BLOCK):
-                    crc = google_crc32c.extend(crc, block)
-                    size += len(block)
-                    out.write(block)
+                crc, size = checksum(source, out=out)
             if (size, crc) != (entry.bytes, entry.crc32c):
                 log.debug("recprep: not caching %s: %d bytes, CRC-32C %08x; manifest: %d, "
                           "%08x", url, size, crc, entry.bytes, entry.crc32c)
