@@ -13,7 +13,7 @@ Names are unique: registering a taken name raises
 
 Third-party packages add entries through entry points, read once, on first need
 (numcodecs-style), from the registry's group (``recprep.formats``, ``recprep.codecs``,
-``recprep.executors``, ``recprep.compressions``, ``recprep.commands``)::
+``recprep.executors``, ``recprep.compressions``, ``recprep.commands``), in a ``pyproject.toml``:
 
     [project.entry-points."recprep.formats"]
     myformat = "mypackage.formats:MyFormat"
