@@ -307,9 +307,9 @@ def test_unbatched_batches_are_exactly_what_read_gives(
 
 # --------------------------------------------------------------------------- chunk columns
 
-from recprep.batching import Columns, Row, collate_rows  # noqa: E402
+from recprep.batching import Columns  # noqa: E402
 from recprep.codecs import get_codec  # noqa: E402
-from recprep.read.decoding import ColumnarCodec  # noqa: E402
+from recprep.read.blocks import assemble, part, pick  # noqa: E402
 
 
 def same_batch(got, expected) -> bool:
@@ -388,14 +388,16 @@ def test_decode_columns_equal_collated_decodes(values, cut, flip):
     if cols is None:
         return
     cols.decode = lambda: codec.decode_many(records)
-    assert cols.n == len(records)
-    assert same_batch(collate_rows(cols.rows()), expected)
-    rows = cols.rows()
-    for a, b in ((0, len(rows)), (1, len(rows) - 1), (len(rows) // 2, len(rows))):
+    assert cols.n == len(cols) == len(records)
+    assert same_batch(assemble([cols]), expected)
+    n = len(records)
+    for a, b in ((0, n), (1, n - 1), (n // 2, n)):
         if a < b:
-            assert same_batch(collate_rows(rows[a:b]), collate(codec.decode_many(records[a:b])))
-    picked = rows[::-2]  # out of order: gathered by index
-    assert same_batch(collate_rows(picked), collate([r.instance() for r in picked]))
+            assert same_batch(assemble([part(cols, a, b)]),
+                              collate(codec.decode_many(records[a:b])))
+    rows = np.arange(n)[::-2]  # out of order: gathered by index
+    picked = pick([part(cols, 0, n // 2), part(cols, n // 2, n)], rows)
+    assert same_batch(assemble([picked]), collate([cols.instances()[i] for i in rows]))
 
 
 def test_uniform_chunks_are_decoded_as_columns():
@@ -408,7 +410,7 @@ def test_uniform_chunks_are_decoded_as_columns():
         cols = codec.decode_columns(records)
         assert isinstance(cols, Columns) and cols.n == 8
         cols.decode = lambda r=records: codec.decode_many(r)
-        assert same_batch(collate_rows(cols.rows()), collate(values))
+        assert same_batch(assemble([cols]), collate(values))
     mixed = [codec.encode(v) for v in [(1, 2.0)] * 4 + [(1, "2")] * 4]
     assert codec.decode_columns(mixed) is None
     assert get_codec("pickle").decode_columns(mixed) is None  # codecs without: None
@@ -420,11 +422,11 @@ def test_rows_of_chunks_with_other_layouts_are_decoded_and_collated():
     b = [codec.encode((np.int64(i), 1.0)) for i in range(4)]  # int64 too, but numpy scalars
     ca, cb = codec.decode_columns(a), codec.decode_columns(b)
     ca.decode, cb.decode = (lambda: codec.decode_many(a)), (lambda: codec.decode_many(b))
-    run = ca.rows()[2:] + cb.rows()[:2]
+    run = [part(ca, 2, 4), part(cb, 0, 2)]
+    assert ca.signature != cb.signature
     expected = collate(codec.decode_many(a)[2:] + codec.decode_many(b)[:2])
     assert type(expected[0]) is list  # int and numpy.int64 mixed: a list, as collate says
-    assert same_batch(collate_rows(run), expected)
-    assert all(type(r) is Row for r in run)
+    assert same_batch(assemble(run), expected)
 
 
 @pytest.mark.filterwarnings("ignore:.*shards are empty")
@@ -438,8 +440,6 @@ def test_rows_of_chunks_with_other_layouts_are_decoded_and_collated():
 def test_batches_from_columns_are_those_of_read(values, form, codec, shards, batch_size,
                                                 threads, shuffle):
     url = f"memory://recprep-test-columns-{uuid.uuid4().hex}"
-    was = ColumnarCodec.min_record_bytes
-    ColumnarCodec.min_record_bytes = 0  # columns for every chunk that has them
     try:
         convert(url, values, shards, "p", chunk_bytes=300, format=form[0],
                 compressor=form[1], codec=codec, progress=False)
@@ -452,7 +452,6 @@ def test_batches_from_columns_are_those_of_read(values, form, codec, shards, bat
             assert same_batch(batch, collate(expected[k * batch_size:(k + 1) * batch_size]))
         assert sum(len(unbatch(b)) for b in got) == len(expected)
     finally:
-        ColumnarCodec.min_record_bytes = was
         fs = fsspec.filesystem("memory")
         path = url.removeprefix("memory://")
         if fs.exists(path):
@@ -461,15 +460,10 @@ def test_batches_from_columns_are_those_of_read(values, form, codec, shards, bat
 
 def test_damaged_chunks_skipped_with_columns(tmp_path):
     pattern = damaged_set(tmp_path)
-    was = ColumnarCodec.min_record_bytes
-    ColumnarCodec.min_record_bytes = 0
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CorruptDataWarning)
-            expected = list(RecordIO(pattern, on_corrupt="skip")())
-            got = list(RecordIO(pattern, on_corrupt="skip").batches(9))
-    finally:
-        ColumnarCodec.min_record_bytes = was
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptDataWarning)
+        expected = list(RecordIO(pattern, on_corrupt="skip")())
+        got = list(RecordIO(pattern, on_corrupt="skip").batches(9))
     assert 0 < len(expected) < 60
     for k, batch in enumerate(got):
         assert same_batch(batch, collate(expected[k * 9:(k + 1) * 9]))

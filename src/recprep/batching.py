@@ -3,12 +3,11 @@
 :meth:`recprep.RecordIO.batches` cuts a pass into runs of ``batch_size`` instances and
 hands each run to :func:`collate`, the one place that decides what a batch looks like.
 A codec that decodes a whole chunk at a time (``Codec.decode_columns``) hands over
-:class:`Columns` in this same layout; the pass then carries :class:`Row` handles (a
-chunk's columns and a row number) instead of instances, and a run of rows is cut out of
-the columns (:func:`collate_rows`) with no per-instance decoding — the same batch
-``collate`` makes of the decoded instances, or else (runs whose chunks have different
-layouts) the rows are decoded and collated. The rules, applied to a *column* (the values
-at one place of every instance of the batch), recursively:
+:class:`Columns` in this same layout; the pass then moves those columns whole (see
+:mod:`recprep.read.blocks`) and cuts batches out of them with no per-instance work — the
+same batch ``collate`` makes of the decoded instances, or else (runs whose chunks have
+different layouts) the instances are decoded and collated. The rules, applied to a
+*column* (the values at one place of every instance of the batch), recursively:
 
 * tuples of one length (> 0) → a tuple of columns; named tuples of one class → that
   named tuple of columns; dicts with the same keys in the same order → a dict of columns;
@@ -16,7 +15,9 @@ at one place of every instance of the batch), recursively:
   of ``int64`` / ``float64`` / ``bool`` / ``complex128`` (ints beyond int64: a list);
 * numpy scalars of one dtype → a numpy array of that dtype;
 * numpy arrays of one dtype and one shape (at least one dimension, not of object dtype)
-  → one stacked array of shape ``(n, *shape)``, the dtype kept;
+  → one stacked array of shape ``(n, *shape)``, the dtype kept (in the machine's byte
+  order, as ``np.stack`` makes it: ``>i4`` arrays give an ``<i4`` batch, which torch and
+  TensorFlow take, with the same values);
 * ``str`` only, or ``bytes`` only → a 1-d numpy array of dtype ``object`` holding the
   very same objects (not ``StringDType``: it has no bytes, and object arrays are what
   ``tf.constant`` and ``torch``'s ``default_convert`` pass through);
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice, repeat
+from itertools import islice
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -52,8 +53,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["Columns", "Row", "batched", "check_batch_size", "collate", "collate_rows",
-           "unbatch"]
+__all__ = ["Columns", "batched", "check_batch_size", "collate", "unbatch"]
 
 #: Python number types stacked into one array, and the dtype each becomes
 NUMBERS: dict[type, np.dtype] = {
@@ -173,7 +173,7 @@ def _batched(source: Iterator[Any], size: int, drop_last: bool) -> Iterator[Any]
         while run := list(islice(source, size)):
             if len(run) < size and drop_last:
                 return
-            yield collate_rows(run)
+            yield collate(run)
     finally:
         close = getattr(source, "close", None)
         if close is not None:
@@ -185,107 +185,35 @@ def _batched(source: Iterator[Any], size: int, drop_last: bool) -> Iterator[Any]
 
 @dataclass(eq=False)
 class Columns:
-    """The ``n`` instances of a chunk as columns, as :func:`collate` would make them.
+    """``n`` consecutive instances (a chunk's, or a run of a pass) as columns, as
+    :func:`collate` would make them.
 
     ``tree``: tuples / dicts of leaves as ``collate`` gives them, each leaf a numpy array
-    of ``n`` rows (possibly a read-only, unaligned view of the chunk's bytes: rows are
-    copied out) or a list. ``signature``: equal for two chunks only if ``collate`` of
+    of ``n`` rows or a list. ``signature``: equal for two chunks only if ``collate`` of
     their instances together is the concatenation of their columns (same structure, and
     each leaf from values of one Python/numpy type, dtype and shape). ``decode``: gives
-    the instances themselves, for runs that can't be cut from columns.
+    the instances themselves, for runs that can't be cut from columns. ``fresh``: the
+    arrays are the pass's own (a batch may be a view of them); ``False`` when they may
+    view a chunk's bytes (read-only, unaligned: a batch copies them).
+
+    >>> cols = Columns((np.arange(3), ["a", "b", None]), 3, "sig", lambda: [])
+    >>> len(cols), cols.tree[0]
+    (3, array([0, 1, 2]))
     """
 
     tree: Any
     n: int
     signature: Any
     decode: Callable[[], list[Any]] | None = None
+    fresh: bool = False
     _instances: list[Any] | None = field(default=None, repr=False)
 
+    def __len__(self) -> int:
+        return self.n
+
     def instances(self) -> list[Any]:
+        """The instances themselves (decoded once, on first use)."""
         if self._instances is None:
             assert self.decode is not None
             self._instances = self.decode()
         return self._instances
-
-    def rows(self) -> list[Row]:
-        """A :class:`Row` handle for each instance, in order."""
-        return list(map(Row, zip(repeat(self, self.n), range(self.n), strict=True)))
-
-
-class Row(tuple):
-    """``(columns, index)``: instance ``index`` of a chunk's :class:`Columns` (what a
-    columns pass yields in place of the instance). A tuple subclass: made in C."""
-
-    __slots__ = ()
-
-    def instance(self) -> Any:
-        return self[0].instances()[self[1]]
-
-
-_columns_of, _index_of = itemgetter(0), itemgetter(1)
-
-
-def collate_rows(run: list[Any]) -> Any:
-    """:func:`collate` of a run of instances some of which may be :class:`Row` handles:
-    the batch ``collate`` makes of the instances they stand for.
-
-    >>> cols = Columns((np.arange(4), np.array(["a", "b", "c", "d"], dtype=object)), 4,
-    ...                "sig", lambda: [(0, "a"), (1, "b"), (2, "c"), (3, "d")])
-    >>> collate_rows(cols.rows()[1:3])
-    (array([1, 2]), array(['b', 'c'], dtype=object))
-    >>> collate_rows([cols.rows()[0], (7, "x")])  # a Row among instances: decoded
-    (array([0, 7]), array(['a', 'x'], dtype=object))
-    """
-    if not run or set(map(type, run)) != {Row}:
-        if any(type(x) is Row for x in run):
-            run = [x.instance() if type(x) is Row else x for x in run]
-        return collate(run)
-    owners = list(map(_columns_of, run))
-    chunks = list(dict.fromkeys(owners))
-    if len({c.signature for c in chunks}) != 1:
-        return collate([x.instance() for x in run])
-    index = np.fromiter(map(_index_of, run), np.intp, len(run))
-    if len(chunks) == 1:
-        first = int(index[0])
-        if int(index[-1]) - first == len(run) - 1 and (
-                len(run) < 3 or bool((np.diff(index) == 1).all())):
-            return _take(chunks[0].tree, slice(first, first + len(run)))
-        return _take(chunks[0].tree, index)
-    number = {id(c): k for k, c in enumerate(chunks)}
-    which = np.fromiter(map(number.__getitem__, map(id, owners)), np.intp, len(run))
-    places = [np.flatnonzero(which == k) for k in range(len(chunks))]
-    return _gather([c.tree for c in chunks], [index[p] for p in places], places, len(run))
-
-
-def _take(tree: Any, rows: Any) -> Any:
-    """Rows ``rows`` (a slice or an index array) of every leaf of ``tree``: fresh,
-    writable, C-contiguous arrays (lists for list leaves)."""
-    if isinstance(tree, np.ndarray):
-        return np.ascontiguousarray(tree[rows]) if isinstance(rows, np.ndarray) else (
-            np.array(tree[rows], order="C"))
-    if isinstance(tree, list):
-        return tree[rows] if isinstance(rows, slice) else [tree[i] for i in rows.tolist()]
-    if isinstance(tree, tuple):
-        return tuple(_take(t, rows) for t in tree)
-    return {k: _take(t, rows) for k, t in tree.items()}
-
-
-def _gather(trees: list[Any], rows: list[np.ndarray], places: list[np.ndarray], n: int
-            ) -> Any:
-    """A batch of ``n`` rows: ``rows[k]`` of ``trees[k]`` go to ``places[k]``."""
-    first = trees[0]
-    if isinstance(first, np.ndarray):
-        out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
-        for tree, r, p in zip(trees, rows, places, strict=True):
-            out[p] = tree[r]
-        return out
-    if isinstance(first, list):
-        values: list[Any] = [None] * n
-        for tree, r, p in zip(trees, rows, places, strict=True):
-            for i, j in zip(p.tolist(), r.tolist(), strict=True):
-                values[i] = tree[j]
-        return values
-    if isinstance(first, tuple):
-        return tuple(_gather([t[k] for t in trees], rows, places, n)
-                     for k in range(len(first)))
-    return {key: _gather([t[key] for t in trees], rows, places, n) for key in first}

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..batching import Columns
+from ..containers.base import Records
 from ._recprep_base import (
     FORMAT_TAG,
     T_BYTES,
@@ -50,7 +52,7 @@ from ._recprep_base import (
 from ._recprep_decode import decode_value
 from ._recprep_numpy import ND_KINDS, read_dtype
 
-__all__ = ["decode_columns"]
+__all__ = ["ROWS_BELOW_BYTES", "decode_columns", "decode_rows"]
 
 _u32 = struct.Struct("<I").unpack_from
 _SHAPE = [struct.Struct(f"<BB{n}QQ") for n in range(65)]
@@ -221,23 +223,36 @@ def _stacked(dt: np.dtype) -> np.dtype:
     return np.stack([np.zeros(1, dt)]).dtype
 
 
-def decode_columns(records: list[Any], decode: Callable[[bytes], Any]) -> Columns | None:
+def decode_columns(records: Sequence[Any], decode: Callable[[bytes], Any]
+                   ) -> Columns | None:
     """The records' values as columns, or None where they don't share one layout.
 
     ``decode`` (the ``"recprep"`` codec's) decodes one record, the first, to learn its
     layout.
     """
+    found = _decode(records, decode)
+    return None if found is None else found[0]
+
+
+def _decode(records: Sequence[Any], decode: Callable[[bytes], Any]
+            ) -> tuple[Columns, _Layout] | None:
     n = len(records)
     if n < MIN_RECORDS:
         return None
-    buf = b"".join(records)
     first = bytes(records[0])
     if not first or first[0] != FORMAT_TAG:
         return None
-    for recent in _RECENT:  # a layout that every record passes decodes them all exactly
-        cols = _run(recent, buf, records, n)
+    if isinstance(records, Records):  # spans of the chunk's payload: nothing is copied
+        buf, starts, ends = records.payload, records.starts, records.ends
+    else:
+        buf = b"".join(records)
+        lens = np.fromiter(map(len, records), np.int64, n)
+        ends = np.cumsum(lens)
+        starts = ends - lens
+    for recent in list(_RECENT):  # a layout every record passes decodes them all exactly
+        cols = _run(recent, buf, starts, ends, n)
         if cols is not None:
-            return cols
+            return cols, recent
     try:
         value = decode(first)
     except Exception:
@@ -247,23 +262,109 @@ def decode_columns(records: list[Any], decode: Callable[[bytes], Any]) -> Column
         return None
     _RECENT.insert(0, lay)
     del _RECENT[RECENT_LAYOUTS:]
-    return _run(lay, buf, records, n)
+    cols = _run(lay, buf, starts, ends, n)
+    return None if cols is None else (cols, lay)
 
 
-def _run(lay: _Layout, buf: bytes, records: list[Any], n: int) -> Columns | None:
+#: records smaller than this (on average) are decoded by :func:`decode_rows`; bigger
+#: ones cost more to check against a layout than the per-record decoder spends on them
+ROWS_BELOW_BYTES = 256
+
+#: leaf kinds whose column gives back the decoded values themselves (``tolist``)
+_ROW_KINDS = frozenset({"int", "float", "complex", "bool", "str", "bytes", "none"})
+
+
+def decode_rows(records: Sequence[Any], decode: Callable[[bytes], Any]) -> list[Any] | None:
+    """The records' values — exactly what ``decode`` gives for each — made from their
+    columns, or None unless they share one layout of numbers, strings, bytes, ``None``
+    and numpy scalars (arrays: None, as a row of a column is not the array ``decode``
+    makes).
+
+    >>> from recprep.codecs.recprep import RecprepCodec
+    >>> codec = RecprepCodec()
+    >>> decode_rows([codec.encode({"i": i, "s": "ab"[:i]}) for i in range(4)], codec.decode)
+    [{'i': 0, 's': ''}, {'i': 1, 's': 'a'}, {'i': 2, 's': 'ab'}, {'i': 3, 's': 'ab'}]
+    """
+    found = _decode(records, decode)
+    if found is None:
+        return None
+    cols, lay = found
+    rowwise = getattr(lay, "rowwise", None)
+    if rowwise is None:
+        rowwise = lay.rowwise = all(  # type: ignore[attr-defined]
+            k in _ROW_KINDS or (type(k) is tuple and k[0] == "np") for k in lay.kinds)
+    if not rowwise:
+        return None
+    return _rows(cols.tree, lay.template, lay.kinds)  # type: ignore[attr-defined]
+
+
+def _rows(tree: Any, template: Any, kinds: list[Any]) -> list[Any]:
+    """The values of a column tree, one per record (numpy scalars stay numpy)."""
+    if template[0] == "leaf":
+        if isinstance(tree, list):
+            return tree
+        return list(tree) if type(kinds[template[1]]) is tuple else tree.tolist()
+    if template[0] == "tuple":
+        rows = (_rows(t, c, kinds) for t, c in zip(tree, template[1], strict=True))
+        return list(zip(*rows, strict=False))  # equal lengths: one row per record
+    names = template[1]
+    columns = [_rows(tree[k], t, kinds) for k, t in zip(names, template[2], strict=True)]
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=False)]
+
+
+def _segments(lay: _Layout) -> list[tuple[int, list, list, tuple | None]]:
+    """The layout's operations cut at each sized value: per segment, its width, the
+    bytes every record must hold there (``(offset, bytes as uint8)`` runs), the
+    operations with their offset in it, and the sized value that ends it (None for the
+    last)."""
+    segments = getattr(lay, "segments", None)
+    if segments is not None:
+        return segments
+    segments = []
+    ops: list[tuple[tuple, int]] = []
+    consts: list[tuple[int, bytes]] = []
+    width = 0
+
+    def close(data: tuple | None) -> None:
+        runs = [(at, np.frombuffer(want, np.uint8)) for at, want in consts]
+        segments.append((width, runs, list(ops), data))
+
+    for op in lay.ops:
+        name = op[0]
+        if name == "data":
+            close(op)
+            ops, consts, width = [], [], 0
+            continue
+        if name == "const":
+            consts.append((width, op[1]))
+            width += len(op[1])
+            continue
+        ops.append((op, width))
+        width += {"fixed": op[2] if name == "fixed" else 0, "tagbool": 1, "len": 4,
+                  "none": 0}[name]
+    close(None)
+    lay.segments = segments  # type: ignore[attr-defined]
+    return segments
+
+
+def _run(lay: _Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, n: int
+         ) -> Columns | None:
+    """The columns of the ``n`` records ``buf[starts[i]:ends[i]]`` if all pass ``lay``."""
     u8 = np.frombuffer(buf, np.uint8)
-    lens = np.fromiter(map(len, records), np.int64, n)
-    ends = np.cumsum(lens)
-    starts = ends - lens
+    lens = ends - starts
     width = int(lens[0])
-    uniform = bool((lens == width).all())
-    rows = u8.reshape(n, width) if uniform else None
+    rows = None
+    if bool((lens == width).all()):  # one row per record, if they are evenly spaced
+        stride = int(starts[1] - starts[0]) if n > 1 else width
+        if stride >= width and bool((np.diff(starts) == stride).all()):
+            rows = as_strided(u8[int(starts[0]):], (n, width), (stride, 1), writeable=False)
     off = 0
     extra: np.ndarray | None = None  # per record, what sized values moved the cursor
     leaves: list[Any] = [None] * lay.slots
     lengths: list[Any] = [None] * lay.lslots
 
     def take(size: int) -> np.ndarray | None:
+        """The next ``size`` bytes of every record, one row each."""
         if rows is not None and extra is None:
             return rows[:, off : off + size] if off + size <= width else None
         pos = starts + off if extra is None else starts + off + extra
@@ -273,52 +374,46 @@ def _run(lay: _Layout, buf: bytes, records: list[Any], n: int) -> Columns | None
             return np.stack([u8[p : p + size] for p in pos.tolist()])
         return u8[pos[:, None] + np.arange(size)]
 
-    for op in lay.ops:
-        name = op[0]
-        if name == "const":
-            want = op[1]
-            got = take(len(want))
-            if got is None or not (got == np.frombuffer(want, np.uint8)).all():
-                return None
-            off += len(want)
-        elif name == "fixed":
-            _, slot, size, dt, shape, fortran, kind = op
+    for size, consts, ops, data in _segments(lay):
+        if size:
             got = take(size)
-            if got is None:
+            if got is None or not all(
+                    (got[:, at : at + len(want)] == want).all() for at, want in consts):
                 return None
-            leaf = _leaf(got, dt, shape, fortran, kind, n)
-            if leaf is None:
-                return None
-            leaves[slot] = leaf
+            for op, at in ops:
+                name = op[0]
+                if name == "fixed":
+                    _, slot, nbytes, dt, shape, fortran, kind = op
+                    leaf = _leaf(got[:, at : at + nbytes], dt, shape, fortran, kind, n)
+                    if leaf is None:
+                        return None
+                    leaves[slot] = leaf
+                elif name == "tagbool":
+                    tags = got[:, at]
+                    if not ((tags == T_TRUE) | (tags == T_FALSE)).all():
+                        return None
+                    leaves[op[1]] = tags == T_TRUE
+                elif name == "len":
+                    lengths[op[1]] = np.ascontiguousarray(got[:, at : at + 4]).view(
+                        "<u4")[:, 0].astype(np.int64)
+                else:  # none
+                    leaves[op[1]] = [None] * n
             off += size
-        elif name == "none":
-            leaves[op[1]] = [None] * n
-        elif name == "tagbool":
-            got = take(1)
-            if got is None:
-                return None
-            tags = got[:, 0]
-            if not ((tags == T_TRUE) | (tags == T_FALSE)).all():
-                return None
-            leaves[op[1]] = tags == T_TRUE
-            off += 1
-        elif name == "len":
-            got = take(4)
-            if got is None:
-                return None
-            lengths[op[1]] = np.ascontiguousarray(got).view("<u4")[:, 0].astype(np.int64)
-            off += 4
-        else:  # data
-            _, slot, lslot, is_str = op
-            size = lengths[lslot]
-            pos = starts + off if extra is None else starts + off + extra
-            if not (pos + size <= ends).all():
-                return None
-            leaf = _strings(u8, pos, size, is_str, n)
-            if leaf is None:
-                return None
-            leaves[slot] = leaf
-            extra = size if extra is None else extra + size
+        else:
+            for op, _ in ops:  # only Nones: no bytes of their own
+                leaves[op[1]] = [None] * n
+        if data is None:
+            break
+        _, slot, lslot, is_str = data
+        sizes = lengths[lslot]
+        pos = starts + off if extra is None else starts + off + extra
+        if not (pos + sizes <= ends).all():
+            return None
+        leaf = _strings(u8, pos, sizes, is_str, n)
+        if leaf is None:
+            return None
+        leaves[slot] = leaf
+        extra = sizes if extra is None else extra + sizes
     final = starts + off if extra is None else starts + off + extra
     if not (final == ends).all():
         return None

@@ -28,8 +28,10 @@ from .base import (
     Chunk,
     ChunkInfo,
     Format,
+    Records,
     RecordWriter,
     Source,
+    nbytes,
 )
 
 __all__ = [
@@ -38,11 +40,13 @@ __all__ = [
     "ChunkInfo",
     "Format",
     "RecordWriter",
+    "Records",
     "SNIFF_BYTES",
     "available_formats",
     "detect_format",
     "get_format",
     "indexing_formats",
+    "nbytes",
     "register_format",
     "sniff",
 ]

@@ -173,7 +173,7 @@ class RecordIndex(abc.ABC):
 
     @classmethod
     def check(
-        cls, expected: np.ndarray, offset: int, records: list[bytes], path: str,
+        cls, expected: np.ndarray, offset: int, records: Sequence[bytes], path: str,
         number: int | None = None,
     ) -> int:
         """Check that ``records``, read from byte ``offset`` on, start where ``expected``

@@ -329,7 +329,8 @@ class MapDataset:
         for run in runs:
             keep = set(run)
             start, end = int(firsts[run[0]]), int(firsts[run[-1] + 1])
-            k, records, offset, position = run[0], [], -1, start
+            records: list[Any] = []
+            k, offset, position = run[0], -1, start
             for raw, _ in sources.chunks(Piece(number, start, end)):
                 got, at = raw.records, 0
                 while at < len(got) and k <= run[-1]:

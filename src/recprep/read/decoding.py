@@ -16,23 +16,29 @@ instances up to the error with or without threads:
 >>> list(decoded(pairs, get_codec("raw"), "file", batch_bytes=3))
 [[b'a', b'b', b'c']]
 
-For batches, :class:`ColumnarCodec` wraps a codec so that a chunk its ``decode_columns``
-can decode whole comes out as :class:`~recprep.batching.Row` handles into its columns
-(see :mod:`recprep.batching`), and any other chunk as instances, as before.
+With ``columnar`` (for batches), a chunk the codec's ``decode_columns`` decodes whole
+comes out as its :class:`~recprep.batching.Columns` instead (a block of its own, see
+:mod:`recprep.read.blocks`), and any other chunk as a list of instances, as before:
+
+>>> codec = get_codec("recprep")
+>>> chunk = Chunk(0, [codec.encode((i, "a")) for i in range(4)])
+>>> [block] = decoded([(chunk, 0)], codec, "file", columnar=True)
+>>> block.tree, block.instances()[1]
+((array([0, 1, 2, 3]), array(['a', 'a', 'a', 'a'], dtype=object)), (1, 'a'))
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ..batching import Columns
 from ..codecs import Codec
-from ..containers import Chunk
+from ..containers import Chunk, nbytes
 from ..errors import _Located
 
-__all__ = ["BATCH_BYTES", "ColumnarCodec", "decoded"]
+__all__ = ["BATCH_BYTES", "decoded"]
 
 #: with threads, decoded chunks are handed over in lists of about this many record bytes
 BATCH_BYTES = 1 << 20
@@ -46,12 +52,15 @@ def decoded(
     allow_pickle: bool = False,
     batch_bytes: int = 0,
     decoding: AbstractContextManager[Any] | None = None,
-) -> Iterator[list[Any]]:
-    """Lists of the instances in ``chunks`` of the file ``path``, in order.
+    columnar: bool = False,
+) -> Iterator[list[Any] | Columns]:
+    """Blocks of the instances in ``chunks`` of the file ``path``, in order: lists, and
+    with ``columnar`` the :class:`~recprep.batching.Columns` of chunks decoded whole.
 
     ``batch_bytes``: gather chunks until their records reach that many bytes (0: a list
-    per chunk). ``decoding`` is held while decoding (a lock, so that prefetch threads
-    decode one at a time: decoding holds the GIL, so more would only take turns).
+    per chunk; columns always come a chunk at a time). ``decoding`` is held while
+    decoding (a lock, so that prefetch threads decode one at a time: decoding holds the
+    GIL, so more would only take turns).
     """
     lock = decoding or nullcontext()
     pending: list[Any] = []
@@ -59,12 +68,20 @@ def decoded(
     try:
         for chunk, skipped in chunks:
             with lock:
-                values = _decode_chunk(codec, allow_pickle, chunk, skipped, path)
+                columns = _columns(codec, allow_pickle, chunk) if columnar else None
+                values: list[Any] | Columns = _decode_chunk(
+                    codec, allow_pickle, chunk, skipped, path) if columns is None else columns
             if not batch_bytes:
                 yield values
                 continue
+            if isinstance(values, Columns):
+                if pending:
+                    yield pending
+                    pending, size = [], 0
+                yield values
+                continue
             pending += values
-            size += sum(map(len, chunk.records))
+            size += nbytes(chunk.records)
             if size >= batch_bytes:
                 yield pending
                 pending, size = [], 0
@@ -74,6 +91,16 @@ def decoded(
         raise
     if pending:
         yield pending
+
+
+def _columns(codec: Codec, allow_pickle: bool, chunk: Chunk) -> Columns | None:
+    """The chunk's columns, if the codec decodes it whole (``decode`` gives its
+    instances, should a batch need them)."""
+    records = chunk.records
+    columns = codec.decode_columns(records)  # type: ignore[arg-type]
+    if columns is not None:
+        columns.decode = lambda: codec.decode_many(records, allow_pickle=allow_pickle)
+    return columns
 
 
 def _decode_chunk(
@@ -90,7 +117,7 @@ def _decode_chunk(
         ) from None
 
 
-def _failing_index(codec: Codec, allow_pickle: bool, records: list[bytes]) -> int | None:
+def _failing_index(codec: Codec, allow_pickle: bool, records: Sequence[bytes]) -> int | None:
     """Which record of a chunk fails to decode (the slow path, after a failure)."""
     for index, record in enumerate(records):
         try:
@@ -98,54 +125,3 @@ def _failing_index(codec: Codec, allow_pickle: bool, records: list[bytes]) -> in
         except Exception:
             return index
     return None
-
-
-class ColumnarCodec(Codec):
-    """``codec`` whose ``decode_many`` gives :class:`~recprep.batching.Row` handles into
-    the chunk's :class:`~recprep.batching.Columns` when ``codec.decode_columns`` decodes
-    the chunk whole, and the instances otherwise. For :meth:`recprep.RecordIO.batches`.
-
-    >>> from recprep.codecs import get_codec
-    >>> codec = get_codec("recprep")
-    >>> records = [codec.encode((i, "a")) for i in range(4)]
-    >>> rows = ColumnarCodec(codec, min_record_bytes=0).decode_many(records)
-    >>> type(rows[0]).__name__, rows[2].instance()
-    ('Row', (2, 'a'))
-    """
-
-    #: chunks of smaller records (on average) are decoded record by record: a pass hands
-    #: instances over one at a time, and for small records a Row handle costs about what
-    #: decoding does (measured: ``benchmarks/bench_reading.py``, small tuples)
-    min_record_bytes = 256
-
-    def __init__(self, codec: Codec, min_record_bytes: int | None = None) -> None:
-        self.codec = codec
-        if min_record_bytes is not None:
-            self.min_record_bytes = min_record_bytes
-        self.name = codec.name  # type: ignore[misc]
-
-    def encode(self, instance: Any) -> bytes:
-        return self.codec.encode(instance)
-
-    def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
-        return self.codec.decode(record, allow_pickle=allow_pickle)
-
-    def decode_many(self, records: list[bytes], *, allow_pickle: bool = False) -> list[Any]:
-        if sum(map(len, records)) < self.min_record_bytes * len(records):
-            return self.codec.decode_many(records, allow_pickle=allow_pickle)
-        columns = self.codec.decode_columns(records)  # type: ignore[arg-type]
-        if columns is None:
-            return self.codec.decode_many(records, allow_pickle=allow_pickle)
-        inner = self.codec
-
-        def decode() -> list[Any]:
-            return inner.decode_many(records, allow_pickle=allow_pickle)
-
-        columns.decode = decode
-        return columns.rows()
-
-    def decode_columns(self, records: list[bytes | memoryview]) -> Columns | None:
-        return self.codec.decode_columns(records)
-
-    def schema(self) -> dict[str, Any]:
-        return self.codec.schema()

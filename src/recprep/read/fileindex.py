@@ -24,7 +24,7 @@ Example
 >>> index = build_index(buf, fmt, path="mem")
 >>> index.num_records, index.seekable, index.chunk_of(2)
 (4, True, 2)
->>> [c.records for c, _ in read_range_chunks(buf, fmt, index, 1, 3, path="mem")]
+>>> [list(c.records) for c, _ in read_range_chunks(buf, fmt, index, 1, 3, path="mem")]
 [[b'bb'], [b'cc']]
 """
 

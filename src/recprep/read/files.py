@@ -18,7 +18,7 @@ Example
 >>> sources = Sources(fs, resolve_shard_sets(fs, [path]))
 >>> [sources.count(n) for n in range(len(sources.files))]
 [2, 1]
->>> [chunk.records for chunk, _ in sources.chunks(Piece(0, 1, 2))]
+>>> [list(chunk.records) for chunk, _ in sources.chunks(Piece(0, 1, 2))]
 [[b'c']]
 """
 

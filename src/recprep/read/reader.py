@@ -21,15 +21,15 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from itertools import chain, cycle, groupby, islice
+from itertools import groupby
+from operator import length_hint
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._arguments import checked
-from ..batching import batched, check_batch_size
+from ..batching import check_batch_size
 from ..codecs import Codec, get_codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, get_format
 from ..errors import CorruptDataWarning, InvalidArgumentError, warn
@@ -37,6 +37,8 @@ from ..names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
 from ..storage.discovery import ShardSet, resolve_shard_sets
 from ..storage.fs import display, resolve
 from ..storage.manifest import Manifest, codec_with_schema
+from .blocks import Block, cut, flatten, pick
+from .blocks import interleave as interleave_runs
 from .cache import ShardCache
 from .checkpoint import (
     STATE_VERSION,
@@ -48,7 +50,7 @@ from .checkpoint import (
     slot_range,
 )
 from .cpugate import CpuGate, storage_waits, usable_cores
-from .decoding import BATCH_BYTES, ColumnarCodec, decoded
+from .decoding import BATCH_BYTES, decoded
 from .fileindex import RecordRangeError
 from .files import Sources
 from .prefetch import check_threads, prefetched
@@ -68,11 +70,6 @@ if TYPE_CHECKING:
     from .dataset import MapDataset
 
 __all__ = ["RecordIO"]
-
-#: set while a batches pass starts in this thread: codec lookups then hand out codecs that
-#: decode whole chunks into columns (see :meth:`RecordIO._columnar`)
-_COLUMNAR: ContextVar[bool] = ContextVar("recprep_columnar", default=False)
-
 
 _ORDER_STREAM, _TASKS_STREAM, _BUFFER_STREAM = range(3)  # independent random streams
 DEFAULT_SHUFFLE_BUFFER = 10_000
@@ -103,33 +100,51 @@ class Skipped:
 @dataclass
 class _Progress:
     """Where the latest pass of a reader is: its epoch, the positions consumed before it
-    started (``base``, shuffled passes) and the instances it has yielded."""
+    started (``base``, shuffled passes) and the instances it has handed out: ``counted``
+    of them, less what is left in ``items``, the iterator over the block being handed
+    out one at a time (counting per block costs nothing per instance)."""
 
     epoch: int
     base: list[tuple[int, int]] = field(default_factory=list)
-    yielded: int = 0
+    counted: int = 0
     done: bool = False
+    items: Iterator[Any] | None = None
+
+    @property
+    def yielded(self) -> int:
+        return self.counted - (0 if self.items is None else length_hint(self.items))
 
 
-def _counted(stream: Iterator[Any], progress: _Progress) -> Iterator[Any]:
-    """``stream``, counting in ``progress`` what has been handed to the caller."""
+def _instances(runs: Iterator[Block], progress: _Progress) -> Iterator[Any]:
+    """The instances of ``runs``, one at a time, counted in ``progress``."""
     try:
-        for item in stream:
-            progress.yielded += 1
-            yield item
+        for run in runs:
+            values = flatten(run)
+            progress.items = items = iter(values)
+            progress.counted += len(values)
+            yield from items
+        progress.items = None
         progress.done = True
     finally:
-        close = getattr(stream, "close", None)
-        if close is not None:
-            close()
+        runs.close()  # type: ignore[attr-defined]
 
 
-def _roundrobin(iterators: list[Iterator[Any]]) -> Iterator[Any]:
-    """One item from each iterator in turn, dropping exhausted ones."""
-    active: Iterator[Iterator[Any]] = iter(iterators)
-    for num_active in range(len(iterators), 0, -1):
-        active = cycle(islice(active, num_active))
-        yield from map(next, active)
+def _batches(runs: Iterator[Block], size: int, drop_last: bool, progress: _Progress
+             ) -> Iterator[Any]:
+    """The batches of ``runs``, counted (by instance) in ``progress``."""
+    try:
+        for batch in cut(runs, size, drop_last):
+            progress.counted += _batch_len(batch)
+            yield batch
+        progress.done = True
+    finally:
+        runs.close()  # type: ignore[attr-defined]
+
+
+def _batch_len(batch: Any) -> int:
+    while isinstance(batch, (tuple, dict)):
+        batch = batch[0] if isinstance(batch, tuple) else next(iter(batch.values()))
+    return len(batch)
 
 
 class RecordIO:
@@ -372,11 +387,6 @@ class RecordIO:
         codec, so naming the codec the manifest names changes nothing; a codec object with
         its own schema (an ``ExampleCodec`` with features) wins over the manifest.
         """
-        if _COLUMNAR.get():  # a batches pass starting in this thread (see _columnar)
-            return ColumnarCodec(self._plain_codec(index))
-        return self._plain_codec(index)
-
-    def _plain_codec(self, index: int) -> Codec:
         cached = self._codecs.get(index)
         if cached is not None:
             return cached
@@ -416,12 +426,17 @@ class RecordIO:
 
         After :meth:`load_state_dict`, the first pass of the state's epoch continues the
         interrupted one instead."""
+        epoch, base, skip, progress = self._start()
+        return _instances(self._pass(epoch, base, skip), progress)
+
+    def _start(self) -> tuple[int, list[tuple[int, int]], int, _Progress]:
+        """A pass begins: its epoch, consumed positions, instances to skip, progress."""
         epoch = self.epoch
         if self._epoch is None:
             self._passes += 1
         base, skip = self._take_resume(epoch)
         progress = self._progress = _Progress(epoch, base, skip)
-        return _counted(self._pass(epoch, base, skip), progress)
+        return epoch, base, skip, progress
 
     __iter__ = __call__
 
@@ -438,30 +453,10 @@ class RecordIO:
         :func:`recprep.batching.unbatch` gives the instances back (stacked values as numpy
         values).
         """
-        if batch_size < 1:
-            raise InvalidArgumentError(f"batch_size must be a positive int, got {batch_size!r}")
-        return self._columnar(self(), check_batch_size(batch_size), drop_last)
-
-    def _columnar(self, stream: Iterator[Any], size: int, drop_last: bool) -> Iterator[Any]:
-        """The batches of ``stream`` (a pass, not started yet), started with every set's
-        codec wrapped in a :class:`~recprep.read.decoding.ColumnarCodec`: chunks a codec
-        decodes whole come as :class:`~recprep.batching.Row` handles, which ``batched``
-        cuts out of the chunk's columns. The pass looks its codecs up when it starts;
-        later lookups (and passes run meanwhile) get the plain codecs, whose instances
-        ``batched`` collates: the batches are the same either way, only slower. The switch
-        is a context variable set only while this thread starts the pass, so a pass another
-        thread runs on the same reader never sees the wrapped codecs."""
-        nothing = object()
-        try:
-            token = _COLUMNAR.set(True)  # this thread's lookups only: other passes unaffected
-            try:
-                first = next(stream, nothing)
-            finally:
-                _COLUMNAR.reset(token)
-            if first is not nothing:
-                yield from batched(chain((first,), stream), size, drop_last)
-        finally:
-            stream.close()  # type: ignore[attr-defined]
+        size = check_batch_size(batch_size)
+        epoch, base, skip, progress = self._start()
+        runs = self._pass(epoch, base, skip, columnar=True)
+        return _batches(runs, size, drop_last, progress)
 
     def __len__(self) -> int:
         """How many instances a pass yields — this rank's (and worker's) share — from
@@ -481,10 +476,13 @@ class RecordIO:
         worker, num_workers = self._worker
         return split(pieces, worker, num_workers, count, self.split)
 
-    def _pass(self, epoch: int, base: list[tuple[int, int]], skip: int) -> Iterator[Any]:
+    def _pass(self, epoch: int, base: list[tuple[int, int]], skip: int,
+              columnar: bool = False) -> Iterator[Block]:
+        """The pass's instances as blocks (see :mod:`recprep.read.blocks`); with
+        ``columnar``, chunks the codec decodes whole come as their columns."""
         if self.shuffle:
-            return self._shuffled(epoch, base, skip)
-        return self._read(self._plan(epoch), interleave=True, skip=skip)
+            return self._shuffled(epoch, base, skip, columnar)
+        return self._runs(self._plan(epoch), interleave=True, skip=skip, columnar=columnar)
 
     # -- shuffled passes: blocks of the epoch order (see recprep.read.checkpoint) ---------------
 
@@ -503,7 +501,8 @@ class RecordIO:
             return Piece(file)  # read front to back, without an index
         return Piece(file, start, end)
 
-    def _shuffled(self, epoch: int, base: list[tuple[int, int]], skip: int) -> Iterator[Any]:
+    def _shuffled(self, epoch: int, base: list[tuple[int, int]], skip: int,
+                  columnar: bool) -> Iterator[Block]:
         """This slot's slice of the epoch order, without positions ``base``, from its
         ``skip``-th instance on: the blocks it touches, each read once (only the records
         wanted of it, as one record range), each permuted by its own seeded stream."""
@@ -537,15 +536,16 @@ class RecordIO:
                 for _, a, b in run:
                     pieces.append(self._whole_or_range(file, start + a, start + b))
                     picks.append(None)
-        with self._streams(pieces, list(range(len(pieces)))) as streams:
-            for stream, pick in zip(streams, picks, strict=True):
-                if pick is None:
+        with self._streams(pieces, list(range(len(pieces))), columnar) as streams:
+            for stream, rows in zip(streams, picks, strict=True):
+                if rows is None:
                     yield from stream
                     continue
                 held = list(stream)  # one block (at most shuffle_buffer instances)
-                if len(held) <= int(pick.max()):  # records skipped as damaged
-                    pick = pick[pick < len(held)]
-                yield from map(held.__getitem__, pick.tolist())
+                total = sum(map(len, held))
+                if total <= int(rows.max()):  # records skipped as damaged
+                    rows = rows[rows < total]
+                yield pick(held, rows)
 
     # -- reading pieces ---------------------------------------------------------------------
 
@@ -565,24 +565,36 @@ class RecordIO:
     def _read(
         self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0
     ) -> Iterator[Any]:
-        """The instances of ``pieces``: those of one set round-robin (``interleave``), or
-        one piece after the other; the first ``skip`` of them left out unread."""
+        """The instances of ``pieces``, as :meth:`_runs` orders them."""
+        runs = self._runs(pieces, interleave=interleave, skip=skip)
+        try:
+            for run in runs:
+                yield from flatten(run)
+        finally:
+            runs.close()  # type: ignore[attr-defined]
+
+    def _runs(
+        self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0,
+        columnar: bool = False,
+    ) -> Iterator[Block]:
+        """The instances of ``pieces`` as blocks: those of one set round-robin
+        (``interleave``), or one piece after the other; the first ``skip`` of them left
+        out unread."""
         groups = self._groups(pieces, interleave)
         if skip:
             pieces, groups = skip_pieces(pieces, groups, skip, self._sources.count)
-        with self._streams(pieces, groups) as streams:
+        with self._streams(pieces, groups, columnar) as streams:
             start = 0
             for end in range(1, len(pieces) + 1):
                 if end == len(pieces) or groups[end] != groups[start]:
-                    flat = streams[start:end]
-                    yield from flat[0] if len(flat) == 1 else _roundrobin(flat)
+                    yield from interleave_runs(streams[start:end])
                     start = end
 
     @contextmanager
     def _streams(
-        self, pieces: Sequence[Piece], groups: Sequence[int]
-    ) -> Iterator[list[Iterator[Any]]]:
-        """The instances of each piece, decoded (and prefetched, with threads) ahead."""
+        self, pieces: Sequence[Piece], groups: Sequence[int], columnar: bool = False
+    ) -> Iterator[list[Iterator[Block]]]:
+        """The blocks of each piece, decoded (and prefetched, with threads) ahead."""
         sets = [self._sources.files[piece.file].set_index for piece in pieces]
         threads = self.num_threads
         widest = max(Counter(groups).values(), default=1)  # shards read round-robin
@@ -598,11 +610,12 @@ class RecordIO:
                 allow_pickle=self.allow_pickle,
                 batch_bytes=batch_bytes,
                 decoding=decoding,
+                columnar=columnar,
             )
             for k, piece in enumerate(pieces)
         ]
         with prefetched(sources, groups, threads, gate=gate) as streams:
-            yield [chain.from_iterable(s) for s in streams]
+            yield streams
 
     # -- checkpoints ------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ Example
 ...     return FileFacts(path, len(records), out.size, out.crc32c)
 >>> runs = [Run(piece("/doc/asm/a", [b"x", b"y"])), Run(piece("/doc/asm/b", [b"z"]))]
 >>> facts = assemble(fs, "/doc/asm/shard", runs, options)
->>> facts.records, [c.records for c in get_format("recordio").read_chunks(
+>>> facts.records, [list(c.records) for c in get_format("recordio").read_chunks(
 ...     fs.open("/doc/asm/shard", "rb"), path="shard")]
 (3, [[b'x', b'y'], [b'z']])
 """
