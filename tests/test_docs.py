@@ -133,7 +133,9 @@ def registries_restored():
     before = {group: set(reg.names()) for group, reg in registries().items()}
     yield
     for group, reg in registries().items():
-        for name in set(reg.names()) - before.get(group, set()):
+        if group not in before:  # made by a module imported meanwhile: its built-ins
+            continue
+        for name in set(reg.names()) - before[group]:
             reg.pop(name)
 
 

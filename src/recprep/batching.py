@@ -192,9 +192,8 @@ class Columns:
     of ``n`` rows or a list. ``signature``: equal for two chunks only if ``collate`` of
     their instances together is the concatenation of their columns (same structure, and
     each leaf from values of one Python/numpy type, dtype and shape). ``decode``: gives
-    the instances themselves, for runs that can't be cut from columns. ``fresh``: the
-    arrays are the pass's own (a batch may be a view of them); ``False`` when they may
-    view a chunk's bytes (read-only, unaligned: a batch copies them).
+    the instances themselves, for runs that can't be cut from columns. The arrays may
+    view the chunk's bytes (read-only, unaligned): a batch copies its rows out.
 
     >>> cols = Columns((np.arange(3), ["a", "b", None]), 3, "sig", lambda: [])
     >>> len(cols), cols.tree[0]
@@ -205,7 +204,6 @@ class Columns:
     n: int
     signature: Any
     decode: Callable[[], list[Any]] | None = None
-    fresh: bool = False
     _instances: list[Any] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "AmbiguousPathError",
     "ChunkTooLargeError",
     "ClusterUnreachableError",
+    "ColumnsError",
     "CorruptDataError",
     "CorruptDataWarning",
     "DecodeError",
@@ -502,6 +503,19 @@ class InputError(RecprepError):
             f"{original}; this is an error of the input (the reader), not of the output; "
             "nothing was committed"
         )
+
+
+class ColumnsError(InputError, InvalidArgumentError):
+    """A dict given to ``convert`` is not a dict of columns (column name -> a 1-D
+    sequence, all of one length); raised before anything is written.
+
+    Attributes: ``original`` (None), ``instance_index`` (0).
+    """
+
+    def __init__(self, detail: str) -> None:
+        self.original = None  # type: ignore[assignment]  # nothing raised: the dict is wrong
+        self.instance_index = 0
+        RecprepError.__init__(self, f"reader is a dict, read as a table of columns: {detail}")
 
 
 class OutputLockedError(RecprepError, FileExistsError):

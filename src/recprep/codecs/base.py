@@ -26,6 +26,7 @@ b'abc'
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -66,8 +67,18 @@ class Codec(abc.ABC):
     def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
         """Return the instance held by ``record``."""
 
+    def encode_columns(self, columns: Mapping[Any, Any], n: int) -> list[bytes] | None:
+        """The records of ``n`` rows given as columns (``columns[name][i]`` is row ``i``'s
+        value: a numpy array or a list, see :class:`~recprep.write.tables.ColumnBlock`),
+        each row being the instance ``{name: columns[name][i], ...}``, made at once;
+        ``None`` (the default) when the codec can't: the write loop then encodes the rows
+        one by one. The records must be exactly ``[encode(row) for row in rows]``, byte
+        for byte; a block the codec can't make exactly (a value it would pickle, an error
+        ``encode`` would raise) gives ``None``, never other bytes."""
+        return None
+
     def decode_many(
-        self, records: list[bytes], *, allow_pickle: bool = False
+        self, records: Sequence[bytes], *, allow_pickle: bool = False
     ) -> list[Any]:
         """The instances of ``records`` (a chunk's worth); codecs may override it to save
         per-record overhead. An error is the one ``decode`` raises for the first bad one."""

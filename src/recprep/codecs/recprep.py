@@ -31,13 +31,14 @@ Example
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from ..batching import Columns
+from ..containers.base import nbytes
 from ..errors import REMEDY, DecodeError, EncodeError, Remedy
 from ._recprep_base import (
     F1,
@@ -60,9 +61,11 @@ from ._recprep_base import (
     cache_put,
     enc_pickle,
 )
+from ._recprep_columns import ROWS_BELOW_BYTES, decode_rows
 from ._recprep_columns import decode_columns as _decode_columns
 from ._recprep_decode import decode_error as _decode_error
 from ._recprep_decode import decode_value as _decode_value
+from ._recprep_encode_columns import encode_columns as _encode_columns
 from ._recprep_numpy import SCALAR_ENCODERS, enc_ndarray
 from ._recprep_packed import DPLANS, LAST_TOP, PACKED_TAG, encode_packed
 from ._recprep_types import ENCODERS as TYPE_ENCODERS
@@ -252,9 +255,22 @@ with another codec
             ) from None
         return b"".join(out)
 
-    def decode_many(self, records: list[bytes], *, allow_pickle: bool = False) -> list[Any]:
-        """The values of a chunk's records: whole-record packed containers of the shape
-        seen last are decoded with no per-record dispatch; the rest go through ``decode``."""
+    def encode_columns(self, columns: Mapping[Any, Any], n: int) -> list[bytes] | None:
+        """The records of ``n`` rows given as columns, made at once with numpy: exactly
+        ``encode`` of each row's dict, or ``None`` where a column holds what only
+        ``encode`` writes exactly (see ``_recprep_encode_columns``)."""
+        return _encode_columns(columns, n, self.encode)
+
+    def decode_many(
+        self, records: Sequence[bytes], *, allow_pickle: bool = False) -> list[Any]:
+        """The values of a chunk's records: small records of one layout of scalars and
+        strings are cut out of the chunk's columns (``_recprep_columns.decode_rows``);
+        otherwise whole-record packed containers of the shape seen last are decoded with
+        no per-record dispatch, and the rest go through ``decode``."""
+        if nbytes(records) < ROWS_BELOW_BYTES * len(records):
+            rows = decode_rows(records, self.decode)
+            if rows is not None:
+                return rows
         out: list[Any] = []
         append = out.append
         decode = self.decode

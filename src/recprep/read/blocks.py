@@ -1,13 +1,15 @@
 """A pass moved a block of instances at a time: round-robin, shuffle picks and batches.
 
-A *block* is some consecutive instances of a pass: a ``list`` of them, or a chunk's
+A *block* is some consecutive instances of a pass: a ``list`` of them, a chunk's
 :class:`~recprep.batching.Columns` (what a codec's ``decode_columns`` gave, for
-:meth:`recprep.RecordIO.batches`). The pass is built from blocks end to end — the shards
-of a set read round-robin (:func:`interleave`), a shuffle block's records picked
-(:func:`pick`) — and only its last step turns blocks into instances (:func:`flatten`)
-or into batches (:func:`cut`). Every step keeps the instance order the per-instance
-definition gives, so the two ends see the same instances; only the work per instance
-differs (columns are moved with numpy, whole runs at a time).
+:meth:`recprep.RecordIO.batches`), or a :class:`Mosaic` — rows of several chunks'
+columns in an order of their own, not yet copied anywhere. The pass is built from blocks
+end to end — the shards of a set read round-robin (:func:`interleave`), a shuffle
+block's records picked (:func:`pick`) — and only its last step turns blocks into
+instances (:func:`flatten`) or into batches (:func:`cut`), each batch's values copied
+once, from the chunks' bytes into the batch's arrays. Every step keeps the instance
+order the per-instance definition gives, so the two ends see the same instances; only
+the work per instance differs.
 
 >>> runs = list(interleave([iter([[1, 2, 3]]), iter([[10, 20], [30]])]))
 >>> runs
@@ -19,6 +21,7 @@ differs (columns are moved with numpy, whole runs at a time).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeAlias
 
@@ -26,9 +29,49 @@ import numpy as np
 
 from ..batching import Columns, collate
 
-__all__ = ["Block", "cut", "flatten", "interleave", "part", "pick"]
+__all__ = ["Block", "Mosaic", "assemble", "cut", "flatten", "interleave", "part", "pick"]
 
-Block: TypeAlias = list[Any] | Columns
+#: where rows come from in a chunk's columns, or go to in a block: a ``range`` (a slice),
+#: or an index array
+Rows: TypeAlias = "range | np.ndarray"
+
+
+@dataclass(eq=False)
+class Mosaic:
+    """``n`` instances made of rows of chunks' columns (all of one signature): each entry
+    ``(columns, rows, places)`` puts rows ``rows`` of ``columns`` at positions ``places``
+    of this block. Nothing is copied until a batch is assembled."""
+
+    entries: list[tuple[Columns, Rows, Rows]]
+    n: int
+    signature: Any
+
+    def __len__(self) -> int:
+        return self.n
+
+    def instances(self) -> list[Any]:
+        out: list[Any] = [None] * self.n
+        for cols, rows, places in self.entries:
+            values = cols.instances()
+            got = (values[_slice(rows)] if isinstance(rows, range)
+                   else [values[i] for i in rows.tolist()])
+            _put(out, places, got)
+        return out
+
+
+Block: TypeAlias = "list[Any] | Columns | Mosaic"
+
+
+def _slice(rows: range) -> slice:
+    return slice(rows.start, rows.stop, rows.step)
+
+
+def _put(out: list[Any], places: Rows, values: list[Any]) -> None:
+    if isinstance(places, range):
+        out[_slice(places)] = values
+    else:
+        for p, v in zip(places.tolist(), values, strict=True):
+            out[p] = v
 
 
 def _like(tree: tuple, items: Any) -> tuple:
@@ -42,18 +85,38 @@ def flatten(block: Block) -> list[Any]:
     return block if isinstance(block, list) else block.instances()
 
 
+def _entries(block: Columns | Mosaic) -> list[tuple[Columns, Rows, Rows]]:
+    if isinstance(block, Columns):
+        return [(block, range(block.n), range(block.n))]
+    return block.entries
+
+
 def part(block: Block, start: int, stop: int) -> Block:
     """Instances ``start:stop`` of ``block`` (the block itself when that is all of it)."""
     if start == 0 and stop == len(block):
         return block
     if isinstance(block, list):
         return block[start:stop]
+    entries: list[tuple[Columns, Rows, Rows]] = []
+    for cols, rows, places in _entries(block):
+        if isinstance(places, range):  # ascending: the rows wanted are a run of them
+            step = places.step
+            first = max(0, -(-(start - places.start) // step))
+            last = min(len(places), -(-(stop - places.start) // step))
+            if first < last:
+                kept = places[first:last]
+                entries.append((cols, rows[first:last],
+                                range(kept.start - start, kept.stop - start, step)))
+        else:
+            keep = (places >= start) & (places < stop)
+            if keep.any():
+                entries.append((cols, np.asarray(rows)[keep], places[keep] - start))
+    return Mosaic(entries, stop - start, block.signature)
 
-    def decode() -> list[Any]:
-        return block.instances()[start:stop]
 
-    return Columns(_slice(block.tree, start, stop), stop - start, block.signature, decode,
-                   fresh=block.fresh)
+def _one_signature(blocks: Sequence[Block]) -> bool:
+    return bool(blocks) and all(isinstance(b, (Columns, Mosaic)) for b in blocks) and len(
+        {b.signature for b in blocks}) == 1  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------- round-robin
@@ -106,37 +169,43 @@ def _weave(parts: list[tuple[Block, int, int]]) -> Block:
         block, start, m = parts[0]
         return part(block, start, start + m)
     k, m = len(parts), parts[0][2]
-    blocks = [block for block, _, _ in parts]
-    if all(isinstance(b, Columns) for b in blocks) and len(
-            {b.signature for b in blocks}) == 1:  # type: ignore[union-attr]
-        pieces = [part(block, start, start + m) for block, start, _ in parts]
-
-        def decode() -> list[Any]:
-            return _weave_lists([flatten(p) for p in pieces], k * m)
-
-        trees = [p.tree for p in pieces]  # type: ignore[union-attr]
-        return Columns(_weave_trees(trees, k * m), k * m,
-                       blocks[0].signature, decode, fresh=True)  # type: ignore[union-attr]
-    return _weave_lists([flatten(block)[start:start + m] for block, start, _ in parts],
-                        k * m)
-
-
-def _weave_lists(lists: list[list[Any]], n: int) -> list[Any]:
-    out: list[Any] = [None] * n
-    for s, values in enumerate(lists):
-        out[s::len(lists)] = values
+    pieces = [part(block, start, start + m) for block, start, _ in parts]
+    if _one_signature(pieces):
+        entries = []
+        for s, piece in enumerate(pieces):
+            for cols, rows, places in _entries(piece):  # type: ignore[arg-type]
+                spots = (range(s + k * places.start, s + k * places.stop, k * places.step)
+                         if isinstance(places, range) else places * k + s)
+                entries.append((cols, rows, spots))
+        woven = Mosaic(entries, k * m, pieces[0].signature)  # type: ignore[union-attr]
+        return woven if _row_bytes(entries[0][0].tree) >= SMALL_ROW_BYTES else _solid(woven)
+    out: list[Any] = [None] * (k * m)
+    for s, piece in enumerate(pieces):
+        out[s::k] = flatten(piece)
     return out
 
 
-def _weave_trees(trees: list[Any], n: int) -> Any:
-    first = trees[0]
-    if isinstance(first, np.ndarray):  # row r of tree s lands at r * k + s
-        return np.stack(trees, axis=1).reshape((n, *first.shape[1:]))
-    if isinstance(first, list):
-        return _weave_lists(trees, n)
-    if isinstance(first, tuple):
-        return _like(first, (_weave_trees([t[i] for t in trees], n) for i in range(len(first))))
-    return {key: _weave_trees([t[key] for t in trees], n) for key in first}
+#: rows of fewer bytes are woven into fresh columns at once (a batch then takes a slice of
+#: them in a few numpy calls); bigger rows are copied once, when a batch is assembled
+SMALL_ROW_BYTES = 256
+
+
+def _row_bytes(tree: Any) -> int:
+    """About how many bytes one row of ``tree``'s leaves holds."""
+    if isinstance(tree, np.ndarray):
+        return tree[:1].nbytes if len(tree) else 0
+    if isinstance(tree, list):
+        return 8
+    return sum(map(_row_bytes, tree.values() if isinstance(tree, dict) else tree))
+
+
+def _solid(mosaic: Mosaic) -> Columns:
+    """``mosaic``'s rows copied into columns of their own."""
+    trees = [cols.tree for cols, _, _ in mosaic.entries]
+    rows = [_index(r) for _, r, _ in mosaic.entries]
+    places = [_index(p) for _, _, p in mosaic.entries]
+    return Columns(_place(trees, rows, places, mosaic.n, settle=False), mosaic.n,
+                   mosaic.signature, mosaic.instances)
 
 
 # --------------------------------------------------------------------------- shuffle picks
@@ -144,44 +213,18 @@ def _weave_trees(trees: list[Any], n: int) -> Any:
 
 def pick(blocks: list[Block], rows: np.ndarray) -> Block:
     """Instances ``rows`` (indexes into the blocks' instances end to end), in that order."""
-    if all(isinstance(b, Columns) for b in blocks) and len(
-            {b.signature for b in blocks}) == 1 and blocks:  # type: ignore[union-attr]
-        ends = np.cumsum([len(b) for b in blocks])
+    if _one_signature(blocks) and all(isinstance(b, Columns) for b in blocks):
+        sizes = [len(b) for b in blocks]
+        ends = np.cumsum(sizes)
         which = np.searchsorted(ends, rows, side="right")
-        places = [np.flatnonzero(which == k) for k in range(len(blocks))]
-        starts = ends - [len(b) for b in blocks]
-        picked = [rows[p] - starts[k] for k, p in enumerate(places)]
-
-        def decode() -> list[Any]:
-            held = list(chain.from_iterable(map(flatten, blocks)))
-            return [held[i] for i in rows.tolist()]
-
-        trees = [b.tree for b in blocks]  # type: ignore[union-attr]
-        return Columns(_gather(trees, picked, places, len(rows)), len(rows),
-                       blocks[0].signature, decode, fresh=True)  # type: ignore[union-attr]
+        entries: list[tuple[Columns, Rows, Rows]] = []
+        for k, block in enumerate(blocks):
+            places = np.flatnonzero(which == k)
+            if places.size:
+                entries.append((block, rows[places] - (ends[k] - sizes[k]), places))  # type: ignore[arg-type]
+        return Mosaic(entries, len(rows), blocks[0].signature)  # type: ignore[union-attr]
     held = list(chain.from_iterable(map(flatten, blocks)))
     return [held[i] for i in rows.tolist()]
-
-
-def _gather(trees: list[Any], rows: list[np.ndarray], places: list[np.ndarray], n: int
-            ) -> Any:
-    """``n`` rows: ``rows[k]`` of ``trees[k]`` go to ``places[k]``."""
-    first = trees[0]
-    if isinstance(first, np.ndarray):
-        out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
-        for tree, r, p in zip(trees, rows, places, strict=True):
-            out[p] = tree[r]
-        return out
-    if isinstance(first, list):
-        values: list[Any] = [None] * n
-        for tree, r, p in zip(trees, rows, places, strict=True):
-            for i, j in zip(p.tolist(), r.tolist(), strict=True):
-                values[i] = tree[j]
-        return values
-    if isinstance(first, tuple):
-        return _like(first, (_gather([t[k] for t in trees], rows, places, n)
-                             for k in range(len(first))))
-    return {key: _gather([t[key] for t in trees], rows, places, n) for key in first}
 
 
 # --------------------------------------------------------------------------- batches
@@ -207,56 +250,49 @@ def cut(runs: Iterator[Block], size: int, drop_last: bool) -> Iterator[Any]:
 
 
 def assemble(parts: list[Block]) -> Any:
-    """The batch of the instances of ``parts`` end to end: cut from their columns when
-    they all have columns of one signature, else ``collate`` of their instances."""
-    if all(isinstance(p, Columns) for p in parts) and len(
-            {p.signature for p in parts}) == 1:  # type: ignore[union-attr]
-        if len(parts) == 1:
-            only: Columns = parts[0]  # type: ignore[assignment]
-            return _settle(only.tree) if only.fresh else _copy(only.tree)
-        return _settle(_concat([p.tree for p in parts]))  # type: ignore[union-attr]
-    if len(parts) == 1:
-        return collate(flatten(parts[0]))
-    return collate(list(chain.from_iterable(map(flatten, parts))))
+    """The batch of the instances of ``parts`` end to end: copied out of their columns
+    (once, into fresh arrays) when they all have columns of one signature, else
+    ``collate`` of their instances."""
+    if not _one_signature(parts):
+        return collate(list(chain.from_iterable(map(flatten, parts))))
+    trees, rows, places = [], [], []
+    base = 0
+    for block in parts:
+        for cols, got, at in _entries(block):  # type: ignore[arg-type]
+            trees.append(cols.tree)
+            rows.append(_index(got))
+            places.append(_index(range(at.start + base, at.stop + base, at.step))
+                          if isinstance(at, range) else at + base)
+        base += len(block)
+    return _place(trees, rows, places, base)
 
 
-def _slice(tree: Any, start: int, stop: int) -> Any:
-    if isinstance(tree, (np.ndarray, list)):
-        return tree[start:stop]
-    if isinstance(tree, tuple):
-        return _like(tree, (_slice(t, start, stop) for t in tree))
-    return {k: _slice(t, start, stop) for k, t in tree.items()}
+def _index(rows: Rows) -> slice | np.ndarray:
+    return _slice(rows) if isinstance(rows, range) else rows
 
 
-def _settle(tree: Any) -> Any:
-    """``tree`` with each list leaf made what ``collate`` makes of its values: a run of
-    a chunk's ragged column may hold values of one shape, which a batch stacks."""
-    if isinstance(tree, np.ndarray):
-        return tree
-    if isinstance(tree, list):
-        return collate(tree)
-    if isinstance(tree, tuple):
-        return _like(tree, map(_settle, tree))
-    return {k: _settle(t) for k, t in tree.items()}
-
-
-def _copy(tree: Any) -> Any:
-    """Fresh, writable, C-contiguous arrays (a chunk's columns may view its bytes)."""
-    if isinstance(tree, np.ndarray):
-        return np.array(tree, order="C")
-    if isinstance(tree, list):
-        return collate(tree)
-    if isinstance(tree, tuple):
-        return _like(tree, map(_copy, tree))
-    return {k: _copy(t) for k, t in tree.items()}
-
-
-def _concat(trees: list[Any]) -> Any:
+def _place(trees: list[Any], rows: list[Any], places: list[Any], n: int,
+           settle: bool = True) -> Any:
+    """``n`` rows, fresh: ``rows[k]`` of ``trees[k]`` go to ``places[k]``; with
+    ``settle`` (a batch), a list leaf becomes what ``collate`` makes of its values (a run
+    of a ragged column may hold values of one shape, which a batch stacks)."""
     first = trees[0]
     if isinstance(first, np.ndarray):
-        return np.concatenate(trees)
+        out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
+        for tree, r, p in zip(trees, rows, places, strict=True):
+            out[p] = tree[r]
+        return out
     if isinstance(first, list):
-        return list(chain.from_iterable(trees))
+        values: list[Any] = [None] * n
+        for tree, r, p in zip(trees, rows, places, strict=True):
+            got = tree[r] if isinstance(r, slice) else [tree[i] for i in r.tolist()]
+            if isinstance(p, slice):
+                values[p] = got
+            else:
+                for i, v in zip(p.tolist(), got, strict=True):
+                    values[i] = v
+        return collate(values) if settle else values
     if isinstance(first, tuple):
-        return _like(first, (_concat([t[i] for t in trees]) for i in range(len(first))))
-    return {key: _concat([t[key] for t in trees]) for key in first}
+        return _like(first, (_place([t[i] for t in trees], rows, places, n, settle)
+                             for i in range(len(first))))
+    return {key: _place([t[key] for t in trees], rows, places, n, settle) for key in first}

@@ -593,7 +593,7 @@ class RecordIO:
     @contextmanager
     def _streams(
         self, pieces: Sequence[Piece], groups: Sequence[int], columnar: bool = False
-    ) -> Iterator[list[Iterator[Block]]]:
+    ) -> Iterator[Sequence[Iterator[Block]]]:
         """The blocks of each piece, decoded (and prefetched, with threads) ahead."""
         sets = [self._sources.files[piece.file].set_index for piece in pieces]
         threads = self.num_threads

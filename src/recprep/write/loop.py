@@ -8,7 +8,7 @@ handed a filesystem and paths, never a user's output argument.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -240,6 +240,12 @@ def write_round_robin(
     (:class:`~recprep.errors.WriteError`). ``pickled`` (if given) is filled with the types
     the codec stored as pickles by its fallback, each with the first instance index.
 
+    A table's rows (``instances`` with a ``column_blocks()`` method, see
+    :mod:`recprep.write.tables`) are encoded a block at a time where the codec can
+    (:meth:`~recprep.codecs.base.Codec.encode_columns`), row by row where it can't: the
+    same records either way, written in the same order. An ``EncodeError`` of such a row
+    also names its column (``err.column``).
+
     With ``cuts`` (instance indexes, ascending), every file's writer is cut before those
     instances (:meth:`~recprep.containers.base.RecordWriter.cut`) when the format is
     concatenable: the files are then byte for byte what writing each run of instances as a
@@ -257,7 +263,6 @@ def write_round_robin(
         budget.sinks = sinks
     writes: list[Callable[[bytes], None]] = []
     writes.extend(_opener(sinks, writes, k) for k in range(len(sinks)))
-    encode = options.codec.encode
     n = len(writes)
     index = -1
     reported = 0
@@ -266,31 +271,32 @@ def write_round_robin(
     input_failed = True  # until encoding or writing fails: then the error is ours
     try:
         try:
-            for index, instance in enumerate(instances):
-                if index == next_cut:
-                    for sink in sinks:
-                        sink.cut()
-                    next_cut = next(cut_at)
-                try:
-                    writes[index % n](encode(instance))
-                except EncodeError as err:
-                    input_failed = False
-                    err.instance_index = index  # keep the class and its facts: add where
-                    err.args = (f"instance {index}: {err.detail}",)
-                    raise
-                except OSError as err:
-                    input_failed = False
-                    raise WriteError(paths[index % n], err) from err
-                except BaseException:
-                    input_failed = False
-                    raise
-                if fallbacks:
-                    for type_name in fallbacks:
-                        pickled.setdefault(type_name, index)
-                    fallbacks.clear()
-                if tick is not None and not index % PROGRESS_EVERY:
-                    tick(index + 1 - reported)
-                    reported = index + 1
+            for run, encode, by_column in _runs(instances, options.codec):
+                first = index + 1
+                for index, instance in enumerate(run, first):
+                    if index == next_cut:
+                        for sink in sinks:
+                            sink.cut()
+                        next_cut = next(cut_at)
+                    try:
+                        writes[index % n](encode(instance))
+                    except EncodeError as err:
+                        input_failed = False
+                        _locate(err, index, instance, encode if by_column else None)
+                        raise
+                    except OSError as err:
+                        input_failed = False
+                        raise WriteError(paths[index % n], err) from err
+                    except BaseException:
+                        input_failed = False
+                        raise
+                    if fallbacks:
+                        for type_name in fallbacks:
+                            pickled.setdefault(type_name, index)
+                        fallbacks.clear()
+                    if tick is not None and not index % PROGRESS_EVERY:
+                        tick(index + 1 - reported)
+                        reported = index + 1
         except Exception as err:
             if input_failed:  # the reader's own error: it stays what it is, located
                 add_note(
@@ -308,6 +314,60 @@ def write_round_robin(
     if tick is not None and index + 1 > reported:
         tick(index + 1 - reported)
     return facts
+
+
+#: a run of the write loop: instances, the function that makes each one's record, and
+#: whether an instance that fails is a row of columns (its error then names the column)
+Run = tuple[Iterable[Any], Callable[[Any], bytes], bool]
+
+
+def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[Run]:
+    """The loop's input as runs: the instances with ``codec.encode`` — or, when they come
+    as column blocks (``instances.column_blocks()``, a table's rows), each block's records
+    made at once by ``codec.encode_columns`` (passed on as they are: ``bytes(record)`` is
+    ``record``), or, where it can't, the block's rows with ``codec.encode``."""
+    column_blocks = getattr(instances, "column_blocks", None)
+    if column_blocks is None:
+        return ((instances, codec.encode, False),)
+    return _block_runs(column_blocks(), codec)
+
+
+def _block_runs(blocks: Iterable[Any], codec: Codec) -> Iterator[Run]:
+    encode_columns = codec.encode_columns
+    for block in blocks:
+        try:
+            records = encode_columns(block.columns, block.n)
+        except Exception:  # row by row: the first row that fails raises, located
+            records = None
+        if records is None:
+            yield block.rows(), codec.encode, True
+        else:
+            yield records, bytes, False
+
+
+def _locate(err: EncodeError, index: int, instance: Any,
+            encode: Callable[[Any], bytes] | None) -> None:
+    """Say in ``err`` which instance failed — and, for a row of columns (``encode``
+    given), which column: the first whose value alone fails to encode (unless every
+    column alone fails, as with a codec that wants them all)."""
+    err.instance_index = index  # keep the class and its facts: add where
+    where = f"instance {index}"
+    if encode is not None and isinstance(instance, dict) and instance:
+        failing = [name for name in instance if _fails(encode, {name: instance[name]})]
+        if failing and (len(failing) < len(instance) or len(instance) == 1):
+            err.column = failing[0]  # type: ignore[attr-defined]
+            where += f", column {failing[0]!r}"
+    err.args = (f"{where}: {err.detail}",)
+
+
+def _fails(encode: Callable[[Any], bytes], value: Any) -> bool:
+    try:
+        encode(value)
+    except EncodeError:
+        return True
+    except Exception:  # only an EncodeError says the codec can't take it
+        return False
+    return False
 
 
 def _pack(

@@ -1,0 +1,175 @@
+"""Records of a block of rows, built from per-row pieces with numpy (no per-row call).
+
+A codec that encodes columns (:meth:`~recprep.codecs.base.Codec.encode_columns`) says
+what every record of the block is made of, in order, as *segments*:
+
+* ``const`` — the same bytes in every record (a format byte, a tag, a key);
+* ``fixed`` — an ``(n, w)`` uint8 matrix: row ``i`` is record ``i``'s ``w`` bytes;
+* ``ragged`` — ``(lengths, data)``: record ``i``'s piece is the next ``lengths[i]`` bytes
+  of ``data`` (str/bytes values, or pieces of mixed sizes).
+
+:meth:`Segments.records` lays the records out in one buffer — in rows of a padded matrix
+when the records' lengths are close (each ``fixed`` run a strided copy; after a ragged
+piece, one copy per distinct shift), else back to back — and cuts them into ``bytes``.
+
+>>> seg = Segments(3)
+>>> seg.const(b"<")
+>>> seg.ragged(np.array([1, 0, 2]), np.frombuffer(b"abc", np.uint8))
+>>> seg.fixed(np.frombuffer(b"123", np.uint8).reshape(3, 1))
+>>> seg.records()
+[b'<a1', b'<2', b'<bc3']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Segments", "merge_rows", "ragged_of"]
+
+_SHIFT_GROUPS = 32  # a fixed run after ragged pieces: one copy per shift, up to this many
+_PAD_SLACK = 2  # a padded layout may take this many times the bytes of the records
+
+
+class Segments:
+    """The pieces of ``n`` records, in order (see the module docs)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.parts: list[tuple[str, Any]] = []
+
+    def const(self, data: bytes) -> None:
+        if data:
+            self.parts.append(("const", bytes(data)))
+
+    def fixed(self, matrix: np.ndarray) -> None:
+        """``matrix``: ``(n, w)`` uint8 (any strides)."""
+        if matrix.shape[1]:
+            self.parts.append(("fixed", matrix))
+
+    def ragged(self, lengths: np.ndarray, data: np.ndarray) -> None:
+        """``lengths``: ``n`` ints; ``data``: their ``sum`` uint8 bytes, back to back."""
+        self.parts.append(("ragged", (np.asarray(lengths, np.int64), data)))
+
+    def extend(self, other: Segments) -> None:
+        self.parts.extend(other.parts)
+
+    def _runs(self) -> list[tuple[str, Any]]:
+        """Consecutive const and fixed parts as one ``(n, w)`` matrix each."""
+        runs: list[tuple[str, Any]] = []
+        pending: list[tuple[str, Any]] = []
+
+        def flush() -> None:
+            if not pending:
+                return
+            width = sum(len(p) if kind == "const" else p.shape[1] for kind, p in pending)
+            matrix = np.empty((self.n, width), np.uint8)
+            at = 0
+            for kind, p in pending:
+                w = len(p) if kind == "const" else p.shape[1]
+                matrix[:, at : at + w] = np.frombuffer(p, np.uint8) if kind == "const" else p
+                at += w
+            runs.append(("fixed", matrix))
+            pending.clear()
+
+        for part in self.parts:
+            if part[0] == "ragged":
+                flush()
+                runs.append(part)
+            else:
+                pending.append(part)
+        flush()
+        return runs
+
+    def layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(buffer, starts, lengths)``: record ``i`` is ``buffer[starts[i]:][:lengths[i]]``."""
+        n = self.n
+        runs = self._runs()
+        lengths = np.zeros(n, np.int64)
+        for kind, part in runs:
+            lengths += part.shape[1] if kind == "fixed" else part[0]
+        total = int(lengths.sum())
+        width = int(lengths.max()) if n else 0
+        if n * width <= _PAD_SLACK * total + 4096:
+            base = np.arange(n, dtype=np.int64) * width
+            out = np.empty(n * width, np.uint8)
+            padded = out.reshape(n, width)
+        else:
+            base = np.cumsum(lengths) - lengths
+            out = np.empty(total, np.uint8)
+            padded = None
+        pos = np.zeros(n, np.int64)  # where the next piece goes, within each record
+        uniform = True
+        for kind, part in runs:
+            if kind == "fixed":
+                _place_fixed(out, padded, base, pos, uniform, part)
+                pos += part.shape[1]
+            else:
+                sizes, data = part
+                _place_ragged(out, base + pos, sizes, data)
+                pos += sizes
+                uniform = not n or bool((pos == pos[0]).all())
+        return out, base, lengths
+
+    def records(self) -> list[bytes]:
+        """The ``n`` records, each a ``bytes``."""
+        out, starts, lengths = self.layout()
+        buf = out.tobytes()
+        return list(map(buf.__getitem__, map(slice, starts.tolist(),
+                                               (starts + lengths).tolist())))
+
+
+def _place_fixed(out: np.ndarray, padded: np.ndarray | None, base: np.ndarray,
+                 pos: np.ndarray, uniform: bool, matrix: np.ndarray) -> None:
+    width = matrix.shape[1]
+    if padded is not None:
+        if uniform:  # every record has the same bytes before this run
+            at = int(pos[0]) if len(pos) else 0
+            padded[:, at : at + width] = matrix
+            return
+        shifts = np.unique(pos)
+        if len(shifts) <= _SHIFT_GROUPS:
+            for at in shifts.tolist():
+                rows = pos == at
+                padded[rows, at : at + width] = matrix[rows]
+            return
+    out[((base + pos)[:, None] + np.arange(width)).reshape(-1)] = matrix.reshape(-1)
+
+
+def _place_ragged(out: np.ndarray, dest: np.ndarray, sizes: np.ndarray,
+                  data: np.ndarray) -> None:
+    total = len(data)
+    if not total:
+        return
+    src = np.cumsum(sizes) - sizes
+    out[np.repeat(dest - src, sizes) + np.arange(total)] = data
+
+
+def ragged_of(segments: Segments) -> tuple[np.ndarray, np.ndarray]:
+    """The records ``segments`` make, as ``(lengths, data)`` (a ragged piece)."""
+    out, starts, lengths = segments.layout()
+    if not len(lengths):
+        return lengths, out[:0]
+    if len(out) == int(lengths.sum()):
+        return lengths, out  # back to back already
+    return lengths, out[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+                        + np.arange(int(lengths.sum()))]
+
+
+def merge_rows(n: int, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """One ragged piece of ``n`` rows from ``groups`` of ``(rows, lengths, data)`` that
+    together cover every row once (each group's rows ascending)."""
+    lengths = np.zeros(n, np.int64)
+    src = np.zeros(n, np.int64)  # where each row's piece starts in the joined data
+    joined = []
+    offset = 0
+    for rows, sizes, data in groups:
+        lengths[rows] = sizes
+        src[rows] = offset + np.cumsum(sizes) - sizes
+        joined.append(data)
+        offset += len(data)
+    data = np.concatenate(joined) if joined else np.empty(0, np.uint8)
+    dest = np.cumsum(lengths) - lengths
+    return lengths, data[np.repeat(src - dest, lengths) + np.arange(offset)]
