@@ -30,7 +30,7 @@ from recprep.errors import (
     TaskFailedError,
 )
 from recprep.write import tables
-from recprep.write.inputs import as_input, split_sized
+from recprep.write.inputs import ROWS_PER_PART, as_input, split_sized
 from recprep.write.tables import TableReader
 
 pd = pytest.importorskip("pandas")
@@ -264,7 +264,7 @@ def test_a_pyarrow_dataset_is_read_fragment_by_fragment(tmp_path):
 
 
 def test_row_ranges_ship_only_their_rows(tmp_path):
-    n = 40_000
+    n = 5 * ROWS_PER_PART
     for table in (pd.DataFrame({"x": np.arange(n)}), pa.table({"x": np.arange(n)}),
                   {"x": np.arange(n)}, parquet_dataset(tmp_path, n)):
         reader = as_input(table)
@@ -281,7 +281,7 @@ def test_row_ranges_ship_only_their_rows(tmp_path):
 
 @pytest.mark.parametrize("make", ["frame", "dict", "dataset"])
 def test_processes_split_row_ranges_and_write_the_serial_bytes(tmp_path, make):
-    n = 20_000
+    n = 2 * ROWS_PER_PART + 1_000  # three row ranges
     if make == "dataset":
         table = parquet_dataset(tmp_path, n)
     else:
