@@ -13,13 +13,23 @@ session by
 Reading: the TFRecord files ``rs.write`` made, raw records (no parsing), on one thread, by
 ``RecordIO(files, codec="raw")`` and by ``tf.data.TFRecordDataset`` — iterated record by
 record in Python, and in batches of 1024 (which spares TensorFlow most of its per-element
-Python overhead). Then ``rs.read`` vs ``spark.read.parquet`` summing a column over every
-row (a full scan on both sides).
+Python overhead).
+
+Reading into Spark, on the TFRecord and Parquet data written above, interleaved (every
+case once per round, ``--repeat`` rounds after an untimed one; best and median reported):
+
+* a full scan — a query using all four columns (``sum(id)``, ``sum(score)``,
+  ``sum(length(word))``, ``sum(size(emb))``) — by ``rs.read`` and ``spark.read.parquet``;
+* ``sum(score)``, one column of four: ``rs.read(path)`` (Spark doesn't tell a Python data
+  source which columns a query uses: every column is decoded), ``rs.read(path,
+  columns=["score"])`` (only ``score`` is decoded) and ``spark.read.parquet``.
 
 Every engine is warmed up first (a small write and read: Python workers start and import
-once), then each case is the best of ``--repeat`` runs.
+once), then each write case is the best of ``--repeat`` runs. ``--read-only`` writes the
+TFRecord and Parquet data once (untimed) and runs only the Spark reads.
 
-Run: ``python benchmarks/bench_spark.py [--rows N] [--repeat R]``; prints markdown tables.
+Run: ``python benchmarks/bench_spark.py [--rows N] [--repeat R] [--read-only]``; prints
+markdown tables.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import glob
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -52,6 +63,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--read-only", action="store_true",
+                        help="write the data once, untimed; time only the Spark reads")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
@@ -59,7 +72,6 @@ def main() -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from recprep import RecordIO
     from recprep import spark as rs
 
     spark = (SparkSession.builder.master("local[2]").appName("recprep-bench")
@@ -107,47 +119,20 @@ def main() -> None:
             ("Spark `df.write.partitionBy.parquet` 16 values", "parquetp",
              lambda p: df.write.mode("overwrite").partitionBy("bucket").parquet(p)),
         ]
+        read_results: list[tuple[str, float]] = []
+        if args.read_only:  # the data the reads need, written once, untimed
+            for _, name, fn in (cases[0], cases[1]):
+                fn(out(name))
+            cases = []
         for label, name, fn in cases:
             path = out(name)
             seconds = best(lambda fn=fn, path=path: fn(path), args.repeat)
             results.append((label, seconds, _du(path)))
             print(f"{label}: {seconds:.2f} s", file=sys.stderr)
-
-        files = sorted(glob.glob(os.path.join(work, "tf", "part-*-of-*")))
-        reader = RecordIO(files, codec="raw")
-
-        def read_recordio() -> None:
-            assert sum(1 for _ in reader()) == n
-
-        read_results = [("`RecordIO(files, codec=\"raw\")`", best(read_recordio, args.repeat))]
-        import tensorflow as tf
-
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        options = tf.data.Options()
-        options.threading.private_threadpool_size = 1
-        options.autotune.enabled = False
-
-        def tf_each() -> None:
-            ds = tf.data.TFRecordDataset(files).with_options(options)
-            assert sum(1 for _ in ds) == n
-
-        def tf_batched() -> None:
-            ds = tf.data.TFRecordDataset(files).batch(1024).with_options(options)
-            assert sum(int(b.shape[0]) for b in ds) == n
-
-        read_results.append(("`tf.data.TFRecordDataset`, per record", best(tf_each, args.repeat)))
-        read_results.append(("`tf.data.TFRecordDataset`, `.batch(1024)`",
-                             best(tf_batched, args.repeat)))
-
-        scans = [
-            ("`rs.read(...)` + sum(score)", lambda: rs.read(spark, os.path.join(work, "tf"))
-             .agg(F.sum("score")).collect()),
-            ("`spark.read.parquet(...)` + sum(score)",
-             lambda: spark.read.parquet(os.path.join(work, "parquet")).agg(F.sum("score"))
-             .collect()),
-        ]
-        scan_results = [(label, best(fn, args.repeat)) for label, fn in scans]
+        if not args.read_only:
+            read_results = read_raw(work, n, args.repeat)
+        load_before = os.getloadavg()
+        scan_results = read_into_spark(spark, rs, F, work, args.repeat)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -155,23 +140,88 @@ def main() -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\n{n} rows (id bigint, score float, word string, emb array<float>[16]); "
           f"Python {platform.python_version()}, {os.cpu_count()} CPU(s), Spark local[2] "
-          f"(pyspark {pyspark_version}); best of {args.repeat} after a warm-up; load "
-          f"average at the end {load}\n")
-    base = results[0][1]
-    print("| write | seconds | rows/s | MB on disk | vs parquet |")
+          f"(pyspark {pyspark_version}); after a warm-up; load average before the Spark "
+          f"reads {', '.join(f'{x:.1f}' for x in load_before)}, at the end {load}\n")
+    if results:
+        base = results[0][1]
+        print(f"| write (best of {args.repeat}) | seconds | rows/s | MB on disk | vs parquet |")
+        print("|---|---:|---:|---:|---:|")
+        for label, seconds, size in results:
+            print(f"| {label} | {seconds:.2f} | {n / seconds:,.0f} | {size / 1e6:.0f} | "
+                  f"{seconds / base:.2f}x |")
+    if read_results:
+        print("\n| read raw TFRecord records, one thread | seconds | records/s | vs RecordIO |")
+        print("|---|---:|---:|---:|")
+        for label, seconds in read_results:
+            print(f"| {label} | {seconds:.2f} | {n / seconds:,.0f} | "
+                  f"{seconds / read_results[0][1]:.2f}x |")
+    print(f"\n| read into Spark ({args.repeat} interleaved rounds) | best s | median s | "
+          "rows/s (best) | vs parquet, same query (best / median) |")
     print("|---|---:|---:|---:|---:|")
-    for label, seconds, size in results:
-        print(f"| {label} | {seconds:.2f} | {n / seconds:,.0f} | {size / 1e6:.0f} | "
-              f"{seconds / base:.2f}x |")
-    print("\n| read raw TFRecord records, one thread | seconds | records/s | vs RecordIO |")
-    print("|---|---:|---:|---:|")
-    for label, seconds in read_results:
-        print(f"| {label} | {seconds:.2f} | {n / seconds:,.0f} | "
-              f"{seconds / read_results[0][1]:.2f}x |")
-    print("\n| full scan into Spark | seconds | rows/s |")
-    print("|---|---:|---:|")
-    for label, seconds in scan_results:
-        print(f"| {label} | {seconds:.2f} | {n / seconds:,.0f} |")
+    for label, query, times in scan_results:
+        parquet = next(t for lbl, q, t in scan_results if q == query and "parquet" in lbl)
+        print(f"| {label} | {min(times):.2f} | {statistics.median(times):.2f} | "
+              f"{n / min(times):,.0f} | {min(times) / min(parquet):.2f}x / "
+              f"{statistics.median(times) / statistics.median(parquet):.2f}x |")
+
+
+def read_raw(work: str, n: int, repeat: int) -> list[tuple[str, float]]:
+    """Raw TFRecord records on one thread: RecordIO vs tf.data (per record, batched)."""
+    from recprep import RecordIO
+
+    files = sorted(glob.glob(os.path.join(work, "tf", "part-*-of-*")))
+    reader = RecordIO(files, codec="raw")
+
+    def read_recordio() -> None:
+        assert sum(1 for _ in reader()) == n
+
+    results = [("`RecordIO(files, codec=\"raw\")`", best(read_recordio, repeat))]
+    import tensorflow as tf
+
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = 1
+    options.autotune.enabled = False
+
+    def tf_each() -> None:
+        ds = tf.data.TFRecordDataset(files).with_options(options)
+        assert sum(1 for _ in ds) == n
+
+    def tf_batched() -> None:
+        ds = tf.data.TFRecordDataset(files).batch(1024).with_options(options)
+        assert sum(int(b.shape[0]) for b in ds) == n
+
+    results.append(("`tf.data.TFRecordDataset`, per record", best(tf_each, repeat)))
+    results.append(("`tf.data.TFRecordDataset`, `.batch(1024)`", best(tf_batched, repeat)))
+    return results
+
+
+def read_into_spark(spark, rs, F, work: str, repeat: int  # noqa: N803
+                    ) -> list[tuple[str, str, list[float]]]:
+    """``(label, query, seconds of each round)`` of every Spark read, interleaved."""
+    import inspect
+
+    tf_path, parquet_path = os.path.join(work, "tf"), os.path.join(work, "parquet")
+    everything = [F.sum("id"), F.sum("score"), F.sum(F.length("word")), F.sum(F.size("emb"))]
+    cases = [
+        ("full scan: `spark.read.parquet`", "all", lambda: spark.read.parquet(parquet_path)),
+        ("full scan: `rs.read`", "all", lambda: rs.read(spark, tf_path)),
+        ("sum(score): `spark.read.parquet`", "score", lambda: spark.read.parquet(parquet_path)),
+        ("sum(score): `rs.read` (every column decoded)", "score", lambda: rs.read(spark, tf_path)),
+    ]
+    if "columns" in inspect.signature(rs.read).parameters:  # absent before pruning existed
+        cases.append(("sum(score): `rs.read(columns=[\"score\"])`", "score",
+                      lambda: rs.read(spark, tf_path, columns=["score"])))
+    times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
+    for lap in range(repeat + 1):  # lap 0 warms every query up (plans, code, workers)
+        for label, query, make in cases:
+            started = time.perf_counter()
+            make().agg(*(everything if query == "all" else [F.sum("score")])).collect()
+            if lap:
+                times[label].append(time.perf_counter() - started)
+                print(f"{label}: {times[label][-1]:.2f} s", file=sys.stderr)
+    return [(label, query, times[label]) for label, query, _ in cases]
 
 
 if __name__ == "__main__":

@@ -335,3 +335,20 @@ def test_a_task_that_keeps_dying_fails_cleanly(spark_session, tmp_path):
     with pytest.raises(TaskFailedError):
         convert(str(out), partitions([always_crash]), 2, "d", executor="spark")
     assert not out.exists() or files(out) == {} and not list(out.glob(".recprep-*"))
+
+
+def test_disk_full_while_writing_a_table_block_names_the_shard(tmp_path):
+    """A DataFrame's records are written a block at a time (one write_many per shard):
+    a full disk still names the shard being written, and nothing is committed."""
+    import pandas as pd
+
+    out = tmp_path / "out"
+    QuotaFileSystem.quota = 30_000
+    QuotaFileSystem.clear_instance_cache()
+    frame = pd.DataFrame({"x": np.arange(20_000), "s": [f"row {i}" for i in range(20_000)]})
+    with pytest.raises(TaskFailedError) as info:
+        convert(f"quota://{out}", frame, 3, "tab", compressor="none", chunk_bytes=4096)
+    original = info.value.original
+    assert isinstance(original, WriteError) and "tab-0000" in original.path.rsplit("/")[-1]
+    assert isinstance(original.original, OSError) and original.original.errno == errno.ENOSPC
+    assert not list(out.glob("tab-*")) and not list(out.glob(".recprep-*"))

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from ..batching import Columns
 from ..errors import (
     DecodeError,
     EncodeError,
@@ -67,6 +68,9 @@ from ..errors import (
     InvalidArgumentError,
 )
 from ..features import Feature, SchemaMismatchError, as_features, check_instance, fixed_size
+from ._example_columns import decode_columns as _decode_columns
+from ._example_encode_columns import ExampleBuilder as _ExampleBuilder
+from ._example_encode_columns import encode_columns as _encode_columns
 from ._example_parse import READ, Found, parse, read_bytes
 from .base import Codec
 from .example_wire import (
@@ -310,6 +314,16 @@ class ExampleCodec(Codec):
             raise _not_utf8(values) from None
         return example(items)
 
+    def encode_columns(self, columns: Mapping[Any, Any], n: int) -> list[bytes] | None:
+        """The records of ``n`` rows given as columns, a column at a time: exactly
+        ``encode`` of each row's dict, or ``None`` (with declared features, or a column
+        ``encode`` would refuse or that isn't numbers/str/bytes: see
+        ``_example_encode_columns``)."""
+        if self.features:
+            return None
+        builder = self.__dict__.setdefault("_builder", _ExampleBuilder())
+        return _encode_columns(builder, columns, n)
+
     def _checked(self, record: bytes) -> bytes:
         """Serialized Example bytes, checked: parsed, and matched against the features."""
         try:
@@ -334,6 +348,12 @@ class ExampleCodec(Codec):
             return self._decode_parsed(parse(buf))
         except WireError as err:
             raise DecodeError(f"not a valid tf.train.Example record: {err}") from None
+
+    def decode_columns(self, records: list[bytes | memoryview]) -> Columns | None:
+        """A chunk whose records hold the same features, each of one kind, as columns
+        (numbers stacked where every record holds as many), parsed at once with numpy;
+        ``None`` otherwise (see ``_example_columns``)."""
+        return _decode_columns(records, self.features)
 
     def _decode_parsed(self, found: dict[str, Found]) -> dict[str, np.ndarray]:
         if not self.features:

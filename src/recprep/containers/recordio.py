@@ -39,8 +39,10 @@ import importlib
 import io
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import google_crc32c
@@ -233,6 +235,49 @@ class _Writer(RecordWriter):
         self._pending.append(record)
         self._pending_bytes += size
         self.num_records += 1
+
+    def write_many(self, records: Sequence[bytes]) -> None:
+        """:meth:`write` of each record, with the chunk cuts found by bisecting the
+        records' running sizes instead of one test per record.
+
+        >>> import io
+        >>> one, many = io.BytesIO(), io.BytesIO()
+        >>> records = [bytes(n % 7) for n in range(100)]
+        >>> a, b = _Writer(one, GO, "none", 40), _Writer(many, GO, "none", 40)
+        >>> for r in records:
+        ...     a.write(r)
+        >>> b.write_many(records[:3]); b.write_many(records[3:])
+        >>> a.close(); b.close()
+        >>> one.getvalue() == many.getvalue(), a.num_records == b.num_records == 100
+        (True, True)
+        """
+        sizes = list(map(len, records))
+        if not sizes:
+            return
+        if (max(sizes) > MAX_PAYLOAD - MIN_RECORD_BYTES or self._limit > MAX_PAYLOAD // 2
+                or (len(self._pending) + len(sizes)) * MIN_RECORD_BYTES
+                > MAX_PAYLOAD - self._limit):  # where a chunk's framing could overflow
+            super().write_many(records)  # what write says of each: its errors, its cuts
+            return
+        ends = list(accumulate(sizes))
+        pending = self._pending
+        at, n = 0, len(records)
+        while at < n:
+            if not pending:  # a chunk takes its first record whatever its size
+                pending.append(records[at])
+                self._pending_bytes = sizes[at]
+                at += 1
+                continue
+            before = ends[at - 1] if at else 0
+            stop = bisect_right(ends, before + self._limit - self._pending_bytes, at)
+            if stop > at:
+                pending.extend(records[at:stop])
+                self._pending_bytes += ends[stop - 1] - before
+                at = stop
+            if at < n:
+                self._flush()
+                pending = self._pending
+        self.num_records += n
 
     def _flush(self) -> None:
         records = self._pending

@@ -121,6 +121,7 @@ def read(
     schema: Any = None,
     record_type: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> Any:
     """Read a dataset written by :func:`write`, ``convert``, Spark-TFRecord or the
     Spark-TensorFlow-Connector into a DataFrame, one Spark task per file.
@@ -141,6 +142,11 @@ def read(
         files without a manifest. By default Examples are expected.
     storage_options
         Passed to fsspec, on the driver and the executors.
+    columns
+        Read only these columns (data or partition columns), in this order: the others'
+        values are never decoded. Spark doesn't tell a Python data source which columns
+        a query uses, so ``rs.read(spark, path).select("x")`` decodes every column;
+        ``rs.read(spark, path, columns=["x"])`` decodes one.
 
     Returns
     -------
@@ -152,7 +158,7 @@ def read(
     from .jobs import read as _read
 
     return _read(spark, path, schema=schema, record_type=record_type,
-                 storage_options=storage_options)
+                 storage_options=storage_options, columns=columns)
 
 
 def register(spark: Any) -> None:

@@ -20,6 +20,9 @@ Options (names are case-insensitive):
                            partitions written; ``static``: everything
 ``namePrefix``             shard name prefix (``part``)
 ``storageOptions``         fsspec storage options, as a JSON object
+``columns``                comma-separated columns to read (the others are not
+                           decoded): Spark doesn't tell a Python data source which
+                           columns a query uses, so ``.select(...)`` alone reads all
 =========================  ==========================================================
 
 Spark 4 only accepts the ``append`` and ``overwrite`` save modes for Python data sources
@@ -225,14 +228,19 @@ class TFRecordDataSource(DataSource):
             ) from None
         return resolve(path, storage)
 
+    def _columns(self) -> list[str] | None:
+        text = self.options.get("columns")
+        return None if text is None else [c.strip() for c in str(text).split(",") if c.strip()]
+
     def schema(self) -> Any:
         fs, root = self._location()
-        return plan_read(fs, root, record_type=self.options.get("recordType")).struct()
+        plan = plan_read(fs, root, record_type=self.options.get("recordType"))
+        return plan.select(self._columns()).struct()
 
     def reader(self, schema: Any) -> _ScanReader:
         fs, root = self._location()
-        return _ScanReader(plan_read(fs, root, schema=schema,
-                                     record_type=self.options.get("recordType")))
+        plan = plan_read(fs, root, schema=schema, record_type=self.options.get("recordType"))
+        return _ScanReader(plan.select(self._columns()))
 
     def writer(self, schema: Any, overwrite: bool) -> _Writer:
         fs, root = self._location()

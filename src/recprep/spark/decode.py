@@ -5,6 +5,13 @@ manifest or detected from the bytes (:func:`recprep.containers.sniff`), every ch
 is verified, and each chunk of records becomes one record batch of the requested
 columns, with the file's partition values added as constant columns.
 
+A chunk is decoded at once where its records share one layout — Examples parsed by
+:func:`~recprep.codecs._example_chunk.parse_chunk`, recprep records by the codec's
+``decode_columns`` — and each column's Arrow array is made from numpy buffers
+(:mod:`recprep.spark.arrays`); only the requested columns' values are read. Columns that
+can't be made so (other layouts, a value that doesn't fit) are decoded record by record,
+which gives the same values and errors.
+
 * ``example`` records: a missing feature (or an empty list, for a scalar column) is a
   null; a scalar column whose list holds several values raises
   :class:`~recprep.errors.DecodeError` (read it as an array); ``bytes_list`` values are
@@ -30,24 +37,13 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import get_codec
+from ..codecs._example_chunk import parse_chunk
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, sniff
 from ..errors import DecodeError
+from .arrays import arrow_type, example_array, value_array
 from .columns import ColumnSpec
 
 __all__ = ["FileTask", "RecordDecoder", "arrow_type", "conform", "read_file"]
-
-_ATOMIC = {
-    "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
-    "boolean": pa.bool_(), "float": pa.float32(), "double": pa.float64(),
-    "string": pa.string(), "binary": pa.binary(), "date": pa.date32(),
-}
-
-
-def arrow_type(type: str) -> pa.DataType:
-    """The Arrow type Spark expects for a column of DDL ``type``."""
-    if type.startswith("array<") and type.endswith(">"):
-        return pa.list_(arrow_type(type[6:-1]))
-    return _ATOMIC[type]
 
 
 @dataclass(frozen=True)
@@ -84,17 +80,30 @@ class RecordDecoder:
         self.columns = list(columns)
         self.schema = pa.schema([(c.name, arrow_type(c.type)) for c in self.columns])
         self._codec = get_codec(codec)
+        self._names = {c.name for c in self.columns}
 
-    def decode(self, records: list[bytes]) -> pa.RecordBatch:
+    def decode(self, records: Sequence[bytes]) -> pa.RecordBatch:
+        """The record batch of a chunk's ``records`` (a list of them, or a container's
+        ``Records``)."""
         if self.codec_name == "raw":
-            arrays = [pa.array(records, pa.binary())]
+            arrays = [pa.array(list(records), pa.binary())]
         elif self.codec_name == "recprep":
             arrays = self._dicts(records)
         else:
             arrays = self._examples(records)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _dicts(self, records: list[bytes]) -> list[pa.Array]:
+    def _dicts(self, records: Sequence[bytes]) -> list[pa.Array]:
+        n = len(records)
+        columns = self._codec.decode_columns(records)  # type: ignore[arg-type]
+        tree = columns.tree if columns is not None else None
+        if isinstance(tree, dict):
+            arrays = [value_array(c, tree[c.name], n) if c.name in tree
+                      else pa.nulls(n, arrow_type(c.type)) for c in self.columns]
+        else:
+            arrays = [None] * len(self.columns)
+        if all(a is not None for a in arrays):
+            return arrays
         decode = self._codec.decode
         rows = [decode(r) for r in records]
         for row in rows[:1]:
@@ -103,20 +112,30 @@ class RecordDecoder:
                     f"the records hold {type(row).__name__} values, not dicts of columns; "
                     "read them with recprep.RecordIO"
                 )
-        arrays = []
-        for column in self.columns:
+        for k, column in enumerate(self.columns):
+            if arrays[k] is not None:
+                continue
             values = [row.get(column.name) for row in rows]
             try:
-                arrays.append(pa.array(values, arrow_type(column.type)))
+                arrays[k] = pa.array(values, arrow_type(column.type))
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
                 raise _fail(column, f"a value doesn't fit: {err}") from None
         return arrays
 
-    def _examples(self, records: list[bytes]) -> list[pa.Array]:
+    def _examples(self, records: Sequence[bytes]) -> list[pa.Array]:
+        """The columns of a chunk parsed at once where it can be (only the columns read:
+        the other features' framing is checked, their values not read), else — for the
+        columns that need it — of the records decoded one by one."""
+        n = len(records)
+        parsed = parse_chunk(records, self._names)
+        arrays = ([None] * len(self.columns) if parsed is None else
+                  [example_array(c, parsed.get(c.name), n) for c in self.columns])
+        if all(a is not None for a in arrays):
+            return arrays
         decode = self._codec.decode
         examples = [decode(r) for r in records]
-        return [self._column(column, [e.get(column.name) for e in examples])
-                for column in self.columns]
+        return [a if a is not None else self._column(c, [e.get(c.name) for e in examples])
+                for a, c in zip(arrays, self.columns, strict=True)]
 
     def _column(self, column: ColumnSpec, lists: list[np.ndarray | None]) -> pa.Array:
         element, depth = column.element, column.depth

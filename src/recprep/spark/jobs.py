@@ -135,14 +135,16 @@ def write(
 
 
 def read(spark: Any, path: str, *, schema: Any, record_type: str | None,
-         storage_options: Mapping[str, Any] | None) -> Any:
+         storage_options: Mapping[str, Any] | None, columns: Sequence[str] | None = None
+         ) -> Any:
     """See :func:`recprep.spark.read`."""
     if isinstance(schema, str):
         from pyspark.sql.types import _parse_datatype_string
 
         schema = _parse_datatype_string(schema)
     fs, root = resolve(path, storage_options)
-    plan = plan_read(fs, root, schema=schema, record_type=record_type).with_partition_columns()
+    plan = plan_read(fs, root, schema=schema, record_type=record_type)
+    plan = plan.with_partition_columns().select(columns)
     log.info("recprep: reading %d file(s) of %s", len(plan.tasks), display(fs, root))
     if not plan.tasks:
         return spark.createDataFrame([], plan.struct())

@@ -91,6 +91,31 @@ class ReadPlan:
                   *(named.get(f.name, f) for f in found)]
         return replace(self, schema=type(self.schema)(fields))
 
+    def select(self, names: Sequence[str] | None) -> ReadPlan:
+        """This plan reading only the columns ``names`` (data or partition columns), in
+        that order: only those data columns are decoded. ``None``: this plan.
+
+        Spark's Python data sources (pyspark 4.x) are not told which columns a query uses
+        (``DataSource.reader`` always receives the full schema), so the pruning is asked
+        for here: ``rs.read(..., columns=[...])`` or the sources' ``columns`` option."""
+        if names is None:
+            return self
+        if isinstance(names, str):
+            names = [names]
+        struct = self.struct()
+        fields = {f.name: f for f in struct}
+        unknown = [n for n in names if n not in fields]
+        if unknown or not names or len(set(names)) != len(names):
+            problem = (f"{unknown} {'is' if len(unknown) == 1 else 'are'} not among them"
+                       if unknown else "none named" if not names else "a name repeats")
+            raise InvalidArgumentError(
+                f"columns must name columns of the dataset, each once ({list(fields)}); got "
+                f"{list(names)}: {problem}"
+            )
+        wanted = set(names)
+        return replace(self, columns=tuple(c for c in self.columns if c.name in wanted),
+                       schema=type(struct)([fields[n] for n in names]))
+
     def to_option(self) -> str:
         return base64.b64encode(cloudpickle.dumps(self)).decode("ascii")
 

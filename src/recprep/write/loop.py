@@ -273,6 +273,34 @@ def write_round_robin(
         try:
             for run, encode, by_column in _runs(instances, options.codec):
                 first = index + 1
+                if encode is None:  # a block's records, made at once: a shard at a time
+                    assert isinstance(run, list)
+                    end = first + len(run)
+                    at = first
+                    while at < end:
+                        if at == next_cut:
+                            for sink in sinks:
+                                sink.cut()
+                            next_cut = next(cut_at)
+                        stop = next_cut if at < next_cut < end else end
+                        try:
+                            _write_block(run, first, at, stop, sinks, writes)
+                        except EncodeError as err:
+                            input_failed = False
+                            _locate(err, err.instance_index or 0, None, None)
+                            raise
+                        except OSError as err:
+                            input_failed = False
+                            raise WriteError(paths[err.shard], err) from err  # type: ignore[attr-defined]
+                        except BaseException:
+                            input_failed = False
+                            raise
+                        at = stop
+                    index = end - 1
+                    if tick is not None and end // PROGRESS_EVERY > first // PROGRESS_EVERY:
+                        tick(end - reported)
+                        reported = end
+                    continue
                 for index, instance in enumerate(run, first):
                     if index == next_cut:
                         for sink in sinks:
@@ -316,9 +344,38 @@ def write_round_robin(
     return facts
 
 
-#: a run of the write loop: instances, the function that makes each one's record, and
-#: whether an instance that fails is a row of columns (its error then names the column)
-Run = tuple[Iterable[Any], Callable[[Any], bytes], bool]
+#: a run of the write loop: instances, the function that makes each one's record (None:
+#: the run is of records already made), and whether an instance that fails is a row of
+#: columns (its error then names the column)
+Run = tuple[Iterable[Any], Callable[[Any], bytes] | None, bool]
+
+
+def _write_block(records: Sequence[bytes], first: int, start: int, stop: int,
+                 sinks: list[_Sink], writes: list[Callable[[bytes], None]]) -> None:
+    """Write instances ``start:stop`` (``records[j - first]`` is instance ``j``'s), each
+    to file ``j % len(sinks)``, with one ``write_many`` per file. An ``OSError`` says
+    which file (``err.shard``), an ``EncodeError`` which instance (``instance_index``)."""
+    n = len(sinks)
+    for shard in range(n):
+        begin = start + (shard - start) % n
+        if begin >= stop:
+            continue
+        mine = records[begin - first : stop - first : n]
+        done = 0  # of mine, written before write_many
+        try:
+            if sinks[shard].writer is None:  # the file opens on its first record
+                writes[shard](mine[0])
+                done = 1
+            writer = sinks[shard].writer
+            assert writer is not None
+            writer.write_many(mine[done:] if done else mine)
+        except EncodeError as err:
+            position = getattr(err, "position", 0) + done if sinks[shard].writer else 0
+            err.instance_index = begin + position * n
+            raise
+        except OSError as err:
+            err.shard = shard  # type: ignore[attr-defined]
+            raise
 
 
 def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[Run]:
@@ -342,7 +399,7 @@ def _block_runs(blocks: Iterable[Any], codec: Codec) -> Iterator[Run]:
         if records is None:
             yield block.rows(), codec.encode, True
         else:
-            yield records, bytes, False
+            yield records, None, False
 
 
 def _locate(err: EncodeError, index: int, instance: Any,
