@@ -34,7 +34,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from ..errors import CorruptDataError, InvalidArgumentError
-from .base import MAX_EXPANSION, ChunkInfo, max_records
+from .base import MAX_EXPANSION, ChunkInfo, Records, max_records
 
 __all__ = ["RecordIndex"]
 
@@ -185,8 +185,9 @@ class RecordIndex(abc.ABC):
         n = len(records)
         starts = np.empty(n + 1, np.int64)
         starts[0] = offset
-        np.cumsum(np.fromiter(map(len, records), np.int64, n) + cls.frame_bytes,
-                  out=starts[1:])
+        lens = (records.ends - records.starts if isinstance(records, Records)
+                else np.fromiter(map(len, records), np.int64, n))
+        np.cumsum(lens + cls.frame_bytes, out=starts[1:])
         starts[1:] += offset
         want = expected[k : k + n + 1]
         if len(want) == n + 1 and np.array_equal(starts, want):

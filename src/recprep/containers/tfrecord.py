@@ -28,7 +28,7 @@ Example
 >>> buf.getvalue()[:16].hex(" ")
 '01 00 00 00 00 00 00 00 01 75 de 41 61 78 6e e4'
 >>> _ = buf.seek(0)
->>> [c.records for c in fmt.read_chunks(buf, path="mem")]
+>>> [list(c.records) for c in fmt.read_chunks(buf, path="mem")]
 [[b'a', b'', b'bc']]
 """
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import google_crc32c
@@ -49,6 +49,7 @@ from .base import (
     Chunk,
     Format,
     OnSkip,
+    Records,
     RecordWriter,
     Sink,
     Source,
@@ -67,6 +68,7 @@ _FRAME = FRAME_BYTES  # framing bytes per record
 _crc = google_crc32c.value
 _QI = struct.Struct("<QI")
 _q_i = _QI.unpack_from
+_q = struct.Struct("<Q").unpack_from
 _I = struct.Struct("<I")
 _i = _I.unpack_from
 _pack_i = _I.pack
@@ -97,6 +99,37 @@ def _crc_tables() -> tuple[np.ndarray, int]:
 _TABLES: tuple[np.ndarray, int] | None = None
 
 
+def _mask(crc: np.ndarray) -> np.ndarray:
+    """TFRecord's masking of CRC-32C values (uint32 arrays; sums wrap)."""
+    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
+
+
+def _length_crcs(byte: Callable[[int], np.ndarray], tables: np.ndarray, c0: int
+                 ) -> np.ndarray:
+    """The masked CRC-32C of 8-byte words whose byte ``i`` is ``byte(i)`` (one array
+    each), by table lookup: no Python call per word."""
+    crc = tables[0][byte(0)]
+    for i in range(1, 8):
+        crc ^= tables[i][byte(i)]
+    crc ^= np.uint32(c0)
+    return _mask(crc)
+
+
+def _u32_at(byte: Callable[[int], np.ndarray], at: int) -> np.ndarray:
+    """The little-endian uint32s whose byte ``i`` is ``byte(at + i)``."""
+    out = byte(at).astype(np.uint32)
+    for i in range(1, 4):
+        out |= byte(at + i).astype(np.uint32) << np.uint32(8 * i)
+    return out
+
+
+def _tables() -> tuple[np.ndarray, int]:
+    global _TABLES
+    if _TABLES is None:
+        _TABLES = _crc_tables()
+    return _TABLES
+
+
 def frame_starts(buf: bytes, start: int, stop: int, limit: int) -> np.ndarray:
     """The offsets ``j`` in ``[start, stop)`` where ``buf[j:j+12]`` is a frame header whose
     length CRC holds and whose length is at most ``limit`` (numpy over the whole window:
@@ -106,13 +139,10 @@ def frame_starts(buf: bytes, start: int, stop: int, limit: int) -> np.ndarray:
     >>> frame_starts(b"xyz" + frame, 0, 4, 1 << 20).tolist()
     [3]
     """
-    global _TABLES
     stop = min(stop, len(buf) - 11)
     if stop <= start:
         return np.zeros(0, np.int64)
-    if _TABLES is None:
-        _TABLES = _crc_tables()
-    tables, c0 = _TABLES
+    tables, c0 = _tables()
     a = np.frombuffer(buf, np.uint8, stop - start + 11, start)
     n = stop - start
     width = max(1, (int(limit).bit_length() + 7) // 8)
@@ -126,15 +156,7 @@ def frame_starts(buf: bytes, start: int, stop: int, limit: int) -> np.ndarray:
     else:
         def byte(i: int) -> np.ndarray:
             return a[at + i]
-    crc = tables[0][byte(0)]
-    for i in range(1, 8):
-        crc ^= tables[i][byte(i)]
-    crc ^= np.uint32(c0)
-    masked = ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
-    stored = byte(8).astype(np.uint32)
-    for i in range(1, 4):
-        stored |= byte(8 + i).astype(np.uint32) << np.uint32(8 * i)
-    hits = masked == stored
+    hits = _length_crcs(byte, tables, c0) == _u32_at(byte, 8)
     if 8 * len(at) > n:
         return np.flatnonzero(hits & keep) + start
     return at[hits] + start
@@ -339,12 +361,58 @@ class _Parser:
         err = CorruptDataError(detail + self.note, path=self.path, offset=offset)
         return _Damage(err, resumable)
 
-    def records(self) -> Iterator[tuple[int, list[bytes]]]:
-        """Yield ``(offset of the first, records)`` batches; raise _Damage on damage."""
+    def bulk(self) -> tuple[int, Records] | None:
+        """The whole, sound frames the buffer holds from ``pos`` on (about ``_BATCH``
+        bytes of them), checked all at once — the length CRCs by table lookup, the data
+        CRCs in one pass of C calls — as spans of the buffer; ``pos`` moves past them.
+        None when not even the first frame is whole and sound here: :meth:`records`
+        then reads it the careful way, which says what is wrong."""
+        buf, pos = self.buf, self.pos
+        size, limit = len(buf), self.limit
+        starts: list[int] = []
+        ends: list[int] = []
+        at, stop = pos, pos + _BATCH
+        while at + 12 <= size and at < stop:
+            end = at + 12 + _q(buf, at)[0]
+            if end + 4 > size or end - at - 12 > limit:
+                break
+            starts.append(at + 12)
+            ends.append(end)
+            at = end + 4
+        if not starts:
+            return None
+        first, last = np.array(starts, np.int64), np.array(ends, np.int64)
+        a = np.frombuffer(buf, np.uint8)
+        tables, c0 = _tables()
+        heads = first - 12
+        good = _length_crcs(lambda i: a[heads + i], tables, c0) == _u32_at(
+            lambda i: a[heads + i], 8)
+        crcs = np.fromiter(map(_crc, map(buf.__getitem__, map(slice, starts, ends))),
+                           np.uint32, len(starts))
+        good &= _mask(crcs) == _u32_at(lambda i: a[last + i], 0)
+        keep = len(starts) if good.all() else int(np.argmin(good))
+        if not keep:
+            return None
+        self.pos = int(last[keep - 1]) + 4
+        return self.base + pos, Records(buf, first[:keep], last[:keep])
+
+    def records(self) -> Iterator[tuple[int, Sequence[bytes]]]:
+        """Yield ``(offset of the first, records)`` batches; raise _Damage on damage.
+
+        Whole frames in the buffer are taken in bulk (:meth:`bulk`); a frame that runs
+        past the buffer, or is damaged, is read on its own, record by record."""
         batch: list[bytes] = []
         start = size = 0
         limit = self.limit
         while True:
+            self.ensure(_BATCH)  # whole frames for bulk(), up to the end of the stream
+            found = self.bulk()
+            if found is not None:
+                if batch:
+                    yield start, batch
+                    batch, size = [], 0
+                yield found
+                continue
             buf, pos = self.buf, self.pos
             if len(buf) - pos < 12 and not self.ensure(12):
                 if batch:
