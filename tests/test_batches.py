@@ -467,3 +467,15 @@ def test_damaged_chunks_skipped_with_columns(tmp_path):
     assert 0 < len(expected) < 60
     for k, batch in enumerate(got):
         assert same_batch(batch, collate(expected[k * 9:(k + 1) * 9]))
+
+
+def test_packed_dicts_with_keys_after_strings_decode_as_columns():
+    """A packed dict's keys after a str/bytes value sit after that value's bytes: the
+    layout follows the first record's lengths to find them (they were missed before)."""
+    codec = get_codec("recprep")
+    values = [{"id": i, "word": "w" * i, "score": float(i), "tag": b"x" * (i % 3)}
+              for i in range(8)]
+    cols = codec.decode_columns([codec.encode(v) for v in values])
+    assert cols is not None
+    cols.decode = lambda: values
+    assert same_batch(assemble([cols]), collate(values))

@@ -172,31 +172,32 @@ def _walk_packed(buf: bytes, off: int, value: Any, lay: _Layout, tag: int
     lay.const(buf[off : off + 5 + n])
     p = off + 5 + n
     templates: list[Any] = []
-    sized: list[tuple[int, int, bool]] = []  # (lslot or key length, slot or -1, is_str)
+    sized: list[tuple[int, int, bool, int]] = []  # (lslot or key length, slot or -1,
+    #                                                  is_str, bytes in the first record)
     end = p + sum(_PACKED[c][2] for c in codes)  # the end of the fields, in the first record
     for item, code in enumerate(codes):
         kind, dt, size = _PACKED[code]
         if is_dict and item % 2 == 0:  # a key: the same in every record
             lay.const(buf[p : p + size])
             if dt is None:
-                sized.append((_u32(buf, p)[0], -1, False))
+                sized.append((_u32(buf, p)[0], -1, False, _u32(buf, p)[0]))
                 end += _u32(buf, p)[0]
         elif dt is None:
             slot = lay.leaf(kind)
             end += _u32(buf, p)[0]
-            sized.append((lay.length(), slot, kind == "str"))
+            sized.append((lay.length(), slot, kind == "str", _u32(buf, p)[0]))
             templates.append(("leaf", slot))
         else:
             slot = lay.leaf(kind)
             lay.ops.append(("fixed", slot, size, np.dtype(dt), (), False, kind))
             templates.append(("leaf", slot))
         p += size
-    for lslot, slot, is_str in sized:
+    for lslot, slot, is_str, size in sized:  # size: in the first record
         if slot < 0:  # a key's bytes: their length is the same in every record
             lay.ops.append(("const", bytes(buf[p : p + lslot])))
-            p += lslot
         else:  # a value's: the cursor follows its length, record by record
             lay.ops.append(("data", slot, lslot, is_str))
+        p += size
     if is_dict:
         return ("dict", tuple(value), tuple(templates)), end
     return ("tuple", tuple(templates)), end
