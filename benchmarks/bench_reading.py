@@ -529,10 +529,9 @@ def render(args: argparse.Namespace, n: int, encoded: int, throughput: tuple, tr
                 f"{title} ≥ {BATCH_TARGETS[key]:g}x the floor — "
                 f"{batches[key][0]['floor'].seconds / batches[key][0]['batches'].seconds:.2f}x"
                 for key, title in (("mnist", "MNIST-like"), ("small", "small tuples")))
-            + ". Chunks of records averaging 256 bytes or more whose records share one "
-            "layout are decoded into columns a chunk at a time (`decode_columns`) and "
-            "batches copied out of them; smaller records are decoded one by one and "
-            "collated (see docs/performance.md for what bounds both).\n")
+            + ". Chunks whose records share one layout are decoded into columns a chunk "
+            "at a time (`decode_columns`) and move through the pass whole; each batch is "
+            "copied out of them once (see docs/performance.md for what bounds both).\n")
 
     if ranged is not None:
         cold, warm = min(ranged["cold"]) * 1e3, min(ranged["warm"]) * 1e3

@@ -451,7 +451,14 @@ class RecordIO:
         tuple instances, dicts for dicts; numbers and equal-shape arrays stacked into one
         numpy array (dtype kept), ``str``/``bytes`` an object array, other columns a list.
         :func:`recprep.batching.unbatch` gives the instances back (stacked values as numpy
-        values).
+        values). Chunks the codec decodes whole move through the pass as columns, and
+        each batch is copied out of them once (see :mod:`recprep.read.blocks`).
+
+        >>> from recprep import convert, RecordIO
+        >>> _ = convert("memory://doc/batches", [(i, f"w{i}") for i in range(5)], 2, "b")
+        >>> [(ids.tolist(), words.tolist()) for ids, words in
+        ...  RecordIO("memory://doc/batches/b-*").batches(2)]
+        [([0, 1], ['w0', 'w1']), ([2, 3], ['w2', 'w3']), ([4], ['w4'])]
         """
         size = check_batch_size(batch_size)
         epoch, base, skip, progress = self._start()
