@@ -40,13 +40,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import fsspec
+import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from recprep import RecordIO, convert
+from recprep.write.loop import DEFAULT_CHUNK_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import (  # noqa: E402  (the shared helpers)
@@ -347,6 +350,44 @@ def recprep_batches(pattern: str, size: int = BATCH) -> int:
     return count
 
 
+CHUNK_SIZES = [128 << 10, 512 << 10, 1 << 20]
+
+
+def run_chunk_sizes(data: list, root: Path, reps: int) -> tuple[dict, str]:
+    """MNIST-like data written with each of ``CHUNK_SIZES`` (10 shards, snappy): write,
+    ``read()``, ``batches(256)`` and 2,000 uncached random ``dataset()`` lookups, each the
+    best of ``reps`` interleaved repetitions (seconds)."""
+    n = len(data)
+    picks = np.random.default_rng(0).integers(0, n, 2_000).tolist()
+    out: dict[int, dict[str, float]] = {c: {} for c in CHUNK_SIZES}
+    with CpuWatch() as watch:
+        for rep in range(reps):
+            for chunk in CHUNK_SIZES:
+                log(f"[chunk sizes] rep {rep + 1}/{reps}: {chunk >> 10} KiB")
+                where = root / f"chunks-{chunk}"
+                shutil.rmtree(where, ignore_errors=True)
+                gc.collect()
+                t = time.perf_counter()
+                convert(str(where), data, NUM_SHARDS, PREFIX, chunk_bytes=chunk, progress=False)
+                times = {"write": time.perf_counter() - t}
+                pattern = str(where / f"{PREFIX}-*-of-*")
+                for name, fn in (("read", partial(recprep_read, pattern, 0)),
+                                 ("batches", partial(recprep_batches, pattern))):
+                    gc.collect()
+                    t = time.perf_counter()
+                    if fn() != n:
+                        raise SystemExit(f"chunk sizes: {name} lost instances")
+                    times[name] = time.perf_counter() - t
+                dataset = RecordIO(pattern).dataset(cache_chunks=0)
+                t = time.perf_counter()
+                for i in picks:
+                    dataset[i]
+                times["random"] = (time.perf_counter() - t) * n / len(picks)
+                for name, seconds in times.items():
+                    out[chunk][name] = min(out[chunk].get(name, float("inf")), seconds)
+    return out, watch.describe()
+
+
 def run_batches(files: dict, root: Path, n_small: int, reps: int) -> dict:
     """batches(256) vs read() vs the floor, MNIST-like (``files``) and small tuples."""
     data = small_tuples(n_small)
@@ -435,7 +476,7 @@ def _name(key: str) -> str:
 
 def render(args: argparse.Namespace, n: int, encoded: int, throughput: tuple, training: tuple,
            remote: tuple, ranged: dict | None, elapsed: float,
-           batches: dict | None = None) -> str:
+           batches: dict | None = None, chunk_sizes: tuple | None = None) -> str:
     out: list[str] = []
     add = out.append
     now = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
@@ -533,6 +574,21 @@ def render(args: argparse.Namespace, n: int, encoded: int, throughput: tuple, tr
             "at a time (`decode_columns`) and move through the pass whole; each batch is "
             "copied out of them once (see docs/performance.md for what bounds both).\n")
 
+    if chunk_sizes is not None:
+        sizes, load = chunk_sizes
+        add("## Chunk size: writing, reading, batches and random access (MNIST-like)\n")
+        add(f"The {n:,} MNIST-like instances written with each `chunk_bytes` (10 shards, "
+            f"snappy), then read: `read()`, `batches({BATCH})`, and 2,000 uncached random "
+            "`dataset()` lookups (`cache_chunks=0`: each reads its whole chunk), all as "
+            f"instances/s, best of the interleaved repetitions. _{load}_\n")
+        add("| chunk_bytes | write | read() | batches | random lookups |")
+        add("|---|---:|---:|---:|---:|")
+        for chunk, times in sizes.items():
+            default = " (default)" if chunk == DEFAULT_CHUNK_BYTES else ""
+            add(f"| {chunk >> 10} KiB{default} | " + " | ".join(
+                f"{n / times[k]:,.0f}" for k in ("write", "read", "batches", "random")) + " |")
+        add("")
+
     if ranged is not None:
         cold, warm = min(ranged["cold"]) * 1e3, min(ranged["warm"]) * 1e3
         verdict = "met" if cold < RANGE_TARGET_MS else "**missed**"
@@ -594,11 +650,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         data = mnist_like(n)
         files = prepare(data, root)
-        del data
         gc.collect()
         throughput = run_throughput(files, n, args.reps, args.give_up_after)
         files["n"] = n
         batches = run_batches(files, root, 10 * n, args.reps)
+        chunk_sizes = run_chunk_sizes(data, root, max(1, args.reps // 2))
         training = run_training(files, n, max(1, args.reps // 2))
         remote = run_remote(files, n, max(1, args.reps // 2), args.latency_ms / 1e3,
                             args.bandwidth_mbs * 1e6)
@@ -606,7 +662,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report = render(args, n, files["encoded"], throughput, training, remote, ranged,
-                    time.perf_counter() - started, batches)
+                    time.perf_counter() - started, batches, chunk_sizes)
     print(report)
     if args.out:
         args.out.write_text(report + "\n")

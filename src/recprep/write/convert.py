@@ -292,7 +292,7 @@ def convert(
         ``None`` (a bar when stderr is a terminal), ``True``, ``False``, or
         ``callback(instances_done, shards_done)``.
     chunk_bytes
-        Uncompressed bytes per chunk (default 128 KiB, less when there are many shards, so
+        Uncompressed bytes per chunk (default 512 KiB, less when there are many shards, so
         that all chunk buffers together stay under 256 MiB).
     executor
         ``"serial"`` (default), ``"processes"``, ``"spark"``, ``"ray"``, a registered name,

@@ -53,9 +53,9 @@ __all__ = [
 ROWS_PER_PART = 32768
 """A sized input is cut into parts of about this many instances (when it has at least two
 parts' worth): few enough parts that task overhead stays small, and big enough that each
-shard's share of a part fills whole chunks (every part ends the chunks it wrote, so that
+shard's share of a part makes big chunks (every part ends the chunks it wrote, so that
 all executors write the same bytes): with 10 shards, 3,276 instances per shard and part,
-a full 128 KiB chunk of 40-byte records. Measured (benchmarks/RESULTS-reading.md): at 8,192,
+128 KiB of 40-byte records. Measured (benchmarks/RESULTS-reading.md): at 8,192,
 chunks of small records held ~800 of them, and decoding them a chunk at a time paid its
 fixed cost per chunk four times as often."""
 
