@@ -479,3 +479,24 @@ def test_packed_dicts_with_keys_after_strings_decode_as_columns():
     assert cols is not None
     cols.decode = lambda: values
     assert same_batch(assemble([cols]), collate(values))
+
+
+@pytest.mark.parametrize("dtype,order", [("<f4", "C"), ("<i8", "C"), ("|b1", "C"),
+                                         (">i4", "C"), ("<f8", "F")])
+def test_decode_many_gives_arrays_as_decode_makes_them(dtype, order):
+    """Per-instance reading cuts array rows out of a chunk's columns (C order, native
+    byte order): each an array of its own, as decode makes it; other arrays are decoded
+    record by record. Either way the values, dtype, shape and flags are decode's."""
+    codec = get_codec("recprep")
+    values = [(np.asarray(np.arange(6).reshape(2, 3) + i, dtype=dtype, order=order), i, "x")
+              for i in range(12)]
+    records = [codec.encode(v) for v in values]
+    got, want = codec.decode_many(records), [codec.decode(r) for r in records]
+    for g, w in zip(got, want, strict=True):
+        assert type(g) is tuple and g[1:] == w[1:] and type(g[1]) is int
+        assert g[0].dtype == w[0].dtype and g[0].shape == w[0].shape
+        assert np.array_equal(g[0], w[0]) and g[0].flags.writeable
+        assert g[0].flags.c_contiguous == w[0].flags.c_contiguous
+        assert g[0].flags.owndata or g[0].base is not got[0][0].base  # not a shared block
+    got[0][0][...] = 0  # writing one instance leaves the others alone
+    assert np.array_equal(got[1][0], want[1][0])

@@ -52,7 +52,7 @@ from ._recprep_base import (
 from ._recprep_decode import decode_value
 from ._recprep_numpy import ND_KINDS, read_dtype
 
-__all__ = ["ROWS_BELOW_BYTES", "decode_columns", "decode_rows"]
+__all__ = ["decode_columns", "decode_rows"]
 
 _u32 = struct.Struct("<I").unpack_from
 _SHAPE = [struct.Struct(f"<BB{n}QQ") for n in range(65)]
@@ -267,19 +267,26 @@ def _decode(records: Sequence[Any], decode: Callable[[bytes], Any]
     return None if cols is None else (cols, lay)
 
 
-#: records smaller than this (on average) are decoded by :func:`decode_rows`; bigger
-#: ones cost more to check against a layout than the per-record decoder spends on them
-ROWS_BELOW_BYTES = 256
-
 #: leaf kinds whose column gives back the decoded values themselves (``tolist``)
 _ROW_KINDS = frozenset({"int", "float", "complex", "bool", "str", "bytes", "none"})
 
 
+def _rowwise(kind: Any) -> bool:
+    """Whether a leaf of this kind gives, row by row, what ``decode`` gives: Python
+    values, numpy scalars, and arrays in C order and the machine's byte order (each row
+    copied into an array of its own)."""
+    if type(kind) is not tuple:
+        return kind in _ROW_KINDS
+    if kind[0] == "np":
+        return True
+    return kind[3] == 0 and np.dtype(kind[1]).isnative  # ("nd", dtype, shape, order)
+
+
 def decode_rows(records: Sequence[Any], decode: Callable[[bytes], Any]) -> list[Any] | None:
     """The records' values — exactly what ``decode`` gives for each — made from their
-    columns, or None unless they share one layout of numbers, strings, bytes, ``None``
-    and numpy scalars (arrays: None, as a row of a column is not the array ``decode``
-    makes).
+    columns, or None unless they share one layout of numbers, strings, bytes, ``None``,
+    numpy scalars and arrays (C order, native byte order: each row is copied into an
+    array of its own, as ``decode`` makes it).
 
     >>> from recprep.codecs.recprep import RecprepCodec
     >>> codec = RecprepCodec()
@@ -292,19 +299,22 @@ def decode_rows(records: Sequence[Any], decode: Callable[[bytes], Any]) -> list[
     cols, lay = found
     rowwise = getattr(lay, "rowwise", None)
     if rowwise is None:
-        rowwise = lay.rowwise = all(  # type: ignore[attr-defined]
-            k in _ROW_KINDS or (type(k) is tuple and k[0] == "np") for k in lay.kinds)
+        rowwise = lay.rowwise = all(map(_rowwise, lay.kinds))  # type: ignore[attr-defined]
     if not rowwise:
         return None
     return _rows(cols.tree, lay.template, lay.kinds)  # type: ignore[attr-defined]
 
 
 def _rows(tree: Any, template: Any, kinds: list[Any]) -> list[Any]:
-    """The values of a column tree, one per record (numpy scalars stay numpy)."""
+    """The values of a column tree, one per record (numpy scalars stay numpy, array rows
+    are copied out)."""
     if template[0] == "leaf":
         if isinstance(tree, list):
             return tree
-        return list(tree) if type(kinds[template[1]]) is tuple else tree.tolist()
+        kind = kinds[template[1]]
+        if type(kind) is not tuple:
+            return tree.tolist()
+        return list(tree) if kind[0] == "np" else list(map(np.array, tree))
     if template[0] == "tuple":
         rows = (_rows(t, c, kinds) for t, c in zip(tree, template[1], strict=True))
         return list(zip(*rows, strict=False))  # equal lengths: one row per record

@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from ..batching import Columns
-from ..containers.base import nbytes
 from ..errors import REMEDY, DecodeError, EncodeError, Remedy
 from ._recprep_base import (
     F1,
@@ -61,8 +60,8 @@ from ._recprep_base import (
     cache_put,
     enc_pickle,
 )
-from ._recprep_columns import ROWS_BELOW_BYTES, decode_rows
 from ._recprep_columns import decode_columns as _decode_columns
+from ._recprep_columns import decode_rows
 from ._recprep_decode import decode_error as _decode_error
 from ._recprep_decode import decode_value as _decode_value
 from ._recprep_encode_columns import encode_columns as _encode_columns
@@ -263,14 +262,13 @@ with another codec
 
     def decode_many(
         self, records: Sequence[bytes], *, allow_pickle: bool = False) -> list[Any]:
-        """The values of a chunk's records: small records of one layout of scalars and
-        strings are cut out of the chunk's columns (``_recprep_columns.decode_rows``);
-        otherwise whole-record packed containers of the shape seen last are decoded with
-        no per-record dispatch, and the rest go through ``decode``."""
-        if nbytes(records) < ROWS_BELOW_BYTES * len(records):
-            rows = decode_rows(records, self.decode)
-            if rows is not None:
-                return rows
+        """The values of a chunk's records: records of one layout are cut out of the
+        chunk's columns (``_recprep_columns.decode_rows``); otherwise whole-record packed
+        containers of the shape seen last are decoded with no per-record dispatch, and the
+        rest go through ``decode``."""
+        rows = decode_rows(records, self.decode)
+        if rows is not None:
+            return rows
         out: list[Any] = []
         append = out.append
         decode = self.decode
