@@ -89,13 +89,14 @@ class SlowFile(AbstractBufferedFile):
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         fs = self.fs
+        end = min(end, self.size)  # a read past the end fetches what there is
         with fs.lock:
             type(fs).requests += 1
-            type(fs).fetched += end - start
+            type(fs).fetched += max(end - start, 0)
         delay = fs.latency + ((end - start) / fs.bandwidth if fs.bandwidth else 0.0)
         if delay:
             time.sleep(delay)
-        return os.pread(self._local.fileno(), end - start, start)
+        return os.pread(self._local.fileno(), max(end - start, 0), start)
 
     def close(self) -> None:
         super().close()

@@ -443,3 +443,54 @@ def test_skip_past_garbage_to_the_end():
     assert read_skipping(data) == recs
     with pytest.raises(CorruptDataError):
         read_all(data)
+
+
+# ------------------------------------------------- cutting a payload into records at once
+
+from recprep.containers.recordio import (  # noqa: E402
+    AT_ONCE_MIN_RECORDS,
+    _check_payload,
+    split_payload,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=st.binary(min_size=0, max_size=6),
+       tails=st.lists(st.one_of(st.binary(max_size=20),
+                                st.sampled_from([b"", b"\xf1\x05\x03\x00", b"\x00" * 9])),
+                      min_size=AT_ONCE_MIN_RECORDS, max_size=200),
+       echo=st.integers(0, 3), damage=st.integers(-1, 10_000))
+def test_payloads_are_cut_at_once_exactly_as_record_by_record(prefix, tails, echo, damage):
+    """Records sharing their first bytes are cut with numpy; values that hold those
+    bytes again (echo), records that begin otherwise, and damaged payloads are cut — or
+    refused — exactly as the walk does."""
+    records = [prefix + (prefix * echo if i % 7 == 3 else b"") + t
+               for i, t in enumerate(tails)]
+    payload = bytearray(encode_payload(records))
+    if damage >= 0:
+        payload[damage % len(payload)] ^= 0x5A
+    payload = bytes(payload)
+    try:
+        walked = _walk(payload, len(records))
+    except CorruptDataError as err:
+        with pytest.raises(CorruptDataError) as got:
+            split_payload(payload, len(records))
+        assert got.value.detail == err.detail
+        return
+    assert list(split_payload(payload, len(records))) == walked
+    if damage < 0:
+        assert walked == records
+
+
+def _walk(payload: bytes, count: int) -> list[bytes]:
+    """The reference: record by record, what is wrong raised by _check_payload."""
+    out, pos = [], 0
+    for _ in range(count):
+        if pos + 4 > len(payload):
+            _check_payload(payload, count)
+        n = struct.unpack_from("<I", payload, pos)[0]
+        out.append(payload[pos + 4:pos + 4 + n])
+        pos += 4 + n
+    if pos != len(payload):
+        _check_payload(payload, count)
+    return out
