@@ -172,7 +172,8 @@ def plot_reading(tables: list[Table], plt) -> object:
                      label=name)
     axes[0].axhline(1.0, color="grey", linestyle="--", linewidth=1)
     axes[0].text(0, 1.0, " floor (read + pickle.loads)", va="bottom", color="grey")
-    axes[0].set_ylim(0, 1.15)
+    top = max(v for by_threads in configs.values() for v in by_threads.values())
+    axes[0].set_ylim(0, max(1.15, top * 1.15))
     axes[0].set_xlabel("num_threads")
     axes[0].set_ylabel("throughput, x floor")
     axes[0].set_title("local disk, the loop only reads")
@@ -198,6 +199,42 @@ def plot_reading(tables: list[Table], plt) -> object:
     return fig
 
 
+def plot_batches(tables: list[Table], plt) -> object:
+    table = find_table(tables, "Batches", "x floor")
+    sizes = find_table(tables, "Chunk size", "batches")
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH_IN, 6.4))
+    workloads = list(dict.fromkeys(row["workload"] for row in table.rows))
+    readers = list(dict.fromkeys(row["reader"] for row in table.rows))
+    width = 0.8 / len(readers)
+    for k, reader in enumerate(readers):
+        values = [next(table.number(row, "x floor") for row in table.rows
+                       if row["workload"] == w and row["reader"] == reader) for w in workloads]
+        bars = axes[0].bar([i + (k - (len(readers) - 1) / 2) * width
+                            for i in range(len(workloads))], values, width=width,
+                           label=_short(reader))
+        axes[0].bar_label(bars, [f"{v:.2f}x" for v in values], padding=2,
+                          fontsize=MIN_FONT_PT)
+    axes[0].set_xticks(range(len(workloads)), workloads)
+    axes[0].set_ylim(0, max(table.number(row, "x floor") for row in table.rows) * 1.2)
+    axes[0].axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    axes[0].set_ylabel("instances / s, x floor")
+    axes[0].set_title("read() and batches(256) against a pickle.loads loop")
+    axes[0].legend(loc="upper right")
+    labels = [_short(row["chunk_bytes"]) for row in sizes.rows]
+    for k, column in enumerate(("write", "read()", "batches")):
+        values = [sizes.number(row, column) / 1000 for row in sizes.rows]
+        axes[1].barh([y + (k - 1) * 0.27 for y in range(len(labels))], values, height=0.27,
+                     label=column)
+    axes[1].set_yticks(range(len(labels)), labels)
+    axes[1].invert_yaxis()
+    axes[1].set_xlabel("thousand instances / s (higher is better)")
+    axes[1].set_title("MNIST-like, by chunk_bytes")
+    axes[1].legend(loc="lower right")
+    axes[1].grid(axis="x", alpha=0.3)
+    fig.suptitle("Batches from whole chunks (benchmarks/RESULTS-reading.md)")
+    return fig
+
+
 def plot_storage(tables: list[Table], plt) -> object:
     table = find_table(tables, "", "MB/s")
     labels = [_short(row["operation"]) for row in table.rows]
@@ -220,6 +257,7 @@ FIGURES = {
     "bench-core.png": ("RESULTS.md", plot_core),
     "bench-chunk-size.png": ("RESULTS.md", plot_chunk_sizes),
     "bench-reading.png": ("RESULTS-reading.md", plot_reading),
+    "bench-batches.png": ("RESULTS-reading.md", plot_batches),
     "bench-storage.png": ("RESULTS-storage.md", plot_storage),
 }
 
