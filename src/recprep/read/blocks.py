@@ -20,7 +20,7 @@ the work per instance differs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeAlias
@@ -50,28 +50,17 @@ class Mosaic:
         return self.n
 
     def instances(self) -> list[Any]:
-        out: list[Any] = [None] * self.n
-        for cols, rows, places in self.entries:
-            values = cols.instances()
-            got = (values[_slice(rows)] if isinstance(rows, range)
-                   else [values[i] for i in rows.tolist()])
-            _put(out, places, got)
-        return out
+        return _copy_out(self.entries, self.n, Columns.instances, settle=False)
 
 
 Block: TypeAlias = "list[Any] | Columns | Mosaic"
 
 
-def _slice(rows: range) -> slice:
-    return slice(rows.start, rows.stop, rows.step)
-
-
-def _put(out: list[Any], places: Rows, values: list[Any]) -> None:
+def _shift(places: Rows, by: int) -> Rows:
+    """``places`` moved by ``by`` positions."""
     if isinstance(places, range):
-        out[_slice(places)] = values
-    else:
-        for p, v in zip(places.tolist(), values, strict=True):
-            out[p] = v
+        return range(places.start + by, places.stop + by, places.step)
+    return places + by
 
 
 def _like(tree: tuple, items: Any) -> tuple:
@@ -104,13 +93,11 @@ def part(block: Block, start: int, stop: int) -> Block:
             first = max(0, -(-(start - places.start) // step))
             last = min(len(places), -(-(stop - places.start) // step))
             if first < last:
-                kept = places[first:last]
-                entries.append((cols, rows[first:last],
-                                range(kept.start - start, kept.stop - start, step)))
+                entries.append((cols, rows[first:last], _shift(places[first:last], -start)))
         else:
             keep = (places >= start) & (places < stop)
             if keep.any():
-                entries.append((cols, np.asarray(rows)[keep], places[keep] - start))
+                entries.append((cols, np.asarray(rows)[keep], _shift(places[keep], -start)))
     return Mosaic(entries, stop - start, block.signature)
 
 
@@ -201,11 +188,8 @@ def _row_bytes(tree: Any) -> int:
 
 def _solid(mosaic: Mosaic) -> Columns:
     """``mosaic``'s rows copied into columns of their own."""
-    trees = [cols.tree for cols, _, _ in mosaic.entries]
-    rows = [_index(r) for _, r, _ in mosaic.entries]
-    places = [_index(p) for _, _, p in mosaic.entries]
-    return Columns(_place(trees, rows, places, mosaic.n, settle=False), mosaic.n,
-                   mosaic.signature, mosaic.instances)
+    tree = _copy_out(mosaic.entries, mosaic.n, _tree, settle=False)
+    return Columns(tree, mosaic.n, mosaic.signature, mosaic.instances)
 
 
 # --------------------------------------------------------------------------- shuffle picks
@@ -255,20 +239,31 @@ def assemble(parts: list[Block]) -> Any:
     ``collate`` of their instances."""
     if not _one_signature(parts):
         return collate(list(chain.from_iterable(map(flatten, parts))))
-    trees, rows, places = [], [], []
+    entries: list[tuple[Columns, Rows, Rows]] = []
     base = 0
     for block in parts:
-        for cols, got, at in _entries(block):  # type: ignore[arg-type]
-            trees.append(cols.tree)
-            rows.append(_index(got))
-            places.append(_index(range(at.start + base, at.stop + base, at.step))
-                          if isinstance(at, range) else at + base)
+        entries.extend((cols, got, _shift(at, base))
+                       for cols, got, at in _entries(block))  # type: ignore[arg-type]
         base += len(block)
-    return _place(trees, rows, places, base)
+    return _copy_out(entries, base, _tree, settle=True)
+
+
+def _tree(cols: Columns) -> Any:
+    return cols.tree
+
+
+def _copy_out(entries: list[tuple[Columns, Rows, Rows]], n: int,
+              leaf: Callable[[Columns], Any], settle: bool) -> Any:
+    """``n`` rows, fresh, from ``leaf(columns)`` of each entry (its column tree, or its
+    list of instances): see :func:`_place`."""
+    return _place([leaf(cols) for cols, _, _ in entries],
+                  [_index(rows) for _, rows, _ in entries],
+                  [_index(places) for _, _, places in entries], n, settle)
 
 
 def _index(rows: Rows) -> slice | np.ndarray:
-    return _slice(rows) if isinstance(rows, range) else rows
+    """A ``range`` as the slice that indexes it; an index array as it is."""
+    return slice(rows.start, rows.stop, rows.step) if isinstance(rows, range) else rows
 
 
 def _place(trees: list[Any], rows: list[Any], places: list[Any], n: int,

@@ -572,13 +572,9 @@ class RecordIO:
     def _read(
         self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0
     ) -> Iterator[Any]:
-        """The instances of ``pieces``, as :meth:`_runs` orders them."""
-        runs = self._runs(pieces, interleave=interleave, skip=skip)
-        try:
-            for run in runs:
-                yield from flatten(run)
-        finally:
-            runs.close()  # type: ignore[attr-defined]
+        """The instances of ``pieces``, as :meth:`_runs` orders them (outside any pass:
+        their count is kept by the caller)."""
+        return _instances(self._runs(pieces, interleave=interleave, skip=skip), _Progress(0))
 
     def _runs(
         self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0,
