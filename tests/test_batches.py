@@ -396,7 +396,7 @@ def test_decode_columns_equal_collated_decodes(values, cut, flip):
             assert same_batch(assemble([part(cols, a, b)]),
                               collate(codec.decode_many(records[a:b])))
     rows = np.arange(n)[::-2]  # out of order: gathered by index
-    picked = pick([part(cols, 0, n // 2), part(cols, n // 2, n)], rows)
+    (picked,) = pick([part(cols, 0, n // 2), part(cols, n // 2, n)], rows)
     assert same_batch(assemble([picked]), collate([cols.instances()[i] for i in rows]))
 
 

@@ -3,6 +3,7 @@ instead of chunk headers, distrusted when it doesn't match (issue 16, ``.{prefix
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -104,7 +105,9 @@ def test_a_set_without_side_file_still_reads_from_headers(tmp_path, header_reads
 
 @pytest.mark.parametrize("damage", ["flip", "cut", "garbage", "empty", "past-end",
                                     "count-sum", "not-increasing", "other-set"])
-def test_a_bad_side_file_is_left_aside_with_a_warning(tmp_path, header_reads, damage):
+def test_a_bad_side_file_is_refused_or_with_skip_left_aside(tmp_path, header_reads, damage):
+    """A side file that is not the one the manifest vouches for (issue 22 item 1) is an
+    error; with ``on_corrupt="skip"`` a warning, and the shards indexed from headers."""
     data = write(tmp_path)
     side = tmp_path / chunks_name("s")
     raw = side.read_bytes()
@@ -132,7 +135,10 @@ def test_a_bad_side_file_is_left_aside_with_a_warning(tmp_path, header_reads, da
         other = tmp_path / "other"
         write(other, tag="B")
         shutil.copy(other / chunks_name("s"), side)
-    ds = RecordIO(str(tmp_path), on_corrupt="raise").dataset()
+    with pytest.raises(CorruptDataError, match="chunk index side file is not usable"):
+        RecordIO(str(tmp_path), on_corrupt="raise").dataset()[0]
+    assert not header_reads
+    ds = RecordIO(str(tmp_path), on_corrupt="skip").dataset()
     with pytest.warns(CorruptDataWarning, match="chunk index side file"):
         got = [ds[i] for i in range(0, 600, 7)]
     assert got == data[::7]
@@ -144,7 +150,15 @@ def test_a_side_file_that_disagrees_with_a_chunk_header_read_is_an_error(tmp_pat
     body = body_of(tmp_path)
     counts = body["shards"][0]["counts"]
     counts[0], counts[1] = counts[0] + 1, counts[1] - 1  # the sum still matches
-    (tmp_path / chunks_name("s")).write_bytes(resign(body))
+    side = resign(body)
+    (tmp_path / chunks_name("s")).write_bytes(side)
+    with pytest.raises(CorruptDataError, match="manifest vouches for"):
+        RecordIO(str(tmp_path)).dataset()[0]
+    # a manifest rewritten to vouch for it too: each chunk read is still checked
+    manifest = json.loads((tmp_path / "s.manifest.json").read_text())
+    manifest["side_files"] = [{"name": chunks_name("s"), "bytes": len(side),
+                               "sha256": hashlib.sha256(side).hexdigest()}]
+    (tmp_path / "s.manifest.json").write_text(json.dumps(manifest))
     ds = RecordIO(str(tmp_path)).dataset()
     for p in range(counts[0] + counts[1]):  # the two chunks of shard 0 that are wrong
         with pytest.raises(CorruptDataError, match="its index says"):

@@ -173,10 +173,9 @@ def test_damage_raises_even_with_skip(tmp_path):
     path.write_bytes(path.read_bytes()[: size // 2])
     with pytest.warns(CorruptDataWarning), pytest.raises(
         RecordsLostError,
-        match=r"record 59 of the file was asked for \(the file is counted as holding 60\), "
-        r"its chunk index holds 30 records: the file is damaged or changed after it was "
-        r"counted \(the file is damaged: copy it again from its source; `recprep verify` "
-        r"lists all damage\)$"
+        match=r"record 59 of the file was lost to damage \(skipped with on_corrupt='skip'\): "
+        r"it can't be read \(the file is damaged: copy it again from its source; `recprep "
+        r"verify` lists all damage\)$"
     ) as err:
         ds[59]
     assert isinstance(err.value, CorruptDataError) and err.value.remedy is None

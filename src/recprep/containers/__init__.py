@@ -28,6 +28,7 @@ from .base import (
     Chunk,
     ChunkInfo,
     Format,
+    Gap,
     Records,
     RecordWriter,
     Source,
@@ -37,6 +38,7 @@ from .base import (
 __all__ = [
     "DEFAULT_MAX_CHUNK_BYTES",
     "Chunk",
+    "Gap",
     "ChunkInfo",
     "Format",
     "RecordWriter",

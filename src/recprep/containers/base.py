@@ -138,10 +138,29 @@ def report_skip(
     3
     """
     warning = CorruptDataWarning(detail, path=path, offset=offset, records_lost=records_lost)
-    warn(warning)
+    if not isinstance(on_skip, Quietly):
+        warn(warning)
     if on_skip is not None:
         on_skip(warning)
     return warning
+
+
+class Quietly:
+    """An ``on_skip`` that keeps what is skipped without warning the user: for a second
+    look at data whose damage a reader has reported already (finding where reading is
+    after damage).
+
+    >>> quiet = Quietly()
+    >>> _ = report_skip(quiet, "bad CRC", path="f", offset=40, records_lost=3)
+    >>> [w.records_lost for w in quiet.skipped]
+    [3]
+    """
+
+    def __init__(self) -> None:
+        self.skipped: list[CorruptDataWarning] = []
+
+    def __call__(self, warning: CorruptDataWarning) -> None:
+        self.skipped.append(warning)
 
 
 class Records(Sequence[bytes]):
@@ -226,6 +245,23 @@ class Chunk:
 
     offset: int
     records: Sequence[bytes] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """``n`` consecutive records of a file lost to damage, in a stream of chunks (or of
+    blocks of instances) that a reader skipped with ``on_corrupt="skip"``: nothing to
+    hand out, but they hold their places, so that every record after them keeps its
+    number (see ``docs/reliability.md``).
+
+    >>> len(Gap(3))
+    3
+    """
+
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
 
 
 @dataclass(frozen=True)

@@ -482,10 +482,10 @@ def _read_chunk(
         if budget is not None:
             budget.spent += len(data)
         records = split_payload(data, count)
-    except _Located as err:
-        located = err.located(**where)
+    except _Located as err:  # the payload is sound (its CRC holds): the count is wrong,
+        located = err.located(**where)  # so how many records it held is not known
         assert isinstance(located, CorruptDataError)
-        raise _Damage(located, "payload", count, resume) from None
+        raise _Damage(located, "payload", None, resume) from None
     return info, Chunk(offset, records), chosen
 
 

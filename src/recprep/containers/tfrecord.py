@@ -311,10 +311,14 @@ class _Source:
 class _Damage(Exception):
     """Internal: a record at ``offset`` is damaged; ``error`` says how."""
 
-    def __init__(self, error: CorruptDataError, resumable: bool, skip: int = 0) -> None:
+    def __init__(self, error: CorruptDataError, resumable: bool, skip: int = 0,
+                 frame_end: int | None = None) -> None:
         self.error = error
         self.resumable = resumable
         self.skip = skip  # a whole frame to pass over (a record over the size limit)
+        #: where the damaged frame ends, when its length CRC holds (its data doesn't):
+        #: a sound record found there means exactly that one record was lost
+        self.frame_end = frame_end
 
 
 class _Parser:
@@ -459,11 +463,13 @@ class _Parser:
             if masked_crc32c(data) != data_crc:
                 if batch:
                     yield start, batch
-                raise self.damage(
+                damage = self.damage(
                     f"record data CRC mismatch: the frame says 0x{data_crc:08x}, its "
                     f"{length} bytes give 0x{masked_crc32c(data):08x}",
                     self.base + pos,
                 )
+                damage.frame_end = self.base + end + 4
+                raise damage
             if not batch:
                 start = self.base + pos
             batch.append(data)
@@ -584,6 +590,7 @@ class TFRecordFormat(Format):
                 return
             except _Damage as damage:
                 err, resumable, skip = damage.error, damage.resumable, damage.skip
+                frame_end = damage.frame_end
                 if found is None and err.offset == origin:  # nothing looked like TFRecord
                     err = CorruptDataError(
                         f"{err.detail}; or this is not a TFRecord file at all (it starts "
@@ -606,6 +613,10 @@ class TFRecordFormat(Format):
                 report_skip(on_skip, f"{err.detail}; skipped the rest of the file",
                             path=path, offset=at, records_lost=1 if torn else None)
                 return
+            if resumed == frame_end:  # the frame's length held: one record lost
+                report_skip(on_skip, f"{err.detail}; skipped that record", path=path,
+                            offset=at, records_lost=1)
+                continue
             report_skip(on_skip, f"{err.detail}; skipped {resumed - (at or 0)} bytes to the "
                         f"next valid record at byte {resumed}", path=path, offset=at,
                         records_lost=None)

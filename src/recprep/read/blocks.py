@@ -28,8 +28,11 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from ..batching import Columns, collate
+from ..containers import Gap
 
-__all__ = ["Block", "Mosaic", "assemble", "cut", "flatten", "interleave", "part", "pick"]
+__all__ = [
+    "Block", "Gap", "Mosaic", "assemble", "cut", "flatten", "interleave", "part", "pick",
+]
 
 #: where rows come from in a chunk's columns, or go to in a block: a ``range`` (a slice),
 #: or an index array
@@ -53,7 +56,10 @@ class Mosaic:
         return _copy_out(self.entries, self.n, Columns.instances, settle=False)
 
 
-Block: TypeAlias = "list[Any] | Columns | Mosaic"
+Block: TypeAlias = "list[Any] | Columns | Mosaic | Gap"
+
+#: in the damage path, where a lost record's place is in a list of instances
+_LOST = object()
 
 
 def _shift(places: Rows, by: int) -> Rows:
@@ -70,8 +76,37 @@ def _like(tree: tuple, items: Any) -> tuple:
 
 
 def flatten(block: Block) -> list[Any]:
-    """The instances of ``block``, in order (a list: the block itself, if it is one)."""
-    return block if isinstance(block, list) else block.instances()
+    """The instances of ``block``, in order (a list: the block itself, if it is one; none
+    for a :class:`~recprep.containers.base.Gap`)."""
+    if isinstance(block, list):
+        return block
+    return [] if isinstance(block, Gap) else block.instances()
+
+
+def _places(block: Block) -> list[Any]:
+    """``block`` as a list of its places: instances, and ``_LOST`` for lost records."""
+    return [_LOST] * block.n if isinstance(block, Gap) else list(flatten(block))
+
+
+def _unholed(places: list[Any]) -> list[Block]:
+    """Places back into blocks: runs of instances as lists, runs of lost records as
+    Gaps (the damage path only: no per-instance work elsewhere)."""
+    out: list[Block] = []
+    run: list[Any] = []
+    lost = 0
+    for value in places:
+        if value is _LOST:
+            if run:
+                out.append(run)
+                run = []
+            lost += 1
+            continue
+        if lost:
+            out.append(Gap(lost))
+            lost = 0
+        run.append(value)
+    out.extend([run] if run else [Gap(lost)] if lost else [])
+    return out
 
 
 def _entries(block: Columns | Mosaic) -> list[tuple[Columns, Rows, Rows]]:
@@ -84,6 +119,8 @@ def part(block: Block, start: int, stop: int) -> Block:
     """Instances ``start:stop`` of ``block`` (the block itself when that is all of it)."""
     if start == 0 and stop == len(block):
         return block
+    if isinstance(block, Gap):
+        return Gap(stop - start)
     if isinstance(block, list):
         return block[start:stop]
     entries: list[tuple[Columns, Rows, Rows]] = []
@@ -133,7 +170,7 @@ def interleave(streams: Sequence[Iterator[Block]]) -> Iterator[Block]:
                     block = next(streams[s], None)
                 except BaseException:
                     if ready:  # what the round handed out before this stream's turn
-                        yield _weave([(held[t], offset[t], 1) for t in ready])  # type: ignore[misc]
+                        yield from _woven([(held[t], offset[t], 1) for t in ready])  # type: ignore[misc]
                     raise
                 held[s], offset[s] = block, 0
                 if block is None:
@@ -144,9 +181,22 @@ def interleave(streams: Sequence[Iterator[Block]]) -> Iterator[Block]:
         if not live:
             return
         m = min(len(held[s]) - offset[s] for s in live)  # type: ignore[arg-type]
-        yield _weave([(held[s], offset[s], m) for s in live])  # type: ignore[misc]
+        yield from _woven([(held[s], offset[s], m) for s in live])  # type: ignore[misc]
         for s in live:
             offset[s] += m
+
+
+def _woven(parts: list[tuple[Block, int, int]]) -> Iterator[Block]:
+    """:func:`_weave` of ``parts``; when some of them are records lost to damage
+    (Gaps), the woven places cut back into runs of instances and Gaps."""
+    if not any(isinstance(block, Gap) for block, _, _ in parts):
+        yield _weave(parts)
+        return
+    k, m = len(parts), parts[0][2]
+    places: list[Any] = [None] * (k * m)
+    for s, (block, start, _) in enumerate(parts):
+        places[s::k] = _places(part(block, start, start + m))
+    yield from _unholed(places)
 
 
 def _weave(parts: list[tuple[Block, int, int]]) -> Block:
@@ -195,8 +245,17 @@ def _solid(mosaic: Mosaic) -> Columns:
 # --------------------------------------------------------------------------- shuffle picks
 
 
-def pick(blocks: list[Block], rows: np.ndarray) -> Block:
-    """Instances ``rows`` (indexes into the blocks' instances end to end), in that order."""
+def pick(blocks: list[Block], rows: np.ndarray) -> list[Block]:
+    """Instances ``rows`` (indexes into the blocks' places end to end), in that order: a
+    block of them, or — when some blocks are records lost to damage (Gaps) — runs of the
+    instances picked, with a Gap where a lost record was picked."""
+    if any(isinstance(b, Gap) for b in blocks):
+        places = list(chain.from_iterable(map(_places, blocks)))
+        return _unholed([places[i] for i in rows.tolist()])
+    return [_pick(blocks, rows)]
+
+
+def _pick(blocks: list[Block], rows: np.ndarray) -> Block:
     if _one_signature(blocks) and all(isinstance(b, Columns) for b in blocks):
         sizes = [len(b) for b in blocks]
         ends = np.cumsum(sizes)

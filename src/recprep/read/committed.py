@@ -137,6 +137,11 @@ class CommittedSets:
             entries = self._entries[file.set_index] = {s.name: s for s in shards}
         return entries.get(posixpath.basename(file.path))
 
+    def listed_bytes(self, file: SourceFile) -> int | None:
+        """The size the manifest the reader holds lists for ``file``, if it lists one."""
+        entry = self._entry(file) if self._identities[file.set_index] is not None else None
+        return None if entry is None else entry.bytes
+
     @contextlib.contextmanager
     def open(self, file: SourceFile, whole: bool = False) -> Iterator[BinaryIO]:
         """Open ``file`` for reading, checked against the manifest its reader holds (see

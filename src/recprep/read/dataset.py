@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..codecs import Codec
-from ..containers import Chunk
+from ..containers import Chunk, Gap
 from ..errors import (
     InstanceIndexError,
     InvalidArgumentError,
@@ -108,19 +108,30 @@ class _RoundRobin:
 
 
 class _Chunk:
-    """One chunk's records, each decoded the first time it is asked for and kept."""
+    """One chunk's records, each decoded the first time it is asked for and kept;
+    ``None`` for a record lost to damage (skipped with ``on_corrupt="skip"``), which
+    raises :class:`~recprep.errors.RecordsLostError` when asked for."""
 
     def __init__(
-        self, records: list[bytes], offset: int, path: str, codec: Codec, allow_pickle: bool
+        self, records: list[bytes | None], offset: int, path: str, codec: Codec,
+        allow_pickle: bool, first: int,
     ) -> None:
         self.records, self.offset, self.path = records, offset, path
-        self.codec, self.allow_pickle = codec, allow_pickle
+        self.codec, self.allow_pickle, self.first = codec, allow_pickle, first
         self.values: list[Any] = [None] * len(records)
         self.done = np.zeros(len(records), dtype=np.bool_)
+        self.lost = np.array([r is None for r in records], dtype=np.bool_) if (
+            None in records) else None
 
     def take(self, positions: np.ndarray) -> list[Any]:
         """The instances at ``positions`` of the chunk (those not decoded yet decoded
         together, once)."""
+        if self.lost is not None and self.lost[positions].any():
+            bad = int(positions[np.argmax(self.lost[positions])])
+            raise RecordsLostError(
+                f"record {self.first + bad} of the file was lost to damage (skipped with "
+                "on_corrupt='skip'): it can't be read", path=self.path, offset=self.offset,
+            )
         need = np.unique(positions[~self.done[positions]]).tolist()
         if need:
             wanted = [self.records[p] for p in need]
@@ -145,8 +156,9 @@ class MapDataset:
     ``ds[array_of_indexes]`` are lists of instances in the order asked. The reader's
     ``codec``, ``allow_pickle``, ``format`` and ``max_chunk_bytes`` hold; its shuffle,
     rank and worker do not (a sampler chooses the indexes). Damage raises
-    :class:`~recprep.errors.CorruptDataError` whatever ``on_corrupt`` says: a skipped
-    record would shift every index after it.
+    :class:`~recprep.errors.CorruptDataError`; with ``on_corrupt="skip"`` only an
+    instance lost to it does (:class:`~recprep.errors.RecordsLostError`), and every other
+    instance keeps its index.
 
     Instances of a cached chunk are handed out again as they are: copy one before
     changing it in place.
@@ -167,7 +179,10 @@ class MapDataset:
         totals = []
         for set_index in range(len(sources.shard_sets)):
             numbers = [n for n, f in enumerate(sources.files) if f.set_index == set_index]
-            counts = np.array([sources.count(n) for n in numbers], dtype=np.int64)
+            # files read round-robin: each file's count places the others' instances, so
+            # a count nothing vouches for (no manifest) is proven first, by reading
+            count = sources.count if len(numbers) == 1 else sources.proven_count
+            counts = np.array([count(n) for n in numbers], dtype=np.int64)
             self._files.append(np.array(numbers, dtype=np.int64))
             self._sets.append(_RoundRobin(counts))
             totals.append(int(counts.sum()))
@@ -331,18 +346,21 @@ class MapDataset:
             start, end = int(firsts[run[0]]), int(firsts[run[-1] + 1])
             records: list[Any] = []
             k, offset, position = run[0], -1, start
-            for raw, _ in sources.chunks(Piece(number, start, end)):
-                got, at = raw.records, 0
+            for item in sources.chunks(Piece(number, start, end)):
+                # a lost record's place holds None (the walk places every chunk it yields)
+                got = [None] * item.n if isinstance(item, Gap) else item[0].records
+                at = 0
                 while at < len(got) and k <= run[-1]:
                     take = min(len(got) - at, int(firsts[k + 1]) - position)
                     if k in keep:
-                        offset = raw.offset if offset < 0 else offset
+                        if offset < 0 and not isinstance(item, Gap):
+                            offset = item[0].offset
                         records += got[at:at + take]
                     at, position = at + take, position + take
                     if position == firsts[k + 1]:
                         if k in keep:
                             yield k, _Chunk(records, offset, source.shown, codec,
-                                            self.reader.allow_pickle)
+                                            self.reader.allow_pickle, int(firsts[k]))
                         k, records, offset = k + 1, [], -1
             if position != end:
                 raise RecordsLostError(

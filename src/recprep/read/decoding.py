@@ -35,7 +35,7 @@ from typing import Any
 
 from ..batching import Columns
 from ..codecs import Codec
-from ..containers import Chunk, nbytes
+from ..containers import Chunk, Gap, nbytes
 from ..errors import _Located
 
 __all__ = ["BATCH_BYTES", "decoded"]
@@ -45,7 +45,7 @@ BATCH_BYTES = 1 << 20
 
 
 def decoded(
-    chunks: Iterable[tuple[Chunk, int]],
+    chunks: Iterable[tuple[Chunk, int] | Gap],
     codec: Codec,
     path: str,
     *,
@@ -53,9 +53,10 @@ def decoded(
     batch_bytes: int = 0,
     decoding: AbstractContextManager[Any] | None = None,
     columnar: bool = False,
-) -> Iterator[list[Any] | Columns]:
+) -> Iterator[list[Any] | Columns | Gap]:
     """Blocks of the instances in ``chunks`` of the file ``path``, in order: lists, and
-    with ``columnar`` the :class:`~recprep.batching.Columns` of chunks decoded whole.
+    with ``columnar`` the :class:`~recprep.batching.Columns` of chunks decoded whole; a
+    :class:`~recprep.containers.base.Gap` (records lost to damage) passes through as it is.
 
     ``batch_bytes``: gather chunks until their records reach that many bytes (0: a list
     per chunk; columns always come a chunk at a time). ``decoding`` is held while
@@ -66,7 +67,14 @@ def decoded(
     pending: list[Any] = []
     size = 0
     try:
-        for chunk, skipped in chunks:
+        for item in chunks:
+            if isinstance(item, Gap):  # records lost to damage hold their places
+                if pending:
+                    yield pending
+                    pending, size = [], 0
+                yield item
+                continue
+            chunk, skipped = item
             with lock:
                 columns = _columns(codec, allow_pickle, chunk) if columnar else None
                 values: list[Any] | Columns = _decode_chunk(

@@ -29,13 +29,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ..containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, get_format, sniff
-from ..containers.base import report_skip
+from ..containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, Gap, get_format, sniff
+from ..containers.base import Quietly, report_skip
 from ..errors import (
     CorruptDataError,
     CorruptDataWarning,
     InvalidArgumentError,
     NotFoundError,
+    RecordsLostError,
     Remedy,
     warn,
 )
@@ -44,7 +45,7 @@ from ..storage.fs import display
 from ..storage.manifest import Manifest, read_manifest
 from .cache import ShardCache
 from .committed import CommittedSets
-from .fileindex import FileIndex, build_index, read_range_chunks
+from .fileindex import FileIndex, build_index, place_chunks, read_range_chunks
 from .filepool import FilePool
 from .ranks import Piece
 
@@ -190,6 +191,15 @@ class Sources:
                     )
                     if self.on_corrupt != "skip":
                         raise CorruptDataError(detail, path=file.shown)
+                    listed = self.commits.listed_bytes(file)
+                    if listed is not None and listed != size:  # the file changed, not the
+                        report_skip(  # manifest: what it lacks is lost, the rest keeps its place
+                            self.on_skip, detail.replace(
+                                "the manifest is damaged or not this set's",
+                                f"the file is not the {listed} bytes its manifest lists"),
+                            path=file.shown, offset=None, records_lost=None)
+                        checked.add(number)
+                        return count
                     report_skip(self.on_skip,
                                 detail + "; counting the file's own records instead",
                                 path=file.shown, offset=None, records_lost=0)
@@ -198,6 +208,26 @@ class Sources:
                     count = self._counts[number] = self.index(number).num_records
             checked.add(number)
         return count
+
+    def proven_count(self, number: int) -> int:
+        """The records of file ``number``, proven: a count its manifest vouches for, or
+        else its chunk headers' counts each checked by reading the file once (a header's
+        count is covered by no checksum). A count that can't be proven raises
+        :class:`~recprep.errors.CorruptDataError` — with ``on_corrupt="skip"`` a
+        :class:`~recprep.errors.RecordsLostError`: the damage can be read around, but
+        not counted."""
+        if self.manifests[self.files[number].set_index] is not None:
+            return self.count(number)
+        index = self.index(number)
+        if not index.trusted:
+            for _ in self.chunks(Piece(number, 0, index.num_records)):
+                pass  # the walk proves each chunk's count, or raises
+        if not index.trusted:
+            raise RecordsLostError(
+                "the file's chunk headers count records its bytes don't hold where they "
+                "say (damage was skipped): how many records it holds can't be proven, so "
+                "the set's order can't be told", path=self.files[number].shown)
+        return index.num_records
 
     def container(self, handle: BinaryIO, path: str) -> Format | None:
         """The format of the open file ``handle`` (None when it is empty): the one forced
@@ -231,7 +261,7 @@ class Sources:
             with self.commits.open(file) as opened:
                 return self.index(number, opened)
         container = container or self.container(handle, file.path)
-        side = None if container is None else self._side_index(file.path, container)
+        side = None if container is None else self._side_index(number, container)
         skipped: list[CorruptDataWarning] = []
 
         def note(warning: CorruptDataWarning) -> None:
@@ -250,8 +280,10 @@ class Sources:
             )
             log.debug("recprep: indexed %s: %d chunks, %d records",
                       file.shown, index.num_chunks, index.num_records)
-        listed = self._counts.get(number)
-        if listed is not None and listed != index.num_records and not skipped:
+        listed = self._counts.get(number) if self.manifests[file.set_index] else None
+        if listed is not None and index.settle(listed):
+            pass  # the manifest vouches for the sum of the counts (and what damage lost)
+        elif listed is not None and not skipped:
             detail = (
                 f"the manifest says the file holds {listed} records, its chunk headers "
                 f"hold {index.num_records}: the manifest is damaged or not this file's"
@@ -280,86 +312,115 @@ class Sources:
             where = self.shard_sets[file.set_index].manifest_path
             assert where is not None  # a set with a manifest
             tables[file.set_index] = load_table(
-                self.fs, where.rsplit("/", 1)[0] if "/" in where else "", manifest
+                self.fs, where.rsplit("/", 1)[0] if "/" in where else "", manifest,
+                self.on_corrupt,
             )
         table = tables[file.set_index]
         return None if table is None else table.index(file.path.rsplit("/", 1)[-1])
 
-    def _side_index(self, path: str, container: Format) -> FileIndex | None:
-        """The file's index from its record index side file (a plain TFRecord file's
-        ``.{name}.tfindex``), when its format keeps one and it gives random access."""
-        if container.record_index is None:
+    def _side_index(self, number: int, container: Format) -> FileIndex | None:
+        """File ``number``'s index from its record index side file (a plain TFRecord
+        file's ``.{name}.tfindex``), when its format keeps one and it gives random access.
+        In a set with a manifest, only a side file the manifest vouches for is used."""
+        kind = container.record_index
+        if kind is None:
             return None
         from ..storage.sideindex import load_index
 
-        side = load_index(self.fs, path, container)
+        file = self.files[number]
+        manifest = self.manifests[file.set_index]
+        vouched = None
+        if manifest is not None:
+            vouched = manifest.side_file(kind.name_for(file.path.rsplit("/", 1)[-1]))
+            if vouched is None:
+                return None  # not one the set's manifest vouches for: scanned instead
+        side = load_index(self.fs, file.path, container, vouched=vouched,
+                          on_corrupt=self.on_corrupt)
         if side is None or not side.seeks(side.compressor):
             return None
         return FileIndex.from_record_index(side)
 
     def chunks(
         self, piece: Piece, wrap: Callable[[BinaryIO], BinaryIO] | None = None
-    ) -> Iterator[tuple[Chunk, int]]:
+    ) -> Iterator[tuple[Chunk, int] | Gap]:
         """The chunks of ``piece``, each with how many of its records were cut off its
-        front (by the start of a range). A whole file is read front to back without an
-        index; a range seeks through the index. ``wrap`` wraps the open file (to gate its
-        reads, see :class:`~recprep.read.prefetch.CpuGate`).
+        front (by the start of a range), and — with ``on_corrupt="skip"`` — a
+        :class:`~recprep.containers.base.Gap` in place of each run of its records lost
+        to damage: together they hold exactly the piece's records, each at its own
+        number (see :mod:`recprep.read.fileindex`). A whole file is read front to back
+        without an index; a range seeks through the index. ``wrap`` wraps the open file
+        (to gate its reads, see :class:`~recprep.read.prefetch.CpuGate`).
 
         Damage raises, or with ``on_corrupt="skip"`` is skipped with a
         :class:`~recprep.errors.CorruptDataWarning` (handed to ``on_skip`` too). A whole
         file must hold the records its manifest (or index) counts: a count that
         disagrees with what was read is damage too."""
         file = self.files[piece.file]
-        skipped: list[CorruptDataWarning] = []
-
-        def note(warning: CorruptDataWarning) -> None:
-            skipped.append(warning)
-            if self.on_skip is not None:
-                self.on_skip(warning)
-
         options: dict[str, Any] = {
             "max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt,
-            "on_skip": note,
         }
-        whole = dict(options)
-        if self.compressor is not None:
-            whole["compressor"] = self.compressor
-        expected = self._counts.get(piece.file) if piece.whole else piece.end
         with self.commits.open(file, piece.whole) as opened:
             handle = opened if wrap is None else wrap(opened)
             container = self.container(handle, file.path)
             if container is None:
+                expected = self._counts.get(piece.file) if piece.whole else piece.end
                 if expected:
                     detail = f"the file is empty, but {expected} records were expected"
                     if self.on_corrupt == "raise":
                         raise CorruptDataError(detail, path=file.shown)
-                    report_skip(note, detail, path=file.shown, offset=0,
+                    report_skip(self.on_skip, detail, path=file.shown, offset=0,
                                 records_lost=expected - piece.start)
+                    yield Gap(expected - piece.start)
                 return
             if piece.whole:
-                read = 0
-                for chunk in container.read_chunks(handle, path=file.shown, **whole):
-                    read += len(chunk.records)
-                    yield chunk, 0
-                if expected is not None and read != expected:
-                    lost = None if any(w.records_lost is None for w in skipped) else sum(
-                        w.records_lost or 0 for w in skipped
-                    )
-                    if lost is None or read + lost != expected:
-                        detail = (
-                            f"the file holds {read} records"
-                            + (f" (and {lost} were skipped as damaged)" if skipped else "")
-                            + f", but its manifest (or index) counts {expected}: the file is "
-                            "cut short, or the count is wrong"
-                        )
-                        if self.on_corrupt == "raise":
-                            raise CorruptDataError(detail, path=file.shown)
-                        if lost is not None:
-                            report_skip(note, detail, path=file.shown, offset=None,
-                                        records_lost=max(expected - read - lost, 0))
+                yield from self._whole(piece.file, handle, container, options)
                 return
             index = self.index(piece.file, handle, container)
             end = index.num_records if piece.end is None else piece.end
             yield from read_range_chunks(
-                handle, container, index, piece.start, end, path=file.shown, **options
+                handle, container, index, piece.start, end, path=file.shown,
+                on_skip=self.on_skip, anchors=lambda: self._anchors(piece.file), **options,
             )
+
+    def _whole(
+        self, number: int, handle: BinaryIO, container: Format, options: dict[str, Any]
+    ) -> Iterator[tuple[Chunk, int] | Gap]:
+        """File ``number`` read front to back, its chunks placed at their numbers."""
+        file = self.files[number]
+
+        read = dict(options)
+        if self.compressor is not None:
+            read["compressor"] = self.compressor
+        yield from place_chunks(
+            lambda note: container.read_chunks(handle, path=file.shown, on_skip=note, **read),
+            path=file.shown, count=self._counts.get(number),
+            count_of=lambda: self.count(number), anchors=lambda: self._anchors(number),
+            on_corrupt=self.on_corrupt, on_skip=self.on_skip, kind=container.record_index,
+        )
+
+    def _anchors(self, number: int) -> Iterator[FileIndex | None]:
+        """Trusted indexes of file ``number`` to find where reading is after damage: the
+        one a reader has (its set's side file), then its chunk headers hopped anew."""
+        yield self._indexes.get(number)
+        yield self._chunk_side(number)
+        manifest = self.manifests[self.files[number].set_index]
+        container = self.format or (None if manifest is None else get_format(manifest.format))
+        yield None if container is None else self._side_index(number, container)
+        yield self._rescan(number)
+
+    def _rescan(self, number: int) -> FileIndex | None:
+        """After damage that may have moved the chunks after it: file ``number``'s chunk
+        headers hopped again, as the file is now (what was skipped is already reported:
+        quietly), trusted when they add up to its manifest's count; else None."""
+        file = self.files[number]
+        listed = self._counts.get(number) if self.manifests[file.set_index] else None
+        if listed is None:
+            return None  # nothing vouches for header counts
+        with self.commits.open(file) as opened:
+            container = self.container(opened, file.path)
+            if container is None:
+                return None
+            index = build_index(opened, container, path=file.shown,
+                                max_chunk_bytes=self.max_chunk_bytes, on_corrupt="skip",
+                                on_skip=Quietly())
+        return index if index.settle(listed) else None

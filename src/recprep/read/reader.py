@@ -31,7 +31,7 @@ import numpy as np
 from .._arguments import checked
 from ..batching import check_batch_size
 from ..codecs import Codec, get_codec
-from ..containers import DEFAULT_MAX_CHUNK_BYTES, get_format
+from ..containers import DEFAULT_MAX_CHUNK_BYTES, Gap, get_format
 from ..errors import CorruptDataWarning, InvalidArgumentError, warn
 from ..names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
 from ..storage.discovery import ShardSet, resolve_shard_sets
@@ -116,9 +116,13 @@ class _Progress:
 
 
 def _instances(runs: Iterator[Block], progress: _Progress) -> Iterator[Any]:
-    """The instances of ``runs``, one at a time, counted in ``progress``."""
+    """The instances of ``runs``, one at a time, counted in ``progress`` (with the places
+    of records lost to damage, so that a resumed pass starts where this one was)."""
     try:
         for run in runs:
+            if isinstance(run, Gap):
+                progress.counted += run.n
+                continue
             values = flatten(run)
             progress.items = items = iter(values)
             progress.counted += len(values)
@@ -131,11 +135,23 @@ def _instances(runs: Iterator[Block], progress: _Progress) -> Iterator[Any]:
 
 def _batches(runs: Iterator[Block], size: int, drop_last: bool, progress: _Progress
              ) -> Iterator[Any]:
-    """The batches of ``runs``, counted (by instance) in ``progress``."""
+    """The batches of ``runs``, counted (by instance, and the places of records lost to
+    damage among them) in ``progress``."""
+    lost = [0]  # places of lost records passed since the last batch handed out
+
+    def present() -> Iterator[Block]:
+        for run in runs:
+            if isinstance(run, Gap):
+                lost[0] += run.n
+            else:
+                yield run
+
     try:
-        for batch in cut(runs, size, drop_last):
-            progress.counted += _batch_len(batch)
+        for batch in cut(present(), size, drop_last):
+            progress.counted += _batch_len(batch) + lost[0]
+            lost[0] = 0
             yield batch
+        progress.counted += lost[0]
         progress.done = True
     finally:
         runs.close()  # type: ignore[attr-defined]
@@ -549,10 +565,7 @@ class RecordIO:
                     yield from stream
                     continue
                 held = list(stream)  # one block (at most shuffle_buffer instances)
-                total = sum(map(len, held))
-                if total <= int(rows.max()):  # records skipped as damaged
-                    rows = rows[rows < total]
-                yield pick(held, rows)
+                yield from pick(held, rows)  # lost records (Gaps) keep their places
 
     # -- reading pieces ---------------------------------------------------------------------
 

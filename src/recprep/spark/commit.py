@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..storage.chunkindex import binding
 from ..storage.discovery import SUCCESS_NAME, Entry, Kind, list_entries
 from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardnames import shard_name
@@ -115,6 +116,8 @@ def commit_dataset(
         directory = posixpath.join(root, output.rel) if output.rel else root
         fs.makedirs(directory, exist_ok=True)
         manifest, staged = _manifest(prefix, options, output, schemas[output.rel])
+        manifest.side_files = [binding(fs, path, name) for name, path in staged.items()
+                               if name.startswith(".")]  # the shards' record indexes
         replaced = _files_of(fs, directory) if overwrite else []
         for old in replaced:  # uncommit other sets before their shards go
             if old.kind is Kind.MANIFEST and old.prefix != prefix:

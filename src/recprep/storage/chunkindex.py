@@ -10,12 +10,14 @@ the shards before the manifest; opening a set of 10,000 shards then reads one fi
 chunk header.
 
 The file is one line of JSON (version 1, see ``docs/format.md``) and a line with its
-CRC-32C in hex: per shard its name, its bytes and
-CRC-32C (as the manifest lists them: a side file of another set, or of an earlier set of
-the same name, doesn't match), its chunk offsets delta-encoded, and its chunk record
-counts. It is untrusted input: :meth:`ChunkTable.index` checks it against the manifest
-(offsets increasing and inside the file, counts summing to the manifest's), and a reader
-still checks every chunk header it reads against it.
+CRC-32C in hex: per shard its name, its bytes and CRC-32C (as the manifest lists them),
+its chunk offsets delta-encoded, and its chunk record counts. **The manifest vouches for
+it**: it lists the side file's size and SHA-256 (``side_files``), and a reader uses the
+side file only when it is exactly that file — a side file rewritten to point instance
+numbers at other records, however consistent with itself, is refused
+(:class:`~recprep.errors.CorruptDataError`). It is still checked against the manifest
+(offsets starting at 0, increasing and inside the file, counts summing to the
+manifest's), and a reader checks every chunk it reads against it.
 
 Example
 -------
@@ -25,6 +27,9 @@ Example
 >>> m = Manifest(name_prefix="s", format="recordio", codec="raw", compressor="none",
 ...              shards=[ShardInfo("s-00000-of-00001", 5, 400, 7)], schema=None)
 >>> write_table(fs, "/doc/ci/.s.chunks", m, {"s-00000-of-00001": ([0, 120, 300], [2, 2, 1])})
+>>> load_table(fs, "/doc/ci", m) is None  # the manifest doesn't vouch for it (yet)
+True
+>>> m.side_files.append(binding(fs, "/doc/ci/.s.chunks"))
 >>> table = load_table(fs, "/doc/ci", m)
 >>> index = table.index("s-00000-of-00001")
 >>> index.offsets.tolist(), index.num_records
@@ -34,6 +39,7 @@ Example
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,12 +49,16 @@ import google_crc32c
 import numpy as np
 
 from ..containers import get_format
-from ..errors import CorruptDataWarning
+from ..errors import CorruptDataError, CorruptDataWarning, warn
 from ..read.fileindex import FileIndex
 from .fs import display
-from .manifest import Manifest, ShardInfo
+from .manifest import Manifest, ShardInfo, SideFileInfo
 
-__all__ = ["CHUNKS_SUFFIX", "ChunkTable", "chunks_name", "load_table", "write_table"]
+log = logging.getLogger("recprep")
+
+__all__ = [
+    "CHUNKS_SUFFIX", "ChunkTable", "binding", "chunks_name", "load_table", "write_table",
+]
 
 #: the side file is named ``.{prefix}`` and this
 CHUNKS_SUFFIX = ".chunks"
@@ -99,6 +109,7 @@ class ChunkTable:
     shards: dict[str, ShardInfo]
     #: the format's chunk header size: the least one chunk's offset is past the previous
     header_bytes: int = 1
+    on_corrupt: str = "raise"
 
     def index(self, name: str) -> FileIndex | None:
         """The index of shard ``name``, or None (with a
@@ -114,7 +125,10 @@ class ChunkTable:
                 raise ValueError(f"{deltas.size} offsets but {counts.size} counts")
             offsets = np.cumsum(deltas)
             header = self.header_bytes
-            if deltas.size and (deltas[0] < 0 or (deltas[1:] < header).any()):
+            if deltas.size and deltas[0] != 0:
+                raise ValueError(f"its first chunk is at byte {int(deltas[0])}, not at the "
+                                 "start of the file")
+            if (deltas[1:] < header).any():
                 raise ValueError("chunk offsets don't increase by at least a header")
             if offsets.size and offsets[-1] + header > info.bytes:
                 raise ValueError(f"a chunk starts at {int(offsets[-1])}, past the end of "
@@ -123,36 +137,55 @@ class ChunkTable:
                 raise ValueError(f"the chunks count {int(counts.sum())} records, the "
                                  f"manifest {info.records}")
         except (KeyError, TypeError, ValueError, OverflowError) as err:
-            _distrust(self.path, f"its entry for {name} is bad ({err})")
+            _refuse(self.path, f"its entry for {name} is bad ({err})", self.on_corrupt)
             return None
         return FileIndex.from_counts(offsets.tolist(), counts.tolist(), True)
 
 
-def _distrust(path: str, why: str) -> None:
-    from warnings import warn
+def _refuse(path: str, why: str, on_corrupt: str) -> None:
+    """A side file that is not what it should be: raise, or (``skip``) warn."""
+    detail = f"the chunk index side file is not usable: {why}"
+    if on_corrupt != "skip":
+        raise CorruptDataError(detail, path=path)
+    warn(CorruptDataWarning(f"{detail}; indexing the shards from their chunk headers "
+                            "instead", path=path, offset=None, records_lost=0))
 
-    warn(CorruptDataWarning(
-        f"the chunk index side file is not usable: {why}; indexing the shards from their "
-        "chunk headers instead", path=path, offset=None, records_lost=0,
-    ), stacklevel=3)
 
+def load_table(
+    fs: Any, directory: str, manifest: Manifest, on_corrupt: str = "raise"
+) -> ChunkTable | None:
+    """The side file of ``manifest``'s set in ``directory``, when the manifest vouches
+    for it (:attr:`~recprep.storage.manifest.Manifest.side_files`: its size and SHA-256)
+    and it is this set's.
 
-def load_table(fs: Any, directory: str, manifest: Manifest) -> ChunkTable | None:
-    """The side file of ``manifest``'s set in ``directory``: None when there is none
-    (silently) or when it is not this set's or is damaged (with a
-    :class:`~recprep.errors.CorruptDataWarning`)."""
-    path = posixpath.join(directory, chunks_name(manifest.name_prefix))
+    None when the manifest vouches for none (a set written before side files were
+    bound: its shards are indexed from their chunk headers) or when the file is missing
+    (with a logged warning). A file that is not the one the manifest vouches for is
+    forged or damaged: :class:`~recprep.errors.CorruptDataError`, or with
+    ``on_corrupt="skip"`` a :class:`~recprep.errors.CorruptDataWarning` and None (the
+    shards are indexed from their headers; no record is lost).
+    """
+    name = chunks_name(manifest.name_prefix)
+    path = posixpath.join(directory, name)
     shown = display(fs, path)
+    bound = manifest.side_file(name)
+    if bound is None:
+        log.debug("recprep: the manifest vouches for no %s: indexing from chunk headers", shown)
+        return None
     try:
-        data = bytes(fs.cat_file(path, start=0, end=_MAX_BYTES + 1))  # one bounded GET
+        data = bytes(fs.cat_file(path, start=0, end=min(bound.bytes, _MAX_BYTES) + 1))
     except (FileNotFoundError, IsADirectoryError):
+        log.warning("recprep: %s is missing (its manifest lists it); indexing the shards "
+                    "from their chunk headers", shown)
         return None
     except OSError as err:
-        _distrust(shown, f"it can't be read ({err})")
+        _refuse(shown, f"it can't be read ({err})", on_corrupt)
+        return None
+    problem = bound.mismatch(data)
+    if problem is not None:
+        _refuse(shown, problem, on_corrupt)
         return None
     try:
-        if len(data) > _MAX_BYTES:
-            raise ValueError(f"it is bigger than {_MAX_BYTES} bytes")
         text, _, crc = data.rstrip(b"\n").rpartition(b"\n")
         if crc != b"%08x" % google_crc32c.value(text):
             raise ValueError("its CRC-32C doesn't match its bytes (damaged)")
@@ -167,12 +200,18 @@ def load_table(fs: Any, directory: str, manifest: Manifest) -> ChunkTable | None
         entries = {e["name"]: e for e in body["shards"]}
         listed = [(e["name"], e["bytes"], e["crc32c"]) for e in body["shards"]]
     except (KeyError, TypeError, ValueError) as err:
-        _distrust(shown, f"{err}")
+        _refuse(shown, f"{err}", on_corrupt)
         return None
     shards = {s.name: s for s in manifest.shards}
     if listed != [(s.name, s.bytes, s.crc32c) for s in manifest.shards]:
-        _distrust(shown, "its shards (names, sizes, CRC-32C) are not the manifest's: it "
-                         "belongs to another set")
+        _refuse(shown, "its shards (names, sizes, CRC-32C) are not the manifest's: "
+                       "it belongs to another set", on_corrupt)
         return None
     header = get_format(manifest.format).chunk_header_bytes
-    return ChunkTable(shown, entries, shards, max(header, 1))
+    return ChunkTable(shown, entries, shards, max(header, 1), on_corrupt)
+
+
+def binding(fs: Any, path: str, name: str | None = None) -> SideFileInfo:
+    """The manifest's entry for the side file at ``path`` (written just now), to be
+    committed as ``name`` (default: its own name): its name, size and SHA-256."""
+    return SideFileInfo.of(name or posixpath.basename(path), bytes(fs.cat_file(path)))

@@ -23,6 +23,8 @@ True
 
 from __future__ import annotations
 
+import builtins
+import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -45,6 +47,7 @@ MAX_SCHEMA_DEPTH = 32
 MAX_DIMS = 32
 _INT_LIMIT = 1 << 63
 _CRC_HEX = re.compile(r"[0-9a-fA-F]{8}")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 #: the most one byte inflates to, per compressor
 _EXPANSION = {"none": 1, "snappy": 22, "gzip": 1032, "zlib": 1032}
 
@@ -68,6 +71,36 @@ class ShardInfo:
     crc32c: int
 
 
+@dataclass(frozen=True)
+class SideFileInfo:
+    """A side file of a set that the manifest vouches for (its chunk index, a shard's
+    record index): readers use it only when its size and SHA-256 are these. (Not a
+    CRC: a CRC is made to catch damage, and a forger can match one at will.)
+
+    >>> info = SideFileInfo.of(".s.chunks", b"{}")
+    >>> info.mismatch(b"{}") is None, info.mismatch(b"[]")[:24]
+    (True, 'it is not the file the m')
+    """
+
+    name: str
+    bytes: int
+    sha256: str
+
+    @classmethod
+    def of(cls, name: str, data: builtins.bytes) -> SideFileInfo:
+        """What the manifest says of the side file ``name`` holding ``data``."""
+        return cls(name, len(data), hashlib.sha256(data).hexdigest())
+
+    def mismatch(self, data: builtins.bytes) -> str | None:
+        """Why ``data`` is not the side file this entry vouches for, or None."""
+        if len(data) == self.bytes and hashlib.sha256(data).hexdigest() == self.sha256:
+            return None
+        size = f"{len(data)}" if len(data) <= self.bytes else f"more than {self.bytes}"
+        return (f"it is not the file the manifest vouches for ({size} bytes, SHA-256 "
+                f"{hashlib.sha256(data).hexdigest()[:16]}...; the manifest says {self.bytes} "
+                f"bytes, {self.sha256[:16]}...): forged, damaged or of another set")
+
+
 @dataclass
 class Manifest:
     """What a manifest file holds."""
@@ -82,6 +115,13 @@ class Manifest:
     #: written only when there are some, so other manifests keep their bytes
     pickled: list[str] = field(default_factory=list)
     recprep_version: str = __version__
+    #: the side files the set's readers may trust (``side_file``); written only when
+    #: there are some, so other manifests keep their bytes
+    side_files: list[SideFileInfo] = field(default_factory=list)
+
+    def side_file(self, name: str) -> SideFileInfo | None:
+        """The manifest's entry for the side file ``name``, if it vouches for one."""
+        return next((f for f in self.side_files if f.name == name), None)
 
     @property
     def num_shards(self) -> int:
@@ -125,6 +165,9 @@ class Manifest:
         }
         if self.pickled:
             doc["pickled"] = sorted(self.pickled)
+        if self.side_files:
+            doc["side_files"] = [asdict(f) for f in sorted(self.side_files,
+                                                            key=lambda f: f.name)]
         return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
 
     @classmethod
@@ -243,7 +286,36 @@ def _parse(cls: type[Manifest], doc: Any) -> Manifest:
     if not isinstance(pickled, list) or not all(isinstance(p, str) for p in pickled):
         raise _Invalid(f"pickled must be a list of type names, found {_shown(pickled)}")
     manifest.pickled = list(pickled)
+    sides = doc.get("side_files") or []
+    if not isinstance(sides, list) or len(sides) > len(listed) + 1:
+        raise _Invalid(f"side_files must be a list of at most one entry per shard and one "
+                       f"for the set, found {_shown(sides)}")
+    manifest.side_files = [_side(manifest, entry, i) for i, entry in enumerate(sides)]
+    if len({f.name for f in manifest.side_files}) != len(manifest.side_files):
+        raise _Invalid("side_files lists a name twice")
     return manifest
+
+
+def _side(manifest: Manifest, entry: Any, index: int) -> SideFileInfo:
+    """An entry of ``side_files``: a hidden file name of this set (``.{prefix}...`` or
+    ``.{shard}...``, no directories), its size and CRC-32C."""
+    where = f"side_files[{index}]"
+    if not isinstance(entry, dict):
+        raise _Invalid(f"{where} must be an object, found {_shown(entry)}")
+    name = entry.get("name")
+    owners = [manifest.name_prefix, *(s.name for s in manifest.shards)]
+    if not isinstance(name, str) or "/" in name or "\\" in name or len(name) > 1024 or not any(
+        name.startswith(f".{owner}.") and len(name) > len(owner) + 2 for owner in owners
+    ):
+        raise _Invalid(f"{where}.name must be a hidden side file of the set "
+                       f"('.{manifest.name_prefix}.<kind>' or '.<shard>.<kind>'), found "
+                       f"{_shown(name)}")
+    size = _int(entry.get("bytes"), f"{where}.bytes")
+    digest = entry.get("sha256")
+    if not isinstance(digest, str) or not _SHA256_HEX.fullmatch(digest):
+        raise _Invalid(f"{where}.sha256 must be 64 lowercase hex digits, found "
+                       f"{_shown(digest)}")
+    return SideFileInfo(name, size, digest)
 
 
 def _shard(manifest: Manifest, entry: Any, index: int, count: int) -> ShardInfo:

@@ -40,7 +40,8 @@ import numpy as np
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, indexing_formats
 from ..containers.base import NO_LIMIT
 from ..containers.record_index import RecordIndex
-from ..errors import CorruptDataError, InvalidArgumentError
+from ..errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, warn
+from .manifest import SideFileInfo
 
 __all__ = [
     "build_index",
@@ -105,10 +106,18 @@ def write_index(fs: Any, index: RecordIndex, index_file: str) -> None:
         out.write(index.to_bytes())
 
 
-def load_index(fs: Any, path: str, container: Format | None = None) -> RecordIndex | None:
+def load_index(
+    fs: Any, path: str, container: Format | None = None, *,
+    vouched: SideFileInfo | None = None, on_corrupt: str = "raise",
+) -> RecordIndex | None:
     """The side index of the file at ``path``, if there is a valid one for the file as it
     is now (same size); ``None`` otherwise, with a warning when one is there but can't be
-    used."""
+    used.
+
+    ``vouched``: what the set's manifest says of the side index (size, SHA-256); a side
+    index that is not that file is forged or damaged: :class:`~recprep.errors.CorruptDataError`,
+    or with ``on_corrupt="skip"`` a :class:`~recprep.errors.CorruptDataWarning` and None
+    (the file is scanned instead; nothing is lost)."""
     _, kind = _kind(container)
     side = kind.path_for(path)
     try:
@@ -122,9 +131,19 @@ def load_index(fs: Any, path: str, container: Format | None = None) -> RecordInd
                     "need (%d); scanning the file instead", side, side_size, size, most)
         return None
     try:
-        index = kind.from_bytes(bytes(fs.cat_file(side)), path=side)
+        data = bytes(fs.cat_file(side))
     except FileNotFoundError:
         return None
+    problem = None if vouched is None else vouched.mismatch(data)
+    if problem is not None:
+        detail = f"the side index {side}: {problem}"
+        if on_corrupt != "skip":
+            raise CorruptDataError(detail, path=path)
+        warn(CorruptDataWarning(detail + "; scanning the file instead", path=path,
+                                offset=None, records_lost=0))
+        return None
+    try:
+        index = kind.from_bytes(data, path=side)
     except CorruptDataError as err:
         log.warning("recprep: %s; scanning %s instead", err, path)
         return None

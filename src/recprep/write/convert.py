@@ -37,6 +37,7 @@ from ..errors import (
 from ..executors import Backend, get_backend, serialize
 from ..executors.base import failed
 from ..names import CodecName, CompressorName, ExecutorName, FormatName
+from ..storage.chunkindex import binding
 from ..storage.discovery import Kind, set_files
 from ..storage.fs import display, resolve
 from ..storage.locking import ShardSetLock
@@ -484,8 +485,10 @@ def _convert(
         replaced = [e.path for e in set_files(fs, out, staging.prefix)
                     if overwrite or e.kind is Kind.SET_SIDE]
         staged = {name: f.path for name, f in zip(names, facts, strict=True)}
-        staged.update(_record_indexes(fs, staging, staged, options))
-        staged.update(_chunk_indexes(fs, staging, staged, manifest, options))
+        sides = _record_indexes(fs, staging, staged, options)
+        sides.update(_chunk_indexes(fs, staging, staged, manifest, options))
+        manifest.side_files = [binding(fs, path) for path in sides.values()]  # vouched for
+        staged.update(sides)
         staging.commit(staged, manifest.to_json(), replaced=replaced)
     except BaseException as err:
         if not staging.committing:  # else the journal says how to finish: keep it all
