@@ -286,3 +286,23 @@ def test_the_clock_is_not_shared_with_a_pickled_copy(pattern):
     assert copy.epoch == ds.epoch == 1
     list(DataLoader(copy, batch_size=None))
     assert (copy.epoch, ds.epoch) == (2, 1)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_state_loaded_into_the_reader_is_resumed_once(pattern, persistent):
+    """A (combined) state loaded into the dataset's reader before the workers start is
+    in every epoch's copies of it: the first epoch resumes it, the next ones go on with
+    the next epochs (they used to resume it again, every epoch)."""
+    old = RecordIO(pattern, shuffle=True, seed=5)
+    list(old())  # epoch 0
+    stream = old()  # epoch 1
+    head = [next(stream) for _ in range(17)]
+    state = RecordIO.combine_states([json.loads(json.dumps(old.state_dict()))])
+    reader = RecordIO(pattern, shuffle=True)
+    reader.load_state_dict(state)
+    ds = RecordIODataset(reader)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=persistent)
+    rest = [int(x) for x in loader]
+    assert sorted(head + rest) == list(range(N)) and len(rest) == N - 17
+    for epoch in (2, 3):
+        assert_epoch([int(x) for x in loader], pattern, epoch, 2)

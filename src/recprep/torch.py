@@ -35,6 +35,8 @@ numpy columns, collated once per batch), and the DataLoader only turns them into
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -237,6 +239,12 @@ class _Stream:
             self._over, self._items = None, self._start()
 
 
+def _token(state: dict[str, Any]) -> int:
+    """A 63-bit hash of a reader state."""
+    text = json.dumps(state, sort_keys=True).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
+
+
 def _build() -> type:
     torch = _import_torch()
 
@@ -345,6 +353,10 @@ def _build() -> type:
                 # the workers of one iterator share its base seed: they take one epoch
                 identity, parties = (info.seed - info.id, self._worker_passes), info.num_workers
                 self._worker_passes += 1
+            if reader._resume is not None and identity is not None and not (
+                self._clock.take_up(_token(reader._resume), identity)
+            ):  # a copy of a state an earlier iterator's workers resumed: not again
+                reader._resume = None
             if reader._resume is not None:  # a loaded state: its pass goes on
                 self._clock.resumed(identity, reader.epoch, reader._epoch is not None)
             else:

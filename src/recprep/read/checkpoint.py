@@ -19,6 +19,12 @@ states of any ranks combine by a union (:func:`combine`).
 **Unshuffled passes** are read in the set's order; their state is the count of
 instances ``yielded`` by that rank and worker, and loads only into the same split.
 
+A state comes back from a user's checkpoint: :func:`check_state` checks every field (its
+type, its range, and against the other fields) with :class:`Fields`, which mix states
+and TaskQueue checkpoints use too, so that whatever is wrong raises
+:class:`~recprep.errors.InvalidArgumentError` naming the field, never a foreign
+exception or a pass that silently skips or repeats data.
+
 >>> remaining([(2, 5)], 10, 1, 4)  # positions 1..3 of what is left of 0..9 once 2..4 went
 [(1, 2), (5, 7)]
 >>> slot_range(10, 1, 2, 0, 1), slot_range(10, 1, 2, 1, 2)
@@ -175,13 +181,6 @@ false), found 'no' (str)
         value = self.state.get(key)
         if not isinstance(value, bool):
             self.fail(key, "a bool (true or false)")
-        return value
-
-    def choice(self, key: str, options: Sequence[Any]) -> Any:
-        """The field, one of ``options``."""
-        value = self.state.get(key)
-        if not any(type(value) is type(o) and value == o for o in options):
-            self.fail(key, "one of " + ", ".join(map(repr, options)))
         return value
 
     def sequence(self, key: str, length: int | None = None) -> list[Any]:

@@ -15,7 +15,9 @@ ones receive with the dataset, and which a lock (``fcntl.lockf``) guards:
   across epochs), counted up to ``num_workers`` arrivals;
 * an epoch set (``set_epoch``) holds for every pass after it, in every process;
 * a pass resumed from a state takes the state's epoch, and the passes after it go on
-  from there.
+  from there. A state loaded into the dataset's reader before the workers start is in
+  every worker's copy, every epoch: only the workers of the first iterator that meets it
+  take it up (:meth:`EpochClock.take_up`), later ones start their epoch afresh.
 
 So pass ``n`` of the dataset uses epoch ``n`` with 0 or N workers, persistent or not.
 Where ``fcntl`` is missing the count is kept per process (and copied to spawned
@@ -55,7 +57,8 @@ __all__ = ["EpochClock"]
 
 #: the iterators a clock remembers, so that a worker that starts late finds its epoch
 ENTRIES = 32
-_HEAD = 4  # fixed?, the fixed epoch, the next epoch, entries written
+_HEAD = 7  # fixed?, the fixed epoch, the next epoch, entries written, a state taken up by
+#            (its token, the iterator's base seed and passes before)
 _ENTRY = 5  # base seed, passes before, epoch, arrivals, parties (num_workers)
 _FORMAT = struct.Struct(f"<{_HEAD + ENTRIES * _ENTRY}q")
 _INT64 = 1 << 63
@@ -135,6 +138,15 @@ class EpochClock:
             if identity is not None:
                 self._add(values, [*identity, epoch, 1, parties])
             return epoch, False
+
+    def take_up(self, token: int, identity: tuple[int, int]) -> bool:
+        """Whether the workers of ``identity`` resume the loaded state ``token`` (a hash of
+        it): those of the first iterator to meet it do, later ones don't."""
+        with self._values() as values:
+            if values[4] == token and values[5:7] != list(identity):
+                return False
+            values[4:7] = [token, *identity]
+            return True
 
     def resumed(self, identity: tuple[int, int] | None, epoch: int, fixed: bool) -> None:
         """A pass took up a loaded state of ``epoch`` (``fixed``: of an epoch set): it is
