@@ -281,7 +281,8 @@ def test_mangled_mix_states_load_exactly_or_not_at_all():
                                               strict=True)):
                 loaded = check_state(sub)
                 seed = loaded["seed"]
-                if not on:
+                if not on:  # dropped out: its state says its pass was over
+                    assert loaded["done"] and loaded["epoch"] == state["epoch"]
                     expected.append([])
                 elif loaded["epoch"] != state["epoch"]:  # dropped: a fresh pass
                     expected.append(source_pass(k, seed, state["epoch"]))

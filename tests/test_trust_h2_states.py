@@ -212,6 +212,8 @@ MIX_DAMAGE = [
     (lambda s: {**s, "active": [1, 1]}, "'active' must be a list of 2 bools"),
     (lambda s: {**s, "active": [True]}, "'active' must be a list of 2 items"),
     (lambda s: {**s, "active": [False, False]}, "at least one true"),
+    (lambda s: {**s, "active": [True, False]}, "'active' must be true for source 1: a "
+                                               "source drops out when its pass is over"),
     (lambda s: {**s, "recprep_mix": True}, "expected a mix state"),
     (lambda s: {**s, "weights": [True, 1]}, "'weights' must be a list of numbers"),
     (lambda s: {**s, "sources": s["sources"][:1]}, "sources \\(the state has 1, this mix 2"),

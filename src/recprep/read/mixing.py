@@ -294,6 +294,9 @@ class Mix:
                 sub = check(sub)
             except InvalidArgumentError as error:
                 raise InvalidArgumentError(f"a mix state's source {k}: {error}") from None
+            if not active[k] and not (sub["epoch"] == epoch and sub.get("done")):
+                fields.fail("active", f"true for source {k}: a source drops out when its "
+                            "pass is over, and its state says it is not", active)
             if sub["epoch"] != epoch:  # dropped when the pass begins: of no pass of it
                 if step:
                     fields.fail("sources", f"states of epoch {epoch} (the mix's) once it "
