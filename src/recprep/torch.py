@@ -7,7 +7,10 @@ imported when :class:`RecordIODataset` is first used, and a missing torch raises
 Each DataLoader worker reads its part of its rank's share
 (:meth:`recprep.RecordIO.for_worker`), so the ``world_size x num_workers`` readers of a
 job see every instance exactly once per epoch. The rank comes from the arguments, or from
-``torch.distributed`` when it is initialised.
+``torch.distributed`` when it is initialised. Pass ``n`` of the dataset is of epoch ``n``
+(or of the epoch :meth:`set_epoch` set), with ``num_workers=0`` or N, persistent or not:
+the count is shared with the workers (:mod:`recprep.read.epochclock`). ``datetime64``
+and ``timedelta64`` values reach torch as int64 nanoseconds (see :func:`torchable`).
 
 Example
 -------
@@ -32,15 +35,22 @@ numpy columns, collated once per batch), and the DataLoader only turns them into
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from .batching import check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
+from .read.epochclock import EpochClock
 from .read.reader import RecordIO
 
-__all__ = ["RecordIODataset", "distributed_rank"]  # noqa: F822 (RecordIODataset: built lazily)
+__all__ = [  # noqa: F822 (RecordIODataset: built lazily)
+    "RecordIODataset", "distributed_rank", "torchable",
+]
 
 
 def _import_torch() -> Any:
@@ -75,6 +85,88 @@ def _choose_rank(
     return distributed_rank()
 
 
+def torchable(value: Any, where: str = "the item") -> Any:
+    """``value`` (an instance or a batch) with its numpy ``datetime64`` and ``timedelta64``
+    values — arrays and scalars, in tuples, lists and dicts — as int64 nanoseconds (since
+    the Unix epoch, or long), which torch holds; ``NaT`` is ``-2**63``, as numpy and pandas
+    store it. Everything else is left as it is (and tuples, lists, dicts without such
+    values are the same objects).
+
+    Raises
+    ------
+    InvalidArgumentError
+        For a value int64 nanoseconds can't hold exactly (before 1677 or after 2262, or
+        in units finer than ns, or years/months of a ``timedelta64``): convert it in a
+        ``transform``.
+
+    Examples
+    --------
+    >>> day = np.array(["2024-01-02", "NaT"], dtype="datetime64[D]")
+    >>> when, took, name = torchable((day, np.timedelta64(3, "s"), "x"))
+    >>> when.tolist(), int(took), name
+    ([1704153600000000000, -9223372036854775808], 3000000000, 'x')
+    """
+    return _converted(value, where) if _has_times(value) else value
+
+
+def _has_times(value: Any) -> bool:
+    """Whether ``value`` holds a datetime64/timedelta64 (cheap: called per instance)."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return value.dtype.kind in "mM"
+    if kind is tuple or kind is list:
+        return any(map(_has_times, value))
+    if kind is dict:
+        return any(map(_has_times, value.values()))
+    if kind in _PLAIN:
+        return False
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "mM"
+    if isinstance(value, (tuple, list)):
+        return any(map(_has_times, value))
+    return isinstance(value, dict) and any(map(_has_times, value.values()))
+
+
+_PLAIN = frozenset({int, float, str, bytes, bool, type(None), np.int64, np.float64,
+                    np.float32, np.int32})
+
+
+def _converted(value: Any, where: str) -> Any:
+    if isinstance(value, np.ndarray):
+        return _nanoseconds(value, where) if value.dtype.kind in "mM" else value
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return _nanoseconds(np.asarray(value), where)[()]
+    if isinstance(value, (tuple, list)):
+        items = [_converted(v, f"{where}[{k}]") if _has_times(v) else v
+                 for k, v in enumerate(value)]
+        if isinstance(value, list):
+            return items
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        return {k: _converted(v, f"{where}[{k!r}]") if _has_times(v) else v
+                for k, v in value.items()}
+    return value
+
+
+def _nanoseconds(array: np.ndarray, where: str) -> np.ndarray:
+    kind = "datetime64" if array.dtype.kind == "M" else "timedelta64"
+    ns = array.astype(f"{kind}[ns]")
+    exact = (ns.astype(array.dtype) == array) | np.isnat(array)
+    if kind == "timedelta64" and np.datetime_data(array.dtype)[0] in ("Y", "M"):
+        exact &= np.isnat(array)  # years and months have no length in nanoseconds
+    if not exact.all():
+        bad = array[~exact].flat[0]
+        raise InvalidArgumentError(
+            f"{where}: the {array.dtype} value {bad} can't be held exactly as int64 "
+            "nanoseconds, which is how datetime64/timedelta64 values reach torch (from "
+            "1677-09-21 to 2262-04-11, to the nanosecond); convert it yourself in "
+            "transform="
+        )
+    return ns.view(np.int64)
+
+
 class _Stream:
     """One pass of a :class:`RecordIODataset` (what its ``__iter__`` returns): instances
     or batches, transformed, with the pass's position as a state.
@@ -91,11 +183,16 @@ class _Stream:
         batch_size: int | None,
         drop_last: bool,
         transform: Callable[[Any], Any] | None,
+        clock: EpochClock | None = None,
+        identity: tuple[int, int] | None = None,
     ) -> None:
         self.reader = reader
         self._batch_size = batch_size
         self._drop_last = drop_last
         self._transform = transform
+        self._clock = clock
+        self._identity = identity
+        self._over: dict[str, Any] | None = None  # the state of a pass that was over
         self._items = self._start()
 
     def _start(self) -> Iterator[Any]:
@@ -109,25 +206,43 @@ class _Stream:
 
     def __next__(self) -> Any:
         item = next(self._items)
-        return item if self._transform is None else self._transform(item)
+        if self._transform is not None:
+            item = self._transform(item)
+        return torchable(item, "the batch" if self._batch_size else "the instance")
 
     def state_dict(self) -> dict[str, Any]:
         """The position of this pass: ``{"reader": RecordIO.state_dict()}`` of the reader
         (of this DataLoader worker) that makes it."""
+        if self._over is not None:
+            return {"reader": dict(self._over)}
         return {"reader": self.reader.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue the pass ``state`` (from :meth:`state_dict`) describes instead."""
+        """Continue the pass ``state`` (from :meth:`state_dict`) describes instead; a state
+        of a pass that was over ends this one (the next pass is the next epoch's)."""
         if not isinstance(state, dict) or "reader" not in state:
             raise InvalidArgumentError(
                 f"expected the state of a RecordIODataset pass (a dict with a 'reader' "
                 f"key, from its iterator's state_dict()), got {state!r:.100}"
             )
+        loaded = self.reader._checked_state(state["reader"])
         close = getattr(self._items, "close", None)
         if close is not None:
             close()
-        self.reader.load_state_dict(state["reader"])
-        self._items = self._start()
+        self.reader.load_state_dict(loaded)
+        if self._clock is not None:
+            self._clock.resumed(self._identity, loaded["epoch"], loaded["epoch_set"])
+        if loaded.get("done"):
+            self.reader._resume = None
+            self._over, self._items = loaded, iter(())
+        else:
+            self._over, self._items = None, self._start()
+
+
+def _token(state: dict[str, Any]) -> int:
+    """A 63-bit hash of a reader state."""
+    text = json.dumps(state, sort_keys=True).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
 
 
 def _build() -> type:
@@ -147,31 +262,33 @@ def _build() -> type:
             a rank; else ``torch.distributed``'s when initialised; else ``0`` of ``1``.
         transform
             A function applied to each instance (turning arrays into tensors, say), or to
-            each batch with ``batch_size``.
+            each batch with ``batch_size``. What it returns goes through
+            :func:`torchable` (``datetime64``/``timedelta64`` values become int64
+            nanoseconds); what it gets is as recprep reads it.
         batch_size
             Yield batches of this many instances, collated by
             :meth:`recprep.RecordIO.batches` (tuples/dicts of columns; numbers and
             equal-shape arrays stacked into numpy arrays), instead of single instances.
             Use it with ``DataLoader(ds, batch_size=None)``, which then only converts the
-            arrays to tensors. Each DataLoader worker batches its own part, so every
-            worker's last batch can be short.
+            arrays to tensors. With DataLoader workers, each worker's part of the share is
+            a whole number of batches (:meth:`recprep.RecordIO.for_worker`): only the last
+            batch of the epoch can be short, whatever ``num_workers``.
         drop_last
-            With ``batch_size``: leave out each worker's last, short batch.
+            With ``batch_size``: leave out the epoch's last, short batch.
         **options
             ``RecordIO`` options, when ``source`` is not a reader already.
 
         Notes
         -----
-        Call :meth:`set_epoch` at the start of every epoch, as with
-        ``DistributedSampler``: DataLoader workers are fresh copies of the dataset, so
-        the shuffle order is the one for the epoch last set. (With
-        ``persistent_workers=True`` the workers keep their copies: don't call
-        ``set_epoch``, and each worker's pass ``n`` uses epoch ``n``.)
+        Pass ``n`` of the dataset (the ``n``-th time a DataLoader, or a loop, iterates it)
+        shuffles for epoch ``n``, with ``num_workers=0`` or more, ``persistent_workers``
+        or not: the count is shared with the worker processes. :meth:`set_epoch` fixes the
+        epoch of every following pass instead, workers included (persistent ones too),
+        as with ``DistributedSampler``; :attr:`epoch` is the epoch of the next pass.
 
         ``len(dataset)`` is the rank's share, which all its workers together yield; with
-        ``batch_size``, the number of batches of that share read by one process (with
-        ``num_workers > 1`` each worker cuts its own last batch, so there can be up to
-        ``num_workers - 1`` more, or fewer with ``drop_last``).
+        ``batch_size``, the number of batches all its workers together yield (so
+        ``len(DataLoader(ds, batch_size=None))`` is the batches of an epoch).
         """
 
         def __init__(
@@ -208,23 +325,45 @@ def _build() -> type:
             self.transform = transform
             self.batch_size = batch_size
             self.drop_last = bool(drop_last)
+            self._clock = EpochClock(reader.epoch, reader._epoch)
+
+        @property
+        def epoch(self) -> int:
+            """The epoch of the next pass (see the notes)."""
+            return self._clock.epoch
 
         def set_epoch(self, epoch: int) -> None:
-            """Shuffle the following passes for ``epoch`` (see the notes)."""
+            """Shuffle every following pass for ``epoch``, in DataLoader workers too."""
+            self._clock.fix(epoch)
             self.reader.set_epoch(epoch)
 
         def __iter__(self) -> _Stream:
             info = torch.utils.data.get_worker_info()
-            reader = self.reader
+            reader, identity, parties = self.reader, None, 1
             if info is not None:
                 # One copy per worker, kept: with persistent_workers=True this dataset
-                # lives on in the worker, and its passes must count epochs (pass n, epoch n)
+                # lives on in the worker, and makes a pass every epoch
                 key = (info.id, info.num_workers)
                 cached = self.__dict__.get("_worker_reader")
                 if cached is None or cached[0] != key:
-                    cached = self._worker_reader = (key, reader.for_worker(*key))
+                    copy = reader.for_worker(*key, batch_size=self.batch_size)
+                    cached = self._worker_reader = (key, copy)
+                    self._worker_passes = 0
                 reader = cached[1]
-            return _Stream(reader, self.batch_size, self.drop_last, self.transform)
+                # the workers of one iterator share its base seed: they take one epoch
+                identity, parties = (info.seed - info.id, self._worker_passes), info.num_workers
+                self._worker_passes += 1
+            if reader._resume is not None and identity is not None and not (
+                self._clock.take_up(_token(reader._resume), identity)
+            ):  # a copy of a state an earlier iterator's workers resumed: not again
+                reader._resume = None
+            if reader._resume is not None:  # a loaded state: its pass goes on
+                self._clock.resumed(identity, reader.epoch, reader._epoch is not None)
+            else:
+                epoch, fixed = self._clock.claim(identity, parties, reader._epoch)
+                reader._next_pass(epoch, fixed)
+            return _Stream(reader, self.batch_size, self.drop_last, self.transform,
+                           self._clock, identity)
 
         def __len__(self) -> int:
             instances = len(self.reader)

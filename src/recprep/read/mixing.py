@@ -36,7 +36,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .checkpoint import slot_range
+from .checkpoint import Fields, is_int, slot_range
 from .ranks import Piece
 from .reader import RecordIO
 from .shuffling import check_seed
@@ -130,7 +130,9 @@ class Mix:
     def __call__(self) -> Iterator[Any]:
         """A fresh pass; after :meth:`load_state_dict`, the rest of the interrupted one.
 
-        Every source is set to this pass's epoch (:meth:`set_epoch`) and read once.
+        Every source is set to this pass's epoch (:meth:`set_epoch`) and its pass begun
+        here (nothing is read before the first instance is asked for), so a state taken
+        from now on holds the sources' states of this pass.
         """
         epoch = self.epoch
         if self._epoch is None:
@@ -144,14 +146,15 @@ class Mix:
             source.set_epoch(epoch)
         position = self._position = {"epoch": epoch, "step": step, "active": active,
                                      "done": False}
-        return self._pass(epoch, position)
+        streams = [source() if on else None
+                   for source, on in zip(self.sources, active, strict=True)]
+        return self._pass(epoch, position, streams)
 
     __iter__ = __call__
 
-    def _pass(self, epoch: int, position: dict[str, Any]) -> Iterator[Any]:
+    def _pass(self, epoch: int, position: dict[str, Any],
+              streams: list[Iterator[Any] | None]) -> Iterator[Any]:
         active: list[bool] = position["active"]
-        streams = [source() if on else None
-                   for source, on in zip(self.sources, active, strict=True)]
         block, picks = -1, np.empty(0, dtype=np.int64)
         try:
             while any(active):
@@ -217,31 +220,21 @@ class Mix:
         describes; each source loads its own state. The mix must have as many sources,
         the same weights and ``stop``; it takes the state's seed.
 
+        Every field is checked before anything changes (a state read back from a
+        checkpoint is untrusted): its type and range, the step against the sources'
+        own positions, and each source's state by that source (recprep's readers, splits
+        and mixes check theirs without loading them), so a state that fails leaves the
+        mix and its sources as they were.
+
         Raises
         ------
         InvalidArgumentError
-            When the state is not a mix state of this version or of another mix.
+            When the state is not a mix state of this version or is of another mix, or a
+            field is damaged (the message names it, what was expected and what was found).
         """
-        if not isinstance(state, Mapping) or state.get("recprep_mix") != MIX_STATE_VERSION:
-            raise InvalidArgumentError(
-                f"expected a mix state (recprep_mix={MIX_STATE_VERSION}), got "
-                f"{type(state).__name__} with recprep_mix="
-                f"{state.get('recprep_mix') if isinstance(state, Mapping) else None!r}"
-            )
-        mine = {"weights": self.weights, "stop": self.stop}
-        differs = [f"{key} (the state's {state.get(key)!r}, this mix's {value!r})"
-                   for key, value in mine.items() if state.get(key) != value]
-        if len(state.get("sources", [])) != len(self.sources):
-            differs.append(f"sources (the state has {len(state.get('sources', []))}, "
-                           f"this mix {len(self.sources)})")
-        if len(state.get("active", [])) != len(self.sources):
-            differs.append("active (not one flag per source)")
-        if differs:
-            raise InvalidArgumentError(
-                "the state is of another mix: it differs in " + ", ".join(differs)
-            )
-        self.seed = check_seed(state["seed"])
-        epoch = check_seed(state["epoch"], "epoch")
+        state = self._checked_state(state)
+        self.seed = state["seed"]
+        epoch = state["epoch"]
         if not state["done"]:  # a finished pass: the sources start the next afresh
             for source, sub in zip(self.sources, state["sources"], strict=True):
                 source.load_state_dict(sub)
@@ -250,7 +243,82 @@ class Mix:
         else:
             self._epoch, self._passes = None, epoch + 1 if state["done"] else epoch
         self._position = None
-        self._resume = None if state["done"] else dict(state)
+        self._resume = None if state["done"] else state
+
+    def _checked_state(self, state: Any) -> dict[str, Any]:
+        """``state`` checked for :meth:`load_state_dict` (the sources' states too, by the
+        sources that can check without loading); nothing is changed."""
+        if not isinstance(state, Mapping) or not (
+            is_int(state.get("recprep_mix")) and state["recprep_mix"] == MIX_STATE_VERSION
+        ):
+            raise InvalidArgumentError(
+                f"expected a mix state (recprep_mix={MIX_STATE_VERSION}), got "
+                f"{type(state).__name__} with recprep_mix="
+                f"{state.get('recprep_mix') if isinstance(state, Mapping) else None!r}"
+            )
+        fields = Fields(state, "a mix state")
+        n = len(self.sources)
+        weights = fields.sequence("weights")
+        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights):
+            fields.fail("weights", "a list of numbers")
+        mine = {"weights": self.weights, "stop": self.stop}
+        differs = [f"{key} (the state's {state.get(key)!r}, this mix's {value!r})"
+                   for key, value in mine.items() if state.get(key) != value]
+        if not isinstance(state.get("sources"), list) or len(state["sources"]) != n:
+            found = state.get("sources")
+            count = len(found) if isinstance(found, list) else repr(found)
+            differs.append(f"sources (the state has {count}, this mix {n})")
+        if differs:
+            raise InvalidArgumentError(
+                "the state is of another mix: it differs in " + ", ".join(differs)
+            )
+        out = dict(state)
+        out["seed"] = fields.integer("seed")
+        epoch, step = fields.integer("epoch"), fields.integer("step")
+        fields.flag("epoch_set")
+        done = fields.flag("done")
+        active = fields.sequence("active", n)
+        if not all(isinstance(a, bool) for a in active):
+            fields.fail("active", f"a list of {n} bools, one per source")
+        if self.stop == "first" and not all(active):
+            fields.fail("active", "all true: with stop='first' no source drops out")
+        if not done and not any(active):
+            fields.fail("active", "at least one true while the pass is not done")
+        total, known, exact = 0, True, True  # what the sources' states say they yielded
+        for k, (source, sub) in enumerate(zip(self.sources, state["sources"], strict=True)):
+            check = getattr(source, "_checked_state", None)
+            if check is None:  # a source of another kind checks its state as it loads
+                known = False
+                continue
+            try:
+                sub = check(sub)
+            except InvalidArgumentError as error:
+                raise InvalidArgumentError(f"a mix state's source {k}: {error}") from None
+            if not active[k] and not (sub["epoch"] == epoch and sub.get("done")):
+                fields.fail("active", f"true for source {k}: a source drops out when its "
+                            "pass is over, and its state says it is not", active)
+            if sub["epoch"] != epoch:  # dropped when the pass begins: of no pass of it
+                if step:
+                    fields.fail("sources", f"states of epoch {epoch} (the mix's) once it "
+                                f"has stepped; source {k}'s is of epoch {sub['epoch']}",
+                                state["sources"][k])
+                continue
+            count = sub.get("step", sub.get("yielded"))  # None: a combined reader state
+            if count is None:
+                known = False
+            else:
+                total += count
+                exact = exact and _counts_exactly(source)
+        if known and (step > total or (exact and step != total)):
+            fields.fail("step", f"{'' if exact else 'at most '}{total}, the instances its "
+                        "sources' states say they yielded")
+        return out
+
+
+def _counts_exactly(source: Any) -> bool:
+    """Whether ``source``'s state counts the instances it handed out, no more: a reader
+    that skips damaged records counts the positions it passed (those too)."""
+    return not (isinstance(source, RecordIO) and source.on_corrupt != "raise")
 
 
 _END = object()
@@ -368,36 +436,69 @@ class IndexSplit:
             return dict(self._resume)
         started = self._pass_epoch is not None
         r = self.reader
-        return {
+        worker, num_workers, align = r._worker
+        state = {
             "recprep_split": SPLIT_STATE_VERSION, "name": self.name, "start": self.start,
             "end": self.end, "rank": r.rank, "world_size": r.world_size,
+            "worker": worker, "num_workers": num_workers,
             "epoch": self.epoch if self._pass_epoch is None else self._pass_epoch,
             "epoch_set": self._epoch is not None,
             "yielded": self._yielded[0] if started else 0,
             "done": self._done if started else False,
         }
+        if align > 1:
+            state["align"] = align
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Make the next pass continue the one ``state`` describes (same split, rank)."""
-        if not isinstance(state, Mapping) or state.get("recprep_split") != SPLIT_STATE_VERSION:
-            raise InvalidArgumentError(
-                f"expected a split state (recprep_split={SPLIT_STATE_VERSION}), got {state!r}"
-            )
-        r = self.reader
-        mine = (self.start, self.end, r.rank, r.world_size)
-        theirs = tuple(state.get(k) for k in ("start", "end", "rank", "world_size"))
-        if theirs != mine:
-            raise InvalidArgumentError(
-                f"the state is of split [start, end) = [{theirs[0]}, {theirs[1]}) at rank "
-                f"{theirs[2]} of {theirs[3]}; this split is [{self.start}, {self.end}) at "
-                f"rank {r.rank} of {r.world_size}"
-            )
-        epoch = check_seed(state["epoch"], "epoch")
+        """Make the next pass continue the one ``state`` describes (same split, rank and
+        worker). Every field is checked first: its type and range, the split, and that
+        ``yielded`` is at most this split's share (:class:`InvalidArgumentError` names
+        the field, what was expected and what was found)."""
+        state = self._checked_state(state)
+        epoch = state["epoch"]
         if state["epoch_set"]:
             self._epoch = epoch
         else:
             self._epoch, self._passes = None, epoch + 1 if state["done"] else epoch
-        self._resume = None if state["done"] else dict(state)
+        self._resume = None if state["done"] else state
+
+    def _checked_state(self, state: Any) -> dict[str, Any]:
+        """``state`` checked for :meth:`load_state_dict`; nothing is changed."""
+        if not isinstance(state, Mapping) or not (
+            is_int(state.get("recprep_split"))
+            and state["recprep_split"] == SPLIT_STATE_VERSION
+        ):
+            raise InvalidArgumentError(
+                f"expected a split state (recprep_split={SPLIT_STATE_VERSION}), got "
+                f"{state!r:.200}"
+            )
+        r = self.reader
+        worker, num_workers, align = r._worker
+        keys = ("start", "end", "rank", "world_size", "worker", "num_workers", "align")
+        mine = (self.start, self.end, r.rank, r.world_size, worker, num_workers, align)
+        # states of before the worker split was recorded are of worker 0 of 1
+        defaults = {"worker": 0, "num_workers": 1, "align": 1}
+        theirs = tuple(state.get(k, defaults.get(k)) for k in keys)
+        if any(not is_int(t) or t != m for t, m in zip(theirs, mine, strict=True)):
+            raise InvalidArgumentError(
+                f"the state is of split [start, end) = [{theirs[0]!r}, {theirs[1]!r}) at "
+                f"rank {theirs[2]!r} of {theirs[3]!r} (worker {theirs[4]!r} of "
+                f"{theirs[5]!r}, batches of {theirs[6]!r}); this split is [{self.start}, "
+                f"{self.end}) at rank {r.rank} of {r.world_size} (worker {worker} of "
+                f"{num_workers}, batches of {align})"
+            )
+        fields = Fields(state, "a split state")
+        if not isinstance(state.get("name"), str):
+            fields.fail("name", "a str")
+        out = dict(state)
+        fields.integer("epoch")
+        fields.flag("epoch_set")
+        if fields.integer("yielded") > (share := len(self)):
+            fields.fail("yielded", f"at most {share}, this split's share (rank {r.rank} of "
+                        f"{r.world_size}, worker {worker} of {num_workers})")
+        fields.flag("done")
+        return out
 
 
 def index_split(

@@ -96,26 +96,37 @@ def check_part(part: int, num_parts: int, what: str = "rank", total: str = "worl
 
 
 def split(
-    pieces: Sequence[Piece], part: int, num_parts: int, count: Count, mode: str = "auto"
+    pieces: Sequence[Piece], part: int, num_parts: int, count: Count, mode: str = "auto",
+    align: int = 1,
 ) -> list[Piece]:
     """Part ``part`` of ``num_parts`` of ``pieces`` (see the module docstring).
 
     The parts for ``part = 0 .. num_parts - 1`` partition ``pieces``: every record is in
-    exactly one of them. ``count(file)`` is called only when splitting by range.
+    exactly one of them. ``count(file)`` is called only when splitting by range. With
+    ``align > 1`` the split is by range, cut at multiples of ``align`` records (every part
+    a whole number of runs of ``align`` but the last non-empty one, whatever ``mode``).
+
+    >>> [p.size([10].__getitem__) for k in (0, 1) for p in split([Piece(0)], k, 2,
+    ...  [10].__getitem__, align=4)]
+    [4, 6]
     """
     if mode not in SPLIT_MODES:
         raise InvalidArgumentError(f"split must be one of {list(SPLIT_MODES)}, got {mode!r}")
     if num_parts == 1:
         return list(pieces)
-    if mode == "shard" or (mode == "auto" and len(pieces) >= num_parts):
+    if align == 1 and (mode == "shard" or (mode == "auto" and len(pieces) >= num_parts)):
         return list(pieces[part::num_parts])
-    return _by_range(pieces, part, num_parts, count)
+    return _by_range(pieces, part, num_parts, count, align)
 
 
-def _by_range(pieces: Sequence[Piece], part: int, num_parts: int, count: Count) -> list[Piece]:
+def _by_range(
+    pieces: Sequence[Piece], part: int, num_parts: int, count: Count, align: int = 1
+) -> list[Piece]:
     sizes = [p.size(count) for p in pieces]
     total = sum(sizes)
-    lo, hi = part * total // num_parts, (part + 1) * total // num_parts
+    units = -(-total // align)
+    lo = min(total, part * units // num_parts * align)
+    hi = min(total, (part + 1) * units // num_parts * align)
     out: list[Piece] = []
     pos = 0
     for piece, size in zip(pieces, sizes, strict=True):

@@ -314,7 +314,7 @@ class RecordIO:
         self.num_threads = check_threads(num_threads)
         self.split = split
         self.rank, self.world_size = rank, world_size
-        self._worker = (0, 1)
+        self._worker = (0, 1, 1)  # (worker, num_workers, align): see for_worker
         self._epoch: int | None = None
         self._passes = 0
         self._progress: _Progress | None = None  # of the latest pass
@@ -394,6 +394,14 @@ class RecordIO:
         """
         self._epoch = check_seed(epoch, "epoch")
 
+    def _next_pass(self, epoch: int, fixed: bool) -> None:
+        """Make the next pass one of ``epoch``: as :meth:`set_epoch` does (``fixed``), or
+        counting passes from it (the pass after it is then of ``epoch + 1``)."""
+        if fixed:
+            self.set_epoch(epoch)
+        else:
+            self._epoch, self._passes = None, check_seed(epoch, "epoch")
+
     def codec_for(self, index: int) -> Codec:
         """The codec used for shard set ``index``.
 
@@ -424,15 +432,28 @@ class RecordIO:
         other.rank, other.world_size = rank, world_size
         return other
 
-    def for_worker(self, worker_id: int, num_workers: int) -> RecordIO:
+    def for_worker(
+        self, worker_id: int, num_workers: int, *, batch_size: int | None = None
+    ) -> RecordIO:
         """A copy that reads worker ``worker_id``'s part of this rank's share.
 
         The ``num_workers`` workers of a rank together read the rank's share exactly once;
-        :class:`recprep.torch.RecordIODataset` calls this in each DataLoader worker.
+        :class:`recprep.torch.RecordIODataset` calls this in each DataLoader worker. With
+        ``batch_size``, each worker's part is a whole number of batches of that size (all
+        but the last non-empty part; unshuffled, the share is then cut by record ranges),
+        so the workers together cut exactly as many batches (``batches(batch_size)``) as
+        one reader of the whole share would.
+
+        >>> from recprep import convert, RecordIO
+        >>> _ = convert("memory://doc/workers", list(range(10)), 2, "w")
+        >>> read = RecordIO("memory://doc/workers/w-*")
+        >>> [len(read.for_worker(w, 2, batch_size=4)) for w in (0, 1)]
+        [4, 6]
         """
         check_part(worker_id, num_workers, "worker_id", "num_workers")
+        align = 1 if batch_size is None or num_workers == 1 else check_batch_size(batch_size)
         other = copy.copy(self)
-        other._worker = (worker_id, num_workers)
+        other._worker = (worker_id, num_workers, align)
         return other
 
     # -- passes -----------------------------------------------------------------------------
@@ -496,8 +517,8 @@ class RecordIO:
         count = self._sources.count
         files = [Piece(n) for n in range(len(self._sources.files))]
         pieces = split(files, self.rank, self.world_size, count, self.split)
-        worker, num_workers = self._worker
-        return split(pieces, worker, num_workers, count, self.split)
+        worker, num_workers, align = self._worker
+        return split(pieces, worker, num_workers, count, self.split, align)
 
     def _pass(self, epoch: int, base: list[tuple[int, int]], skip: int,
               columnar: bool = False) -> Iterator[Block]:
@@ -686,9 +707,11 @@ class RecordIO:
         if self.shuffle:
             state.update(block=self._block_size(), permuted=self.shuffle_buffer > 1,
                          base=[list(i) for i in base])
-        worker, num_workers = self._worker
+        worker, num_workers, align = self._worker
         state.update(rank=self.rank, world_size=self.world_size, worker=worker,
                      num_workers=num_workers, yielded=yielded, done=done)
+        if align > 1:
+            state["align"] = align
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -700,12 +723,32 @@ class RecordIO:
         same ``rank``/``world_size`` (and worker); a combined state into any. Nothing is
         read here, and the next pass decodes nothing the interrupted one had consumed.
 
+        Every field of the state is checked (it is read back from a checkpoint: untrusted
+        input), against the others and against this reader: its type and range, the set
+        (records and files), the shuffle, the split, and that ``yielded`` is at most this
+        reader's share. A state that fails leaves the reader as it was.
+
         Raises
         ------
         InvalidArgumentError
             When the state is damaged, of another recprep version, or of another set,
-            shuffle or split.
+            shuffle or split; the message names the field, what was expected and what was
+            found.
         """
+        state = self._checked_state(state)
+        self.seed = state["seed"]
+        self._progress = None
+        self._resume = state
+        if state["epoch_set"]:
+            self._epoch = state["epoch"]
+        elif state.get("done"):  # counting passes: the next one is the next epoch
+            self._epoch, self._passes, self._resume = None, state["epoch"] + 1, None
+        else:
+            self._epoch, self._passes = None, state["epoch"]
+
+    def _checked_state(self, state: Any) -> dict[str, Any]:
+        """``state`` checked for loading into this reader (see :meth:`load_state_dict`),
+        normalised; nothing is changed."""
         state = check_state(state)
         mine = self._state(0, [], 0, False)
         differs = [
@@ -720,27 +763,30 @@ class RecordIO:
                 "are needed)"
             )
         self._check_split(state)
-        self.seed = state["seed"]
-        self._progress = None
-        self._resume = state
-        if state["epoch_set"]:
-            self._epoch = state["epoch"]
-        elif state.get("done"):  # counting passes: the next one is the next epoch
-            self._epoch, self._passes, self._resume = None, state["epoch"] + 1, None
-        else:
-            self._epoch, self._passes = None, state["epoch"]
+        if not state["shuffle"] and state["yielded"] > (share := len(self)):
+            raise InvalidArgumentError(
+                f"a reader state's 'yielded' must be at most {share}, the share of rank "
+                f"{self.rank} of {self.world_size} (worker {state['worker']} of "
+                f"{state['num_workers']}), found {state['yielded']}"
+            )
+        return state
 
     def _check_split(self, state: Mapping[str, Any]) -> None:
         if state.get("rank") is None:
             return
-        worker, num_workers = self._worker
-        theirs = (state["rank"], state["world_size"], state["worker"], state["num_workers"])
-        if theirs != (self.rank, self.world_size, worker, num_workers):
+        worker, num_workers, align = self._worker
+        theirs = (state["rank"], state["world_size"], state["worker"], state["num_workers"],
+                  state.get("align", 1))
+        if theirs != (self.rank, self.world_size, worker, num_workers, align):
+            aligned = "" if theirs[4] == align else (
+                f"; the state's workers split the share in batches of {theirs[4]}, this "
+                f"reader's in batches of {align}"
+            )
             raise InvalidArgumentError(
                 f"the state is of rank {theirs[0]} of {theirs[1]} (worker {theirs[2]} of "
                 f"{theirs[3]}), this reader is rank {self.rank} of {self.world_size} "
-                f"(worker {worker} of {num_workers}): load a state into the reader that "
-                "took it, or combine the states of all ranks with "
+                f"(worker {worker} of {num_workers}){aligned}: load a state into the "
+                "reader that took it, or combine the states of all ranks with "
                 "RecordIO.combine_states(states) (shuffle=True) and load that into every "
                 "rank of the new world"
             )

@@ -13,6 +13,10 @@ Exactly once: every lease has its own id, and only the current lease of a task c
 complete it. A success reported for a lease that expired (or whose worker was declared
 lost) is refused — :meth:`TaskQueue.report` returns ``False`` and the worker must discard
 what it read — so each task of an epoch is completed by exactly one successful worker.
+Lease ids are unique across restores too: each queue (each :meth:`TaskQueue.from_state`
+of a checkpoint included) draws a random *incarnation*, the high bits of every id it
+hands out, so a stale worker of a queue that was restored (or restored twice from one
+checkpoint) never completes a task of the new one: its report is refused.
 
 When *todo* and *doing* are both empty the epoch is over and the next one starts with all
 tasks in *todo* (shuffled by ``(seed, epoch)`` when ``shuffle=True``), until
@@ -37,6 +41,7 @@ methods (``handle.get.remote(...)``).
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections import deque
@@ -44,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..errors import InvalidArgumentError, TaskAbandonedWarning, warn
+from .checkpoint import Fields, is_int
 from .ranks import Task
 from .shuffling import rng
 
@@ -55,6 +61,11 @@ log = logging.getLogger("recprep")
 STATE_VERSION = 1
 #: a stream key of its own, so task orders don't repeat the reader's orders
 _QUEUE_STREAM = 0x7A5C
+#: a lease id is ``incarnation << ID_BITS | n``: the queue's random incarnation (1 to
+#: ``2**31 - 1``, so ids fit in 63 bits) and the ``n``-th lease it handed out
+ID_BITS = 32
+#: the incarnations of its ancestors a checkpoint keeps, so a restore draws none of them
+KEPT_INCARNATIONS = 32
 
 
 class Lease(NamedTuple):
@@ -123,6 +134,9 @@ class TaskQueue:
         self.seed = seed
         self._clock = clock
         self._lock = threading.RLock()
+        self._ancestors: list[int] = []  # incarnations this queue was restored from
+        self._restored = False
+        self._incarnation = _incarnation(())
         self._next_id = 0
         self._failed: list[dict[str, Any]] = []
         self._start_epoch(0)
@@ -138,7 +152,11 @@ class TaskQueue:
                 return None
             index = self._todo.popleft()
             attempt = self._attempts.get(index, 0)
-            lease = Lease(self._next_id, self._tasks[index], self._epoch, attempt, str(worker))
+            if self._next_id >> ID_BITS:  # 2**32 leases: go on in a new incarnation
+                self._ancestors = [*self._ancestors, self._incarnation][-KEPT_INCARNATIONS:]
+                self._incarnation, self._next_id = _incarnation(self._ancestors), 0
+            lease_id = self._incarnation << ID_BITS | self._next_id
+            lease = Lease(lease_id, self._tasks[index], self._epoch, attempt, str(worker))
             self._next_id += 1
             self._doing[lease.id] = _Doing(
                 index, lease.worker, self._clock() + self.lease_timeout, attempt
@@ -225,6 +243,7 @@ class TaskQueue:
                 "lease_timeout": self.lease_timeout, "max_attempts": self.max_attempts,
                 "num_epochs": self.num_epochs, "shuffle": self.shuffle, "seed": self.seed,
                 "epoch": self._epoch, "next_id": self._next_id,
+                "incarnations": [*self._ancestors, self._incarnation][-KEPT_INCARNATIONS:],
                 "todo": [d.number for d in leased] + list(self._todo),
                 "done": sorted(self._done), "given_up": sorted(self._given_up),
                 "attempts": [[i, n] for i, n in sorted(self._attempts.items())],
@@ -236,34 +255,37 @@ class TaskQueue:
     def from_state(
         cls, state: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic
     ) -> TaskQueue:
-        """A queue continuing where :meth:`state_dict` left off."""
-        if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
-            found = state.get("version") if isinstance(state, Mapping) else type(state).__name__
-            raise InvalidArgumentError(
-                f"expected a TaskQueue state of version {STATE_VERSION}, found {found!r}"
-            )
-        try:
-            queue = cls(
-                state["tasks"], lease_timeout=state["lease_timeout"],
-                max_attempts=state["max_attempts"], num_epochs=state["num_epochs"],
-                shuffle=state["shuffle"], seed=state["seed"], clock=clock,
-            )
-            queue._epoch = int(state["epoch"])
-            queue._next_id = int(state["next_id"])
-            queue._todo = deque(int(i) for i in state["todo"])
-            queue._done = {int(i) for i in state["done"]}
-            queue._given_up = {int(i) for i in state["given_up"]}
-            queue._attempts = {int(i): int(n) for i, n in state["attempts"]}
-            queue._errors = {int(i): list(e) for i, e in state["errors"]}
-            queue._failed = [dict(f, task=Task(*f["task"])) for f in state["failed"]]
-        except (KeyError, TypeError, ValueError) as error:
-            raise InvalidArgumentError(f"TaskQueue state is damaged: {error!r}") from None
-        seen = sorted([*queue._todo, *queue._done, *queue._given_up])
-        if queue._epoch < queue.num_epochs and seen != list(range(len(queue._tasks))):
-            raise InvalidArgumentError(
-                "TaskQueue state is damaged: todo, done and given_up must hold each of the "
-                f"{len(queue._tasks)} task indexes once, found {len(seen)} entries"
-            )
+        """A queue continuing where :meth:`state_dict` left off, in an incarnation of its
+        own: the leases of the queue that took the checkpoint (or of another restore of
+        it) are refused, their tasks handed out again.
+
+        Every field is checked first (a checkpoint is untrusted input): its type and
+        range, and the fields against each other — *todo*, *done* and *given_up* hold
+        each task of the epoch once, attempts are below ``max_attempts`` but for the tasks
+        given up, one error per attempt.
+
+        Raises
+        ------
+        InvalidArgumentError
+            When the state is not a TaskQueue state of this version, or a field is
+            damaged: the message names it, what was expected and what was found.
+        """
+        checked = _checked_state(state)
+        queue = cls(
+            checked["tasks"], lease_timeout=checked["lease_timeout"],
+            max_attempts=checked["max_attempts"], num_epochs=checked["num_epochs"],
+            shuffle=checked["shuffle"], seed=checked["seed"], clock=clock,
+        )
+        queue._ancestors = checked["incarnations"]
+        queue._restored = True
+        queue._incarnation = _incarnation(queue._ancestors)
+        queue._epoch = checked["epoch"]
+        queue._todo = deque(checked["todo"])
+        queue._done = set(checked["done"])
+        queue._given_up = set(checked["given_up"])
+        queue._attempts = checked["attempts"]
+        queue._errors = checked["errors"]
+        queue._failed = checked["failed"]
         return queue
 
     # -- Ray --------------------------------------------------------------------------------
@@ -340,13 +362,140 @@ class TaskQueue:
         ))
 
     def _check_id(self, lease_id: int) -> None:
-        if isinstance(lease_id, bool) or not isinstance(lease_id, int) or not (
-            0 <= lease_id < self._next_id
+        """Raise unless ``lease_id`` may be a lease of this queue's line: its own, or,
+        once restored, of any queue (a stale worker's lease of the queue it was restored
+        from, or of another restore of that checkpoint: refused, not an error)."""
+        incarnation = lease_id >> ID_BITS if is_int(lease_id) and lease_id >= 0 else None
+        ours = incarnation == self._incarnation
+        if incarnation is None or lease_id >> 63 or (
+            (ours and lease_id & _ID_MASK >= self._next_id)
+            or (not ours and not self._restored and incarnation not in self._ancestors)
         ):
+            last = self._incarnation << ID_BITS | max(self._next_id - 1, 0)
+            handed = (f"{self._incarnation << ID_BITS} to {last}" if self._next_id
+                      else "none yet")
             raise InvalidArgumentError(
-                f"expected a lease id this queue handed out (0 to {self._next_id - 1}), "
-                f"got {lease_id!r}"
+                f"expected a lease id this queue handed out (lately: {handed}), got "
+                f"{lease_id!r}"
             )
+
+
+_ID_MASK = (1 << ID_BITS) - 1
+
+
+def _incarnation(taken: Iterable[int]) -> int:
+    """A random incarnation, none of ``taken``."""
+    taken = set(taken)
+    while (drawn := secrets.randbelow((1 << 31) - 1) + 1) in taken:
+        pass
+    return drawn
+
+
+def _indexes(fields: Fields, key: str, n: int) -> list[int]:
+    """A state's list of distinct task indexes (each ``0 <= i < n``)."""
+    values = fields.sequence(key)
+    if not all(is_int(i) and 0 <= i < n for i in values) or len(set(values)) != len(values):
+        fields.fail(key, f"a list of distinct task indexes (ints 0 to {n - 1})")
+    return [int(i) for i in values]
+
+
+def _checked_state(state: Any) -> dict[str, Any]:
+    """The fields of a :meth:`TaskQueue.state_dict`, each checked (see
+    :meth:`TaskQueue.from_state`), as the queue holds them."""
+    if not isinstance(state, Mapping) or not (
+        is_int(state.get("version")) and state["version"] == STATE_VERSION
+    ):
+        found = state.get("version") if isinstance(state, Mapping) else type(state).__name__
+        raise InvalidArgumentError(
+            f"expected a TaskQueue state of version {STATE_VERSION}, found {found!r}"
+        )
+    fields = Fields(state, "a TaskQueue state")
+    missing = [k for k in _STATE_KEYS if k not in state]
+    if missing:
+        raise InvalidArgumentError(f"a TaskQueue state lacks {missing}: it is damaged")
+    out: dict[str, Any] = {}
+    tasks = fields.sequence("tasks")
+    try:
+        out["tasks"] = [_task(t, i) for i, t in enumerate(tasks)]
+    except InvalidArgumentError as error:
+        raise InvalidArgumentError(f"a TaskQueue state's 'tasks': {error}") from None
+    n = len(tasks)
+    timeout = state["lease_timeout"]
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not (
+        timeout > 0
+    ):
+        fields.fail("lease_timeout", "a positive number of seconds")
+    out["lease_timeout"] = timeout
+    out["max_attempts"] = most = fields.integer("max_attempts", 1)
+    out["num_epochs"] = epochs = fields.integer("num_epochs", 1)
+    out["shuffle"] = fields.flag("shuffle")
+    out["seed"] = fields.integer("seed")
+    out["epoch"] = epoch = fields.integer("epoch", 0, epochs)
+    fields.integer("next_id", 0, _ID_MASK + 1)
+    kept = state.get("incarnations", [])  # absent in checkpoints of before incarnations
+    if not isinstance(kept, list) or not all(is_int(i) and 0 < i < 1 << 31 for i in kept):
+        fields.fail("incarnations", "a list of ints from 1 to 2**31 - 1", kept)
+    out["incarnations"] = [int(i) for i in kept][-KEPT_INCARNATIONS:]
+    todo, done, given_up = (_indexes(fields, key, n) for key in ("todo", "done", "given_up"))
+    held = sorted([*todo, *done, *given_up])
+    want = list(range(n)) if epoch < epochs else []
+    if held != want:
+        fields.fail("todo", f"with 'done' and 'given_up', each of the {n} task indexes "
+                    "once" if want else "empty, with 'done' and 'given_up', once every "
+                    f"epoch is over (epoch {epoch} of {epochs})",
+                    {"todo": todo, "done": done, "given_up": given_up})
+    out.update(todo=todo, done=done, given_up=given_up)
+    attempts: dict[int, int] = {}
+    for entry in fields.sequence("attempts"):
+        if not (isinstance(entry, list) and len(entry) == 2 and is_int(entry[0])
+                and 0 <= entry[0] < n and is_int(entry[1]) and 1 <= entry[1] <= most
+                and entry[0] not in attempts):
+            fields.fail("attempts", f"a list of [task index, attempts] pairs, one per task "
+                        f"at most, attempts from 1 to {most} (max_attempts)", entry)
+        attempts[int(entry[0])] = int(entry[1])
+    for i in given_up:
+        if attempts.get(i) != most:
+            fields.fail("attempts", f"{most} (max_attempts) for task {i}, which was given "
+                        "up", attempts.get(i, 0))
+    for i in todo:
+        if attempts.get(i, 0) >= most:
+            fields.fail("attempts", f"below {most} (max_attempts) for task {i}, which is "
+                        "to do", attempts[i])
+    errors: dict[int, list[str]] = {}
+    for entry in fields.sequence("errors"):
+        if not (isinstance(entry, list) and len(entry) == 2 and is_int(entry[0])
+                and isinstance(entry[1], list) and entry[0] not in errors
+                and len(entry[1]) == attempts.get(entry[0])
+                and all(isinstance(e, str) for e in entry[1])):
+            fields.fail("errors", "a list of [task index, [one error str per attempt]] "
+                        "pairs, for the tasks with attempts", entry)
+        errors[int(entry[0])] = list(entry[1])
+    if errors.keys() != attempts.keys():
+        fields.fail("errors", "one entry per task with attempts",
+                    sorted(set(errors) ^ set(attempts)))
+    out.update(attempts=attempts, errors=errors)
+    failed: list[dict[str, Any]] = []
+    for record in fields.sequence("failed"):
+        if not (isinstance(record, dict) and set(record) == {"task", "epoch", "attempts",
+                                                             "errors"}
+                and is_int(record["epoch"]) and 0 <= record["epoch"] <= epoch
+                and is_int(record["attempts"]) and record["attempts"] >= 1
+                and isinstance(record["errors"], list)
+                and all(isinstance(e, str) for e in record["errors"])):
+            fields.fail("failed", "a list of {task, epoch, attempts, errors} records of "
+                        f"epochs up to {epoch}", record)
+        try:
+            task = _task(record["task"], len(failed))
+        except InvalidArgumentError as error:
+            raise InvalidArgumentError(f"a TaskQueue state's 'failed': {error}") from None
+        failed.append(dict(record, task=task, errors=list(record["errors"])))
+    out["failed"] = failed
+    return out
+
+
+_STATE_KEYS = ("tasks", "lease_timeout", "max_attempts", "num_epochs", "shuffle", "seed",
+               "epoch", "next_id", "todo", "done", "given_up", "attempts", "errors",
+               "failed")
 
 
 def _task(value: Task | Sequence[Any], index: int) -> Task:
