@@ -111,10 +111,12 @@ class _Chunk:
     """One chunk's records, each decoded the first time it is asked for and kept."""
 
     def __init__(
-        self, records: list[bytes], offset: int, path: str, codec: Codec, allow_pickle: bool
+        self, records: list[bytes], offset: int, path: str, codec: Codec, allow_pickle: bool,
+        written_with: str | None = None,
     ) -> None:
         self.records, self.offset, self.path = records, offset, path
         self.codec, self.allow_pickle = codec, allow_pickle
+        self.written_with = written_with
         self.values: list[Any] = [None] * len(records)
         self.done = np.zeros(len(records), dtype=np.bool_)
 
@@ -129,7 +131,8 @@ class _Chunk:
             except _Located:
                 for p in need:  # name the record that fails: its position in the chunk
                     list(decoded([(Chunk(self.offset, [self.records[p]]), p)], self.codec,
-                                 self.path, allow_pickle=self.allow_pickle))
+                                 self.path, allow_pickle=self.allow_pickle,
+                                 written_with=self.written_with))
                 raise
             for p, value in zip(need, values, strict=True):
                 self.values[p] = value
@@ -342,7 +345,8 @@ class MapDataset:
                     if position == firsts[k + 1]:
                         if k in keep:
                             yield k, _Chunk(records, offset, source.shown, codec,
-                                            self.reader.allow_pickle)
+                                            self.reader.allow_pickle,
+                                            self.reader.written_with(source.set_index))
                         k, records, offset = k + 1, [], -1
             if position != end:
                 raise RecordsLostError(
