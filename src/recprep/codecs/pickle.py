@@ -86,8 +86,8 @@ another codec
             return pickle.loads(record)
         except Exception as e:
             raise DecodeError(
-                f"the record is not a valid pickle ({type(e).__name__}: {e}; "
-                f"{first_byte(record)}){REMEDY}",
+                f"the record is not a valid pickle ({type(e).__name__}: {e}): "
+                f"{first_byte(record)}{REMEDY}",
                 remedy=codec_remedy(record, besides=self.name),
             ) from e
 

@@ -8,9 +8,10 @@ line, the bar's final state. (tqdm's text on stderr left a line per refresh in s
 notebooks, and its ``ipywidgets`` widget is saved as it was first shown, at 0%.)
 
 What the bar counts against a total (so it shows a percentage, a rate and an ETA):
-``tasks_total`` (``recprep prepare``: one task a raw file) counts tasks, with instances and
-shards beside it; ``total_instances`` (an input of known length) counts instances;
-with neither, instances are counted without a total.
+``tasks_total`` (``recprep prepare``: its raw files) counts the input partitions read,
+with instances and shards beside it (a task that reads a group of partitions adds them all
+when it finishes: ``add_tasks(count)``); ``total_instances`` (an input of known length)
+counts instances; with neither, instances are counted without a total.
 
 Example
 -------
