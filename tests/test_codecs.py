@@ -342,7 +342,7 @@ def test_empty_record():
 @pytest.mark.parametrize("record, hint", [
     (pickle.dumps((1, 2), protocol=4), "looks like a pickle"),
     (b"\x0a\x05hello", "codec='raw'"),
-    (b"\xf2\x00", "codec='pickle'"),
+    (b"\xf2\x00", "codec='raw'"),  # no pickle starts with 0xf2
 ])
 def test_wrong_format_tag(record, hint):
     with pytest.raises(DecodeError, match="not recprep-encoded") as err:

@@ -8,7 +8,7 @@ Directives are HTML comments, so a page reads fine on GitHub too:
   section whose heading starts with that text, down to the next heading of the same or a
   higher level (the page writes its own heading);
 * ``<!-- cli-help -->`` — the real ``--help`` of ``recprep`` and of each registered
-  command, from :func:`recprep.cli.build_parser`.
+  command, from :func:`recprep.cli.build_parser`, wrapped to :data:`CODE_COLUMNS`.
 
 Links to files of the repository outside ``docs/`` (``[results](../benchmarks/RESULTS.md)``)
 can't be links on the site, which holds only ``docs/``: they become the file's path in code
@@ -42,6 +42,11 @@ _LINK = re.compile(r"(?<!!)\[(?P<label>[^\]\n]+)\]\((?P<target>[^)\s#]+)(?P<anch
 _FIGURE = re.compile(r'<p>(?P<img><img\b[^>]*?\bsrc="(?P<src>[^"]+)"[^>]*>)</p>')
 
 _root = Path.cwd()
+
+#: the characters of a code line that fit a code block of the content column at 1280 px
+#: (Material, its sidebars shown; 656 px for 0.6 em-wide monospace characters, measured in
+#: Chromium): the longest line of a page's code blocks, and the width of the --help texts
+CODE_COLUMNS = 80
 
 
 def on_config(config):
@@ -89,7 +94,7 @@ def _include(match: re.Match[str], page: str) -> str:
 
 
 def _help_texts() -> str:
-    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal's width
+    os.environ["COLUMNS"] = str(CODE_COLUMNS + 2)  # argparse wraps help at COLUMNS - 2
     from recprep.cli import build_parser
 
     parser = build_parser()

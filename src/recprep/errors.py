@@ -35,6 +35,7 @@ __all__ = [
     "ColumnsError",
     "CorruptDataError",
     "CorruptDataWarning",
+    "DatasetExistsError",
     "DecodeError",
     "EncodeError",
     "ExampleMergeWarning",
@@ -69,6 +70,7 @@ __all__ = [
     "UnsplitInputWarning",
     "UnsupportedColumnError",
     "UntrustedFileError",
+    "WorkerImportError",
     "WriteError",
 ]
 
@@ -200,6 +202,32 @@ class MissingDependencyError(RecprepError, ImportError):
         )
 
 
+class WorkerImportError(RecprepError, ImportError):
+    """The Python that runs a Spark job's tasks can't import recprep (or a module recprep
+    imports): the workers run another interpreter than the driver, one without recprep —
+    typically a SparkSession of the user's own, started outside the activated venv.
+
+    Attributes: ``module`` (the module that failed to import), ``python`` (the workers'
+    interpreter as Spark was told it, or None), ``original_traceback`` (the worker's).
+    """
+
+    def __init__(self, module: str, python: str | None, driver_python: str,
+                 original_traceback: str = "") -> None:
+        self.module = module
+        self.python = python
+        self.original_traceback = original_traceback
+        lacks = "" if module == "recprep" else f" (it lacks {module!r}, which recprep imports)"
+        runs = (f"they run {python}" if python else
+                "PYSPARK_PYTHON is not set, so they run the first python3 on their PATH")
+        super().__init__(
+            f"the Spark workers' Python can't import recprep{lacks}; set PYSPARK_PYTHON (or "
+            "the spark.pyspark.python setting) to a Python where recprep is installed before "
+            f"the SparkSession is created (on one machine, this driver's: {driver_python}), "
+            f"or install recprep into the workers' Python ({runs}). The worker's traceback "
+            "is in .original_traceback"
+        )
+
+
 class PluginError(RecprepError, ImportError):
     """A plug-in (an entry point of another distribution) fails to load, or loads something
     that is not a valid entry of its registry.
@@ -245,6 +273,31 @@ class OutputExistsError(RecprepError, FileExistsError):
             f"{path} already holds {len(self.existing)} file(s) of this shard set "
             f"({shown}){interrupted}{REMEDY}, or choose another name prefix or output path",
             remedy=remedies,
+        )
+
+
+class DatasetExistsError(OutputExistsError):
+    """:func:`recprep.spark.write` with ``mode="error"`` (the default) found its path
+    holding files: it says the modes that write there anyway.
+
+    Attributes: ``path`` (the dataset directory), ``existing`` (the entries found).
+    """
+
+    def __init__(self, path: str, existing: Sequence[str]) -> None:
+        self.path = path
+        self.existing = list(existing)
+        shown = ", ".join(self.existing[:3]) + (" ..." if len(self.existing) > 3 else "")
+        count = len(self.existing)
+        RecprepError.__init__(
+            self,
+            f"{path} already holds {count} entr{'y' if count == 1 else 'ies'} ({shown})"
+            f"{REMEDY}{REMEDY}, or write to another path",
+            remedy=[
+                Remedy("mode", "overwrite", effect="to replace the partition directories the "
+                       "DataFrame has rows for once it is written (with "
+                       "partition_overwrite='static': everything)"),
+                Remedy("mode", "append", effect="to add a shard set beside what is there"),
+            ],
         )
 
 

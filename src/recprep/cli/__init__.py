@@ -49,14 +49,14 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 _EPILOG = """\
 examples:
-  recprep ls out/                               the shard sets in a directory
-  recprep head out/train -n 3                   the first 3 instances of a set
-  recprep verify s3://bucket/data/ --json       check every chunk and checksum
-  recprep cp 'out/train-*' s3://bucket/data/    copy a shard set (and its manifest)
+  recprep ls out/                             the shard sets in a directory
+  recprep head out/train -n 3                 the first 3 instances of a set
+  recprep verify s3://bucket/data/ --json     check every chunk and checksum
+  recprep cp 'out/train-*' s3://bucket/data/  copy a shard set and its manifest
 
-remote storage: any fsspec URL (s3://, gs://, hdfs://, memory://...); pass options with
---storage-options '{"endpoint_url": "http://127.0.0.1:9000"}' or the usual environment
-variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+remote storage: any fsspec URL (s3://, gs://, hdfs://, memory://...); pass
+options with --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}' or
+the usual environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
 
 exit status: 0 success, 1 verify found problems, 2 error, 130 interrupted.
 Run 'recprep COMMAND --help' for a command's options and examples.
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``recprep`` argument parser, with every registered command."""
     parser = argparse.ArgumentParser(
         prog="recprep",
-        description="recprep: training data in sharded RecordIO files; tools to copy, "
+        description="recprep: training data in sharded RecordIO files; tools to copy,\n"
         "list, inspect and verify shard sets on any filesystem.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -7,17 +7,19 @@ import sys
 
 HELP = "print the first instances of a shard set (arrays by dtype, shape and a preview)"
 DESCRIPTION = """\
-Print the first N instances that RecordIO(PATH) yields, in order: numpy arrays by dtype,
-shape and their first items, other values by type and a short repr. Pickled values are
-refused unless --allow-pickle: unpickling runs code chosen by whoever wrote the file."""
+Print the first N instances that RecordIO(PATH) yields, in order: numpy arrays
+by dtype, shape and their first items, other values by type and a short repr.
+Pickled values are refused unless --allow-pickle: unpickling runs code chosen by
+whoever wrote the file."""
 EXAMPLES = """\
 examples:
-  recprep head out/train                  the first 5 instances of the set out/train
+  recprep head out/train                  the first 5 instances of out/train
   recprep head 'out/train-*-of-*' -n 20
   recprep head s3://bucket/data/train -n 1 --allow-pickle
   recprep head legacy.recordio --codec raw      records as bytes, undecoded
-  recprep head damaged-00000-of-00001 --on-corrupt skip     read around damage (warns)
-  recprep head data.bin --format tfrecord        a file whose format isn't detected
+  recprep head damaged-00000-of-00001 --on-corrupt skip
+                                          read around damage (warns)
+  recprep head data.bin --format tfrecord  a file whose format isn't detected
 """
 
 

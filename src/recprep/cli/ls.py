@@ -6,16 +6,18 @@ import argparse
 
 HELP = "list the shard sets (prefixes) in a directory: shards, records, size, format, codec"
 DESCRIPTION = """\
-List the shard sets in a directory (or those a glob or 'dir/prefix' names): shard count,
-records, bytes, format, codec and compressor. The facts come from each set's manifest;
-a set without one is described from its chunk headers (no record is decoded), and its
-codec is shown as unknown. SHARDS reads 3/4 when a shard is missing."""
+List the shard sets in a directory (or those a glob or 'dir/prefix' names):
+shard count, records, bytes, format, codec and compressor. The facts come from
+each set's manifest; a set without one is described from its chunk headers (no
+record is decoded), and its codec is shown as unknown. SHARDS reads 3/4 when a
+shard is missing."""
 EXAMPLES = """\
 examples:
   recprep ls out/
   recprep ls 'out/train-*-of-*' out/test
   recprep ls s3://bucket/datasets/ --json
-  recprep ls s3://bucket/datasets/ --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}'
+  recprep ls s3://bucket/datasets/ \\
+      --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}'
   AWS_ENDPOINT_URL=http://127.0.0.1:9000 recprep ls s3://bucket/datasets/
 """
 

@@ -9,25 +9,29 @@ from typing import Any
 HELP = "run the data-preparation job: MODEL_FILE + RAW_DIR -> shards in OUTPUT_DIR"
 
 DESCRIPTION = """\
-Run the data-preparation job. MODEL_FILE is the Python file you train with; it defines
-`feature_columns` (what each instance holds) and `prepare_data_for_a_single_file(filename)`
-(one raw file -> an instance, an iterator of instances, or None to skip it). RAW_DIR is
-traversed recursively (hidden files skipped, sorted order); each file is one task. The
-instances are checked against feature_columns and written as tf.train.Example records
-(--codec example, the default with feature columns) into RecordIO shards named
-NAME_PREFIX-00000-of-NNNNN in OUTPUT_DIR, with NAME_PREFIX.manifest.json written last.
+Run the data-preparation job. MODEL_FILE is the Python file you train with; it
+defines `feature_columns` (what each instance holds) and
+`prepare_data_for_a_single_file(filename)` (one raw file -> an instance, an
+iterator of instances, or None to skip it). RAW_DIR is traversed recursively
+(hidden files skipped, sorted order); each file is one task. The instances are
+checked against feature_columns and written as tf.train.Example records (--codec
+example, the default with feature columns) into RecordIO shards named
+NAME_PREFIX-00000-of-NNNNN in OUTPUT_DIR, with NAME_PREFIX.manifest.json written
+last.
 
-local mode runs N worker processes on this machine; cluster mode runs on Spark (default)
-or Ray (--executor ray) at --master / --address, with --conf key=value passed to the
-engine."""
+local mode runs N worker processes on this machine; cluster mode runs on Spark
+(default) or Ray (--executor ray) at --master / --address, with --conf key=value
+passed to the engine."""
 
 EXAMPLES = """\
 examples:
   recprep prepare model.py raw/ out/
       this machine, one worker per CPU, 4 shards per worker
-  recprep prepare model.py raw/ out/ local --num-workers 8 --num-shards 64 --include '*.png'
+  recprep prepare model.py raw/ out/ local --num-workers 8 --num-shards 64 \\
+      --include '*.png'
   recprep prepare model.py raw/ out/ --on-error skip
-      skip files that fail or don't match feature_columns; report in out/data.skipped.json
+      skip files that fail or don't match feature_columns; report in
+      out/data.skipped.json
   recprep prepare model.py s3://bucket/raw s3://bucket/train cluster \\
       --master spark://10.0.0.1:7077 --conf spark.executor.memory=4g
   recprep prepare model.py raw/ out/ cluster --executor ray --address auto

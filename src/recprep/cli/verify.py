@@ -7,11 +7,12 @@ from typing import Any
 
 HELP = "check every chunk, checksum and manifest count; exit status 1 if anything is wrong"
 DESCRIPTION = """\
-Read every chunk of every shard (checksums, decompression, record framing) and compare
-each file's size, record count and CRC-32C with its manifest; report shards missing from
-a set and shards its manifest doesn't list. Prints a per-shard table and each problem
-with its file and byte offset. Exit status: 0 when everything is intact, 1 when a
-problem was found, 2 when verify itself failed (e.g. nothing at PATH)."""
+Read every chunk of every shard (checksums, decompression, record framing) and
+compare each file's size, record count and CRC-32C with its manifest; report
+shards missing from a set and shards its manifest doesn't list. Prints a
+per-shard table and each problem with its file and byte offset. Exit status: 0
+when everything is intact, 1 when a problem was found, 2 when verify itself
+failed (e.g. nothing at PATH)."""
 EXAMPLES = """\
 examples:
   recprep verify out/                         every shard set in out/

@@ -12,6 +12,7 @@ decimals, UUIDs, fractions, named tuples, pandas values). Tags are listed in
 
 from __future__ import annotations
 
+import reprlib
 import struct
 from typing import Any
 
@@ -48,6 +49,38 @@ def cache_put(cache: dict, key: Any, value: Any) -> Any:
         cache.clear()
     cache[key] = value
     return value
+
+
+def build_dict(items: list) -> dict:
+    """The dict of ``items`` (key, value, key, value...).
+
+    A key given twice is a :class:`Fail`: a dict holds each key once, so recprep's encoder
+    never writes one twice, and keeping either value would hand out data nobody wrote.
+
+    >>> build_dict(["a", 1, "b", 2])
+    {'a': 1, 'b': 2}
+    >>> build_dict(["a", 1, "a", 2])
+    Traceback (most recent call last):
+    ...
+    recprep.codecs._recprep_base.Fail: a dict of 2 entries holds the key 'a' twice (recprep \
+never writes that: the record is damaged or was not written by recprep)
+    """
+    it = iter(items)
+    value = dict(zip(it, it, strict=True))
+    if 2 * len(value) != len(items):
+        raise Fail(repeated_key(items[::2]))
+    return value
+
+
+def repeated_key(keys: list) -> str:
+    """Say which of a dict's ``keys`` (hashable, some equal) comes twice."""
+    seen: set = set()
+    for key in keys:
+        if key in seen:
+            break
+        seen.add(key)
+    return (f"a dict of {len(keys)} entries holds the key {reprlib.repr(key)} twice "
+            "(recprep never writes that: the record is damaged or was not written by recprep)")
 
 
 def utf8(s: str) -> bytes:

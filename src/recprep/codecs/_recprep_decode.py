@@ -47,6 +47,7 @@ from ._recprep_base import (
     T_TRUE,
     T_TUPLE,
     Fail,
+    build_dict,
 )
 from ._recprep_numpy import dec_ndarray, dec_npscalar
 from ._recprep_packed import DPLANS, packed_decoder
@@ -74,11 +75,6 @@ def _dec_sized(convert: Callable[[bytes], Any]) -> Callable[[bytes, int], tuple[
 
 def _str(b: bytes) -> str:
     return b.decode("utf-8", "surrogatepass")
-
-
-def _build_dict(items: list) -> dict:
-    it = iter(items)
-    return dict(zip(it, it, strict=True))
 
 
 def _build_set(kind: type) -> Callable[[list], Any]:
@@ -111,7 +107,7 @@ for _tag, _dec in TYPE_DECODERS.items():
     _DECODERS[_tag] = _dec
 # containers of counted values: tag -> (values per count, builder)
 _COUNTED: dict[int, tuple[int, Callable[[list], Any]]] = {
-    T_LIST: (1, lambda items: items), T_TUPLE: (1, tuple), T_DICT: (2, _build_dict),
+    T_LIST: (1, lambda items: items), T_TUPLE: (1, tuple), T_DICT: (2, build_dict),
     T_SET: (1, _build_set(set)), T_FROZENSET: (1, _build_set(frozenset)),
 }
 _BAD_INPUT = (Fail, struct.error, IndexError, UnicodeDecodeError, ValueError, TypeError,

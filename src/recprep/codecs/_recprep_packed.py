@@ -24,7 +24,17 @@ from functools import partial
 from itertools import chain
 from typing import Any
 
-from ._recprep_base import F1, T_PDICT, T_PLIST, T_PTUPLE, Fail, cache_put, pack_tag_u32
+from ._recprep_base import (
+    F1,
+    T_PDICT,
+    T_PLIST,
+    T_PTUPLE,
+    Fail,
+    build_dict,
+    cache_put,
+    pack_tag_u32,
+    repeated_key,
+)
 
 __all__ = ["COMPILE_COST", "LAST_TOP", "PROMOTE", "encode_packed", "packed_decoder"]
 
@@ -42,13 +52,8 @@ _CODE_OF = {bool: "?", int: "q", float: "d", str: "s", bytes: "y"}
 _FIELD_OF_CODE = bytes.maketrans(b"?qdsy", b"?qdII")
 
 
-def _build_dict(items: list) -> dict:
-    it = iter(items)
-    return dict(zip(it, it, strict=True))
-
-
 _BUILD: dict[int, Callable[[list], Any]] = {
-    T_PLIST: lambda items: items, T_PTUPLE: tuple, T_PDICT: _build_dict
+    T_PLIST: lambda items: items, T_PTUPLE: tuple, T_PDICT: build_dict
 }
 
 
@@ -260,11 +265,16 @@ def _gen_decoder(n: int, tag: int, unpack: Callable, size: int, var: list) -> Ca
         lines.append(f"    e = p + a{i}\n    a{i} = buf[p:e]{conv}\n    p = e")
     lines.append("    if p > len(buf):\n        raise Fail('truncated packed container')")
     if tag == T_PDICT:
-        value = "{" + ", ".join(f"a{i}: a{i + 1}" for i in range(0, n, 2)) + "}"
+        lines.append("    d = {" + ", ".join(f"a{i}: a{i + 1}" for i in range(0, n, 2)) + "}")
+        if n > 2:  # a key twice (damaged or forged): refused, as build_dict does
+            keys = ", ".join(f"a{i}" for i in range(0, n, 2))
+            lines.append(f"    if len(d) != {n // 2}:\n        raise Fail(repeated_key([{keys}]))")
+        lines.append("    return d, p")
     else:
         value = f"({names},)" if tag == T_PTUPLE else f"[{names}]"
-    lines.append(f"    return {value}, p")
-    return _compile(lines, "dec", {"unpack": unpack, "Fail": Fail})
+        lines.append(f"    return {value}, p")
+    return _compile(lines, "dec", {"unpack": unpack, "Fail": Fail,
+                                   "repeated_key": repeated_key})
 
 
 def _dec_packed_long(unpack: Callable, size: int, var: list, tag: int, buf: bytes,

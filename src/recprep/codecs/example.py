@@ -62,6 +62,7 @@ import numpy as np
 
 from ..batching import Columns
 from ..errors import (
+    REMEDY,
     DecodeError,
     EncodeError,
     ExampleMergeWarning,
@@ -85,6 +86,7 @@ from .example_wire import (
     varint,
     varints,
 )
+from .guess import codec_remedy, first_byte
 
 __all__ = ["ExampleCodec", "ExampleMergeWarning", "key_order", "varint"]
 
@@ -347,7 +349,10 @@ class ExampleCodec(Codec):
         try:
             return self._decode_parsed(parse(buf))
         except WireError as err:
-            raise DecodeError(f"not a valid tf.train.Example record: {err}") from None
+            raise DecodeError(
+                f"not a valid tf.train.Example record ({err}): {first_byte(buf)}{REMEDY}",
+                remedy=codec_remedy(buf, besides=self.name),
+            ) from None
 
     def decode_columns(self, records: list[bytes | memoryview]) -> Columns | None:
         """A chunk whose records hold the same features, each of one kind, as columns

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..batching import Columns
-from ..errors import REMEDY, DecodeError, EncodeError, Remedy
+from ..errors import REMEDY, DecodeError, EncodeError
 from ._recprep_base import (
     F1,
     FORMAT_TAG,
@@ -70,6 +70,7 @@ from ._recprep_packed import DPLANS, LAST_TOP, PACKED_TAG, encode_packed
 from ._recprep_types import ENCODERS as TYPE_ENCODERS
 from ._recprep_types import enc_namedtuple, namedtuple_fields, pandas_value
 from .base import Codec
+from .guess import codec_remedy, first_byte
 
 __all__ = ["FORMAT_TAG", "MAX_DEPTH", "RecprepCodec"]
 
@@ -205,13 +206,11 @@ def _encode_into(value: Any, out: list) -> None:
             it = stack.pop()
 
 
-def _not_recprep(first: int) -> DecodeError:
-    hint = " (it looks like a pickle)" if first == 0x80 else ""
+def _not_recprep(record: bytes) -> DecodeError:
     return DecodeError(
-        f"the record is not recprep-encoded: it starts with byte 0x{first:02x}{hint}, not "
+        f"the record is not recprep-encoded: {first_byte(record)}, not "
         f"0x{FORMAT_TAG:02x}{REMEDY}",
-        remedy=Remedy("codec", "pickle", also=("raw",),
-                      effect="if it was written with another codec"),
+        remedy=codec_remedy(record, besides="recprep"),
     )
 
 
@@ -319,7 +318,7 @@ with another codec
         if not buf:
             raise DecodeError("the record is empty; a recprep record is at least 2 bytes")
         if buf[0] != FORMAT_TAG:
-            raise _not_recprep(buf[0])
+            raise _not_recprep(buf)
         value, off = _decode_value(buf, 1, allow_pickle)
         if off != len(buf):
             raise _decode_error(f"{len(buf) - off} trailing byte(s) after the value", off)

@@ -10,18 +10,29 @@ your readers import) into that same interpreter path on every worker.
 
 Every Spark job recprep submits goes through :func:`run_job` (a description in the Spark
 UI; an engine failure as :class:`~recprep.errors.TaskFailedError`), and every list of
-tasks through :func:`run_tasks`: this backend's, and :func:`recprep.spark.write`'s.
+tasks through :func:`run_tasks`: this backend's, and :func:`recprep.spark.write`'s. A job
+that fails because the workers' Python can't import recprep (a session of the user's own
+whose ``PYSPARK_PYTHON`` is another interpreter) is a
+:class:`~recprep.errors.WorkerImportError` saying so; :func:`check_workers` finds that out
+up front, once per session, for jobs that run outside recprep (the scans of
+:func:`recprep.spark.read`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from ..errors import InvalidArgumentError, MissingDependencyError, TaskFailedError
+from ..errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    TaskFailedError,
+    WorkerImportError,
+)
 from ._connect import take_timeout, wait_for
 from .base import Backend, Outcome, execute
 
@@ -44,17 +55,85 @@ def _run_one(item: tuple[int, bytes]) -> tuple[int, Outcome]:
     return index, execute(payload)
 
 
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+_RECPREP_FRAME = re.compile(r'File "[^"\n]*[/\\]recprep[/\\][^"\n]*"')
+
+
+def import_failure(session: Any, text: str) -> WorkerImportError | None:
+    """The :class:`~recprep.errors.WorkerImportError` a failed job's message ``text``
+    shows, or None: a worker's ``ModuleNotFoundError`` for recprep, or for a module that
+    recprep's own files import (numpy...). Other missing modules (the user's) are left to
+    the error of the task that needs them.
+
+    >>> text = "Traceback (most recent call last):\\n  File \\"worker.py\\", line 9, in x\\n"
+    >>> err = import_failure(None, text + "ModuleNotFoundError: No module named 'recprep'")
+    >>> err.module, str(err).startswith("the Spark workers' Python can't import recprep; set")
+    ('recprep', True)
+    >>> import_failure(None, text + "ModuleNotFoundError: No module named 'mine'") is None
+    True
+    """
+    for found in _NO_MODULE.finditer(text):
+        module = found.group(1)
+        trace = text[text.rfind("Traceback (most recent call last)", 0, found.start()):
+                     found.start()]
+        if module.partition(".")[0] == "recprep" or _RECPREP_FRAME.search(trace):
+            return WorkerImportError(module, _workers_python(session), sys.executable, text)
+    return None
+
+
+def _workers_python(session: Any) -> str | None:
+    """The interpreter ``session`` starts Python workers with, as it was told (None when
+    nothing says: Spark runs ``python3``)."""
+    if session is None:
+        return None
+    try:
+        configured = session.sparkContext.getConf().get("spark.pyspark.python")
+    except Exception:  # a session that can't say: the environment's
+        configured = None
+    return configured or os.environ.get("PYSPARK_PYTHON") or None
+
+
+def _can_import(_: Any) -> str:
+    """Run on a worker: unpickling it imports this module, which is the check; the
+    worker's interpreter."""
+    return sys.executable
+
+
+#: the Spark applications whose workers imported recprep (checked once each)
+_CHECKED: set[str] = set()
+
+
+def check_workers(session: Any) -> None:
+    """Raise :class:`~recprep.errors.WorkerImportError` if ``session``'s Python workers
+    can't import recprep: one tiny job, once per Spark application. For the jobs that run
+    outside :func:`run_job` (a DataFrame's own actions)."""
+    context = session.sparkContext
+    key = str(context.applicationId)
+    if key in _CHECKED:
+        return
+    run_job(session, "recprep: check that the workers' Python imports recprep",
+            "the Spark job checking the workers' Python",
+            context.parallelize([0], 1).map(_can_import).collect)
+    _CHECKED.add(key)
+
+
 def run_job(session: Any, description: str, what: str, job: Callable[[], T]) -> T:
     """Run ``job()``, which submits one Spark job of ``session``, under ``description``
     (what the Spark UI shows); a failure of the job itself (a ``Py4JJavaError``, a lost
-    executor) is raised as :class:`~recprep.errors.TaskFailedError` naming ``what``."""
+    executor) is raised as :class:`~recprep.errors.TaskFailedError` naming ``what``, or as
+    :class:`~recprep.errors.WorkerImportError` when the workers' Python can't import
+    recprep."""
     session.sparkContext.setJobDescription(description)
     try:
         return job()
     except Exception as err:  # Py4JJavaError and friends: an executor or the job died
-        message = str(err).strip().splitlines()
+        text = str(err)
+        unimportable = import_failure(session, text)
+        if unimportable is not None:
+            raise unimportable from None
+        message = text.strip().splitlines()
         raise TaskFailedError(
-            what, type(err).__name__, message[0] if message else "", str(err)
+            what, type(err).__name__, message[0] if message else "", text
         ) from err
 
 

@@ -114,10 +114,11 @@ class _Chunk:
 
     def __init__(
         self, records: list[bytes | None], offset: int, path: str, codec: Codec,
-        allow_pickle: bool, first: int,
+        allow_pickle: bool, first: int, written_with: str | None = None,
     ) -> None:
         self.records, self.offset, self.path = records, offset, path
         self.codec, self.allow_pickle, self.first = codec, allow_pickle, first
+        self.written_with = written_with
         self.values: list[Any] = [None] * len(records)
         self.done = np.zeros(len(records), dtype=np.bool_)
         self.lost = np.array([r is None for r in records], dtype=np.bool_) if (
@@ -140,7 +141,8 @@ class _Chunk:
             except _Located:
                 for p in need:  # name the record that fails: its position in the chunk
                     list(decoded([(Chunk(self.offset, [self.records[p]]), p)], self.codec,
-                                 self.path, allow_pickle=self.allow_pickle))
+                                 self.path, allow_pickle=self.allow_pickle,
+                                 written_with=self.written_with))
                 raise
             for p, value in zip(need, values, strict=True):
                 self.values[p] = value
@@ -360,7 +362,8 @@ class MapDataset:
                     if position == firsts[k + 1]:
                         if k in keep:
                             yield k, _Chunk(records, offset, source.shown, codec,
-                                            self.reader.allow_pickle, int(firsts[k]))
+                                            self.reader.allow_pickle, int(firsts[k]),
+                                            self.reader.written_with(source.set_index))
                         k, records, offset = k + 1, [], -1
             if position != end:
                 raise RecordsLostError(

@@ -35,8 +35,9 @@ from typing import Any
 
 from ..batching import Columns
 from ..codecs import Codec
+from ..codecs.guess import codec_first
 from ..containers import Chunk, Gap, nbytes
-from ..errors import _Located
+from ..errors import DecodeError, _Located
 
 __all__ = ["BATCH_BYTES", "decoded"]
 
@@ -53,6 +54,7 @@ def decoded(
     batch_bytes: int = 0,
     decoding: AbstractContextManager[Any] | None = None,
     columnar: bool = False,
+    written_with: str | None = None,
 ) -> Iterator[list[Any] | Columns | Gap]:
     """Blocks of the instances in ``chunks`` of the file ``path``, in order: lists, and
     with ``columnar`` the :class:`~recprep.batching.Columns` of chunks decoded whole; a
@@ -61,7 +63,8 @@ def decoded(
     ``batch_bytes``: gather chunks until their records reach that many bytes (0: a list
     per chunk; columns always come a chunk at a time). ``decoding`` is held while
     decoding (a lock, so that prefetch threads decode one at a time: decoding holds the
-    GIL, so more would only take turns).
+    GIL, so more would only take turns). ``written_with``: the codec the file's manifest
+    names, which a decode error suggests first when ``codec`` is another.
     """
     lock = decoding or nullcontext()
     pending: list[Any] = []
@@ -78,7 +81,8 @@ def decoded(
             with lock:
                 columns = _columns(codec, allow_pickle, chunk) if columnar else None
                 values: list[Any] | Columns = _decode_chunk(
-                    codec, allow_pickle, chunk, skipped, path) if columns is None else columns
+                    codec, allow_pickle, chunk, skipped, path, written_with
+                ) if columns is None else columns
             if not batch_bytes:
                 yield values
                 continue
@@ -112,17 +116,21 @@ def _columns(codec: Codec, allow_pickle: bool, chunk: Chunk) -> Columns | None:
 
 
 def _decode_chunk(
-    codec: Codec, allow_pickle: bool, chunk: Chunk, skipped: int, path: str
+    codec: Codec, allow_pickle: bool, chunk: Chunk, skipped: int, path: str,
+    written_with: str | None = None,
 ) -> list[Any]:
     try:
         return codec.decode_many(chunk.records, allow_pickle=allow_pickle)
     except _Located as err:
         index = _failing_index(codec, allow_pickle, chunk.records)
-        raise err.located(
+        located = err.located(
             path=path,
             offset=chunk.offset,
             record_index=None if index is None else index + skipped,
-        ) from None
+        )
+        if written_with is not None and isinstance(located, DecodeError):
+            located = codec_first(located, written_with, codec.name)
+        raise located from None
 
 
 def _failing_index(codec: Codec, allow_pickle: bool, records: Sequence[bytes]) -> int | None:

@@ -425,6 +425,12 @@ class RecordIO:
         self._codecs[index] = codec
         return codec
 
+    def written_with(self, index: int) -> str | None:
+        """The codec the manifest of shard set ``index`` names (None without one): a
+        decode error of another codec passed to the reader suggests it first."""
+        manifest = self._sources.manifests[index]
+        return None if manifest is None else manifest.codec
+
     def for_rank(self, rank: int, world_size: int) -> RecordIO:
         """A copy of this reader that reads the share of ``rank`` of ``world_size``."""
         check_part(rank, world_size)
@@ -648,6 +654,7 @@ class RecordIO:
                 batch_bytes=batch_bytes,
                 decoding=decoding,
                 columnar=columnar,
+                written_with=self.written_with(sets[k]),
             )
             for k, piece in enumerate(pieces)
         ]

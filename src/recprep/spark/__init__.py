@@ -170,9 +170,12 @@ def register(spark: Any) -> None:
     (comma-separated: Spark refuses ``.partitionBy()`` for Python data sources),
     ``partitionOverwriteMode`` (``dynamic``, the default, or ``static``) and
     ``namePrefix``. Spark 4 accepts only the ``append`` and ``overwrite`` save modes for
-    Python data sources. Needs pyspark >= 4.0, and pyarrow on the workers.
+    Python data sources. Needs pyspark >= 4.0, and recprep and pyarrow in the workers'
+    Python (else :class:`~recprep.errors.WorkerImportError`: set ``PYSPARK_PYTHON``).
     """
     _require("recprep.spark.register")
+    from ..executors.spark import check_workers
     from .datasource import register as _register
 
+    check_workers(spark)  # the sources run in Spark's Python workers: they must import recprep
     _register(spark)

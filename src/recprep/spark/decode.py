@@ -104,8 +104,7 @@ class RecordDecoder:
             arrays = [None] * len(self.columns)
         if all(a is not None for a in arrays):
             return arrays
-        decode = self._codec.decode
-        rows = [decode(r) for r in records]
+        rows = _decoded(self._codec.decode, records)
         for row in rows[:1]:
             if not isinstance(row, dict):
                 raise DecodeError(
@@ -132,8 +131,7 @@ class RecordDecoder:
                   [example_array(c, parsed.get(c.name), n) for c in self.columns])
         if all(a is not None for a in arrays):
             return arrays
-        decode = self._codec.decode
-        examples = [decode(r) for r in records]
+        examples = _decoded(self._codec.decode, records)
         return [a if a is not None else self._column(c, [e.get(c.name) for e in examples])
                 for a, c in zip(arrays, self.columns, strict=True)]
 
@@ -187,6 +185,20 @@ class RecordDecoder:
             return pa.array([None if v is None else v.item() for v in values]).cast(wanted)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise _fail(column, f"a value doesn't fit: {err}") from None
+
+
+def _decoded(decode: Any, records: Sequence[bytes]) -> list[Any]:
+    """The records decoded one by one; an error names the record (its index in the
+    chunk)."""
+    try:
+        return [decode(r) for r in records]
+    except DecodeError:
+        for index, record in enumerate(records):  # the slow path, after a failure
+            try:
+                decode(record)
+            except DecodeError as err:
+                raise err.located(record_index=index) from None
+        raise
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema, where: str) -> pa.RecordBatch:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..executors.base import serialize
-from ..executors.spark import run_job, run_tasks
+from ..executors.spark import check_workers, run_job, run_tasks
 from ..storage.fs import display, resolve
 from ..storage.locking import ShardSetLock
 from ..storage.staging import FileFacts
@@ -148,6 +148,7 @@ def read(spark: Any, path: str, *, schema: Any, record_type: str | None,
     log.info("recprep: reading %d file(s) of %s", len(plan.tasks), display(fs, root))
     if not plan.tasks:
         return spark.createDataFrame([], plan.struct())
+    check_workers(spark)  # the scan runs in the user's actions: a clear error now, not there
     register_internal(spark)
     return (spark.read.format(SCAN_SOURCE).schema(plan.struct())
             .option(PLAN_OPTION, plan.to_option()).load())

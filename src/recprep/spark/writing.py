@@ -32,7 +32,7 @@ from typing import Any
 import cloudpickle
 
 from ..containers import available_formats
-from ..errors import InvalidArgumentError, OutputExistsError
+from ..errors import DatasetExistsError, InvalidArgumentError
 from ..storage.fs import display
 from ..storage.manifest import Manifest
 from ..storage.shardnames import check_prefix
@@ -156,7 +156,7 @@ def prepare(
     if mode == "error":
         entries = visible_entries(fs, root)
         if entries:
-            raise OutputExistsError(shown, [display(fs, e) for e in entries])
+            raise DatasetExistsError(shown, [display(fs, e) for e in entries])
     elif existing is not None and existing != keys and not (
         mode == "overwrite" and partition_overwrite == "static"
     ):

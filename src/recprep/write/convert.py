@@ -123,6 +123,8 @@ class _Task:
     fn: Any
     args: tuple[Any, ...]
     live: bool = False  # reads instances: takes a tick callback when run in this process
+    #: the input partitions it reads (a group of them shares one task): what progress counts
+    partitions: int = 1
 
 
 def _run_tasks(
@@ -145,7 +147,7 @@ def _run_tasks(
         log.debug("recprep: reusing the staged output of %s", task.description)
         if task.live:
             progress.add_instances(results[index].records)  # type: ignore[union-attr]
-            progress.add_tasks()
+            progress.add_tasks(task.partitions)
 
     def finished(index: int, result: TaskResult, counted: bool) -> None:
         results[index] = result
@@ -153,7 +155,7 @@ def _run_tasks(
         if tasks[index].live:
             if not counted:
                 progress.add_instances(result.records)
-            progress.add_tasks()
+            progress.add_tasks(tasks[index].partitions)
 
     if backend.in_process:
         for index in todo:
@@ -214,7 +216,7 @@ def _write(
         label = f"partition {start}" if end - start == 1 else f"partitions {start}-{end - 1}"
         key = f"part-{start:05d}-{end:05d}"
         part_args = (start, group, fs, staging.path, n, options)
-        piece_tasks.append(_Task(key, label, pieces_task, part_args, True))
+        piece_tasks.append(_Task(key, label, pieces_task, part_args, True, end - start))
     pieces = _run_tasks(backend, piece_tasks, progress, staging, resume)
     pickled: dict[str, int] = {}
     offset = 0  # instances of the partitions before this task's

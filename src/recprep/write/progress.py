@@ -2,13 +2,16 @@
 
 ``progress=`` takes ``None`` (a bar when stderr is a terminal, or in a Jupyter kernel),
 ``True``/``False``, or a callable ``callback(instances_done, shards_done)`` called as work
-advances. In Jupyter the bar is a widget (``tqdm.notebook``) when ``ipywidgets`` is
-installed, else tqdm's text bar on stderr, which notebooks render too.
+advances. In Jupyter the bar is tqdm's text line in one output of the cell, replaced in
+place as it advances (an IPython display updated by its id): a saved notebook holds one
+line, the bar's final state. (tqdm's text on stderr left a line per refresh in saved
+notebooks, and its ``ipywidgets`` widget is saved as it was first shown, at 0%.)
 
 What the bar counts against a total (so it shows a percentage, a rate and an ETA):
-``tasks_total`` (``recprep prepare``: one task a raw file) counts tasks, with instances and
-shards beside it; ``total_instances`` (an input of known length) counts instances;
-with neither, instances are counted without a total.
+``tasks_total`` (``recprep prepare``: its raw files) counts the input partitions read,
+with instances and shards beside it (a task that reads a group of partitions adds them all
+when it finishes: ``add_tasks(count)``); ``total_instances`` (an input of known length)
+counts instances; with neither, instances are counted without a total.
 
 Example
 -------
@@ -21,7 +24,6 @@ Example
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -46,15 +48,40 @@ def in_jupyter() -> bool:
     return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
-def _bar(**kwargs: Any) -> Any:
-    """A tqdm bar: a widget in Jupyter when ipywidgets is there, else text on stderr."""
-    # without ipywidgets tqdm.notebook fails (and warns); its text bar renders in a notebook
-    if in_jupyter() and importlib.util.find_spec("ipywidgets") is not None:
-        from tqdm.notebook import tqdm as notebook_tqdm
+class DisplayLine:
+    """A file for tqdm's text bar in a Jupyter kernel: each line tqdm writes replaces the
+    text of one output of the cell (an IPython display, updated by its id), so the cell
+    shows the bar's last line, live and once the notebook is saved."""
 
-        return notebook_tqdm(**kwargs)
+    encoding = "utf-8"  # the bar is drawn with block characters (tqdm asks)
+
+    def __init__(self) -> None:
+        from IPython.display import display
+
+        self._handle = display({"text/plain": ""}, raw=True, display_id=True)
+        self.line = ""
+
+    def write(self, text: str) -> int:
+        line = text.rpartition("\r")[2].rstrip()  # tqdm writes "\r" + the line (+ "\n")
+        if line and line != self.line:
+            self.line = line
+            self._handle.update({"text/plain": line}, raw=True)
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to flush: each line is sent as it is written."""
+
+
+#: the width of a bar in Jupyter (a cell has no terminal to size it by)
+JUPYTER_COLUMNS = 100
+
+
+def _bar(**kwargs: Any) -> Any:
+    """A tqdm text bar: on stderr, or in Jupyter on one output line updated in place."""
     from tqdm.std import tqdm
 
+    if in_jupyter():
+        return tqdm(file=DisplayLine(), ncols=JUPYTER_COLUMNS, **kwargs)
     return tqdm(file=sys.stderr, dynamic_ncols=True, **kwargs)
 
 
