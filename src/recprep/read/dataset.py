@@ -278,6 +278,11 @@ class MapDataset:
                     f"{int(firsts[-1])} records: the file is damaged or changed after it "
                     "was counted", path=sources.files[number].shown,
                 )
+            if len(firsts) < 2 or position[at].min() < firsts[0]:  # lost before chunk 0
+                raise RecordsLostError(
+                    f"record {int(position[at].min())} of the file was lost to damage "
+                    "(skipped with on_corrupt='skip'): it can't be read",
+                    path=sources.files[number].shown)
             chunk[at] = np.searchsorted(firsts, position[at], side="right") - 1
             within[at] = position[at] - firsts[chunk[at]]
         keys, which = np.unique(np.stack([file, chunk], axis=1), axis=0, return_inverse=True)
