@@ -451,8 +451,11 @@ class TaskFailedError(RecprepError):
     """A conversion task failed; carries what failed and the original error.
 
     Attributes: ``task`` (a description: partition / shard), ``original`` (the original
-    exception when it could be sent back, else None), ``original_type``,
-    ``original_message``, ``original_traceback`` (text).
+    exception when it could be sent back, else None; also the ``__cause__``),
+    ``original_type``, ``original_message``, ``original_traceback`` (text: kept out of
+    the message, which stays one readable sentence). An argument error of the user's
+    (:class:`InvalidArgumentError`) raised inside a task is never wrapped in it: it
+    reaches the caller as it is, on every executor.
     """
 
     def __init__(
@@ -470,10 +473,12 @@ class TaskFailedError(RecprepError):
         shown = original_type.rsplit(".", 1)[-1] if original_type.startswith("recprep.") else (
             original_type
         )
+        said = "nothing was committed" in original_message  # say it once
         super().__init__(
-            f"{task} failed with {shown}: {original_message}; nothing was committed "
-            "(the original traceback is in .original_traceback; the CLI shows it with "
-            "--debug)" + (f"\n\n{original_traceback}" if original_traceback else "")
+            f"{task} failed with {shown}: {original_message}"
+            + ("" if said else "; nothing was committed")
+            + (" (the original traceback is in .original_traceback; the CLI shows it with "
+               "--debug)" if original_traceback else "")
         )
 
     def message(self, say: Callable[[Remedy], str | None] | None = None) -> str:

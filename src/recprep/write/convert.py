@@ -35,7 +35,7 @@ from ..errors import (
     warn,
 )
 from ..executors import Backend, get_backend, serialize
-from ..executors.base import failed
+from ..executors.base import reraise
 from ..names import CodecName, CompressorName, ExecutorName, FormatName
 from ..storage.discovery import Kind, set_files
 from ..storage.fs import display, resolve
@@ -161,7 +161,7 @@ def _run_tasks(
             try:
                 result = task.fn(*task.args, *extra)
             except Exception as err:
-                failed(err).unwrap(task.description)
+                reraise(err, task.description)
             finished(index, result, counted=True)
         return results  # type: ignore[return-value]
     payloads = [serialize(tasks[i].fn, tasks[i].args, tasks[i].description) for i in todo]
