@@ -41,6 +41,7 @@ __all__ = [
     "InputError",
     "InstanceIndexError",
     "InvalidArgumentError",
+    "KilledRunWarning",
     "MissingDependencyError",
     "MissingShardsError",
     "MovedModuleWarning",
@@ -766,6 +767,22 @@ class ExampleMergeWarning(RecprepWarning):
 class ResumeWarning(RecprepWarning):
     """A loaded reader state was dropped unused: the next pass was of another epoch
     (``set_epoch`` was called with a different one), so it starts that epoch afresh."""
+
+
+class KilledRunWarning(RecprepWarning):
+    """``convert(resume=True)`` without ``overwrite=True`` found traces of a run killed
+    before it recorded what it was asked to do, and nothing of its work: it returns the
+    complete set there as it is (verified), which is not that run's data if it was an
+    overwrite. Attributes: ``path`` (the output)."""
+
+    def __init__(self, path: str, trace: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: a run into this shard set was killed before it recorded what it was "
+            f"asked to do ({trace}), and nothing of its work is staged; the complete set "
+            "there is returned as it is, verified. If that run was an overwrite, its data is "
+            "not in it: run the conversion again with overwrite=True (and resume=True)"
+        )
 
 
 class TaskAbandonedWarning(RecprepWarning):
