@@ -19,6 +19,7 @@ out/p-00000-of-00001 at byte 40: bad magic 0x00000000 (the file is damaged: ...)
 
 from __future__ import annotations
 
+import errno
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -433,19 +434,45 @@ class EncodeError(RecprepError, TypeError):
 
 
 class WriteError(RecprepError, OSError):
-    """Writing a shard failed (disk full, permission, network...).
+    """Writing a shard failed (disk full, permission, network, out of file descriptors...).
 
-    Attributes: ``path``, ``original`` (the underlying exception).
+    Attributes: ``path``, ``original`` (the underlying exception). The message says what
+    to check: the output's permissions and free space, or — for ``EMFILE``/``ENFILE`` —
+    the open-files limit, with its value.
     """
 
     def __init__(self, path: str, original: BaseException) -> None:
         self.path = path
         self.original = original
+        exhausted = getattr(original, "errno", None) in (errno.EMFILE, errno.ENFILE)
+        done = ("nothing was committed" if exhausted  # (removing them may need descriptors)
+                else "nothing was committed and the temporaries were removed")
         super().__init__(
-            f"writing {path} failed: {type(original).__name__}: {original}; "
-            "nothing was committed and the temporaries were removed (check output_path, "
-            "its permissions and free space)"
+            f"writing {path} failed: {type(original).__name__}: {original}; {done} "
+            f"({_advice(original)})"
         )
+
+
+def _advice(original: BaseException) -> str:
+    """What to check after ``original`` failed a write."""
+    code = getattr(original, "errno", None)
+    if code == errno.ENFILE:
+        return ("the system's table of open files is full, for all processes together "
+                "(fs.file-max): close files elsewhere, or raise that limit")
+    if code != errno.EMFILE:
+        return "check output_path, its permissions and free space"
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = f"{soft}" + ("" if hard == soft else f", at most {hard} without root")
+    except (ImportError, OSError, ValueError):  # not POSIX
+        limit = "unknown here"
+    return (f"this process reached its limit of open files (RLIMIT_NOFILE, `ulimit -n`: "
+            f"{limit}); recprep holds at most a quarter of it (256 at most) for a task's "
+            "shards, whatever their number, so the rest are held by the program itself: "
+            "raise the limit (`ulimit -n` in the shell that starts the job, or "
+            "resource.setrlimit) or close files the program keeps open")
 
 
 class TaskFailedError(RecprepError):
