@@ -134,9 +134,11 @@ class NoAppendFileSystem(MemoryFileSystem):
         cls.opened += 1
         cls.peak = max(cls.peak, cls.open_now)
         close = f.close
+        still_open = [True]  # (a memory file never says it is closed; "rb" hands it out)
 
         def counted_close():
-            if not f.closed:
+            if still_open[0]:
+                still_open[0] = False
                 NoAppendFileSystem.open_now -= 1
             close()
 
