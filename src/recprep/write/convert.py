@@ -267,12 +267,14 @@ def convert(
         instances), a one-shot iterable (read once, in this process),
         :func:`~recprep.partitions` of readers (each read by its own task), or a table —
         a pandas ``DataFrame``, a pyarrow ``Table`` or ``RecordBatch`` — one instance per
-        row, a dict ``{column: value}`` (see :mod:`recprep.write.inputs`). Each instance is a
-        value or a tuple of values. Sized input (a list, array or table) is split by row
+        row, a dict ``{column: value}`` (see :mod:`recprep.write.inputs`; a table without
+        columns is refused). Each instance is a value or a tuple of values. Sized input (a list, array or table) is split by row
         ranges for parallel executors, with the same bytes as ``serial``.
     num_shards
         How many shard files to write; instance ``i`` goes to shard ``i % num_shards``.
-        A shard that gets no instance is an empty (zero-byte) file.
+        A shard that gets no instance is an empty (zero-byte) file. Any number works
+        under the usual open-files limit: a task keeps at most 256 of its files open (a
+        quarter of ``RLIMIT_NOFILE`` if less; :mod:`recprep.write.filepool`).
     name_prefix
         Shards are named ``{name_prefix}-00000-of-{num_shards-1:05d}`` and so on; the
         manifest is ``{name_prefix}.manifest.json``.
