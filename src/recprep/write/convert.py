@@ -268,8 +268,9 @@ def convert(
         :func:`~recprep.partitions` of readers (each read by its own task), or a table —
         a pandas ``DataFrame``, a pyarrow ``Table`` or ``RecordBatch`` — one instance per
         row, a dict ``{column: value}`` (see :mod:`recprep.write.inputs`; a table without
-        columns is refused). Each instance is a value or a tuple of values. Sized input (a list, array or table) is split by row
-        ranges for parallel executors, with the same bytes as ``serial``.
+        columns is refused). Each instance is a value or a tuple of values. Sized input (a
+        list, array or table) is split by row ranges for parallel executors, with the
+        same bytes as ``serial``.
     num_shards
         How many shard files to write; instance ``i`` goes to shard ``i % num_shards``.
         A shard that gets no instance is an empty (zero-byte) file. Any number works
