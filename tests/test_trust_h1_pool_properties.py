@@ -39,6 +39,7 @@ def test_pooled_files_hold_what_was_written(writes, files, max_open, appends, da
     root = f"/h1-pool-{uuid.uuid4().hex}"
     pool = WritePool(fs, max_open=max_open)
     assert pool.appends is appends
+    closing = data.draw(st.permutations(range(files)), label="closing order")
     pooled = [pool.open(f"{root}/f{k}") for k in range(files)]
     expected = [b""] * files
     NoAppendFileSystem.open_now = 0
@@ -50,7 +51,7 @@ def test_pooled_files_hold_what_was_written(writes, files, max_open, appends, da
             assert pool.num_open <= max_open
             if not appends:
                 assert NoAppendFileSystem.open_now == pool.num_open
-        for k in data.draw(st.permutations(range(files)), label="closing order"):
+        for k in closing:
             pooled[k].close()
             assert pool.num_open <= max_open
         assert pool.num_open == 0
@@ -58,5 +59,7 @@ def test_pooled_files_hold_what_was_written(writes, files, max_open, appends, da
                  for p in fs.find(root, withdirs=False)}
         assert found == {f"f{k}": expected[k] for k in range(files)}  # no segment left
     finally:
+        for file in pooled:  # (after a failure: no handle left to count later)
+            file.abort()
         if fs.exists(root):
             fs.rm(root, recursive=True)
