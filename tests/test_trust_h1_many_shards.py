@@ -206,6 +206,7 @@ def test_s3_output_of_many_shards_keeps_few_uploads_open(tmp_path, s3, s3_url, m
 
     pool_of(4)
     opened: list[int] = [0, 0]  # open now, most at once
+    blocks: set[int] = set()  # the block sizes of the uploads
     real_init = s3fs.S3File.__init__
     real_close = s3fs.S3File.close
 
@@ -214,6 +215,8 @@ def test_s3_output_of_many_shards_keeps_few_uploads_open(tmp_path, s3, s3_url, m
         if "w" in self.mode:
             opened[0] += 1
             opened[1] = max(opened)
+            if ".recprep-staging-" in self.path and "/stream-" in self.path:
+                blocks.add(self.blocksize)
 
     def close(self):
         if "w" in self.mode and not self.closed:
@@ -233,6 +236,15 @@ def test_s3_output_of_many_shards_keeps_few_uploads_open(tmp_path, s3, s3_url, m
            for p in fs.find(url, withdirs=False)}
     assert got == files(str(expected_out))
     assert opened[1] <= 4 + 2 and opened[0] == 0
+    assert blocks == {s3fs.S3FileSystem.default_block_size}  # 4 open: no need to shrink
+    # 100 shards, 64 open: each upload buffers 8 MiB (512 MiB together), not 50 MiB
+    pool_of(64)
+    blocks.clear()
+    convert(f"{s3_url}/wide", small, 100, "w", progress=False, chunk_bytes=1024,
+            storage_options=s3.storage_options)
+    assert blocks == {8 << 20}
+    assert len(list(RecordIO(f"{s3_url}/wide/w-*", storage_options=s3.storage_options)()))\
+        == len(small)
 
 
 def test_the_pool_never_changes_the_bytes(tmp_path, pool_of):

@@ -18,6 +18,13 @@ handle only while they are among the ``max_open`` the pool keeps open:
 * Either way the file's bytes are exactly what one open file would have received,
   whatever ``max_open`` is: the output doesn't depend on the limit.
 
+On an object store an open file is an upload that buffers up to the filesystem's block
+size before it sends a part (s3fs: 50 MiB). With many files open at once, each is opened
+with a block size that keeps them together near :data:`UPLOAD_BUDGET` (never below
+:data:`MIN_UPLOAD_BLOCK`, S3's smallest part; never above the filesystem's default): a
+task's uploads buffer at most about ``max(UPLOAD_BUDGET, max_open * MIN_UPLOAD_BLOCK)``
+(1.25 GiB with 256 open), however many shards it writes and however big they are.
+
 ``max_open`` defaults to :func:`~recprep.read.filepool.default_max_open` (256, or a
 quarter of ``RLIMIT_NOFILE`` if lower). An open that still fails with ``EMFILE`` or
 ``ENFILE`` (the program holds other files) closes pooled handles and halves the pool, down
@@ -56,12 +63,18 @@ from ..errors import WriteError
 from ..read.filepool import default_max_open
 from ..storage.fs import COPY_BLOCK
 
-__all__ = ["PooledWriter", "WritePool", "can_append"]
+__all__ = ["MIN_UPLOAD_BLOCK", "UPLOAD_BUDGET", "PooledWriter", "WritePool", "can_append"]
 
 log = logging.getLogger("recprep")
 
 #: the errors of an open that ran out of file descriptors (the process's, the system's)
 FD_EXHAUSTED = (errno.EMFILE, errno.ENFILE)
+UPLOAD_BUDGET = 512 << 20
+"""What the open uploads of one task (storage that can't append) buffer together, at most
+(unless :data:`MIN_UPLOAD_BLOCK` each is more)."""
+MIN_UPLOAD_BLOCK = 5 << 20
+"""The smallest block an upload is opened with: S3's smallest multipart part. (With it, an
+S3 object holds at most 10,000 parts: 50 GB, when more than 102 files are open at once.)"""
 
 
 def can_append(fs: Any) -> bool:
@@ -139,11 +152,19 @@ class WritePool:
     """Files of one filesystem opened for writing, at most ``max_open`` of them really
     open at once (see the module docs). One task's: not shared between threads."""
 
-    def __init__(self, fs: Any, max_open: int | None = None) -> None:
+    def __init__(self, fs: Any, max_open: int | None = None, files: int | None = None) -> None:
         self.fs = fs
         self.max_open = max(1, default_max_open() if max_open is None else max_open)
         self.appends = can_append(fs)
         self._open: OrderedDict[int, PooledWriter] = OrderedDict()
+        #: how files are opened for writing: the block size of uploads, when ``files``
+        #: (how many the task writes) open together would buffer more than the budget
+        self.options: dict[str, Any] = {}
+        if not self.appends and files:
+            block = max(MIN_UPLOAD_BLOCK, UPLOAD_BUDGET // min(files, self.max_open))
+            default = getattr(fs, "default_block_size", None) or getattr(fs, "blocksize", None)
+            if isinstance(default, int) and block < default:
+                self.options["block_size"] = block
 
     @property
     def num_open(self) -> int:
@@ -179,12 +200,12 @@ class WritePool:
 
     def _open_handle(self, file: PooledWriter) -> Any:
         if not file.created:
-            handle = self.fs.open(file.path, "wb")
+            handle = self.fs.open(file.path, "wb", **self.options)
             file.created = True
         elif self.appends:
             handle = self.fs.open(file.path, "ab")
         else:
-            handle = self.fs.open(file.segment(file.segments + 1), "wb")
+            handle = self.fs.open(file.segment(file.segments + 1), "wb", **self.options)
             file.segments += 1
         return handle
 

@@ -267,7 +267,7 @@ def write_round_robin(
     cut_at = iter([*cuts, -1])
     next_cut = next(cut_at)
     budget = None if pack_into is None else _Budget(spill_bytes)
-    pool = WritePool(fs)
+    pool = WritePool(fs, files=len(paths))
     sinks = [_Sink(pool, path, options, budget) for path in paths]
     if budget is not None:
         budget.sinks = sinks
