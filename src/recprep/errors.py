@@ -19,6 +19,7 @@ out/p-00000-of-00001 at byte 40: bad magic 0x00000000 (the file is damaged: ...)
 
 from __future__ import annotations
 
+import errno
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "InputError",
     "InstanceIndexError",
     "InvalidArgumentError",
+    "KilledRunWarning",
     "MissingDependencyError",
     "MissingShardsError",
     "MovedModuleWarning",
@@ -485,27 +487,56 @@ class EncodeError(RecprepError, TypeError):
 
 
 class WriteError(RecprepError, OSError):
-    """Writing a shard failed (disk full, permission, network...).
+    """Writing a shard failed (disk full, permission, network, out of file descriptors...).
 
-    Attributes: ``path``, ``original`` (the underlying exception).
+    Attributes: ``path``, ``original`` (the underlying exception). The message says what
+    to check: the output's permissions and free space, or — for ``EMFILE``/``ENFILE`` —
+    the open-files limit, with its value.
     """
 
     def __init__(self, path: str, original: BaseException) -> None:
         self.path = path
         self.original = original
+        exhausted = getattr(original, "errno", None) in (errno.EMFILE, errno.ENFILE)
+        done = ("nothing was committed" if exhausted  # (removing them may need descriptors)
+                else "nothing was committed and the temporaries were removed")
         super().__init__(
-            f"writing {path} failed: {type(original).__name__}: {original}; "
-            "nothing was committed and the temporaries were removed (check output_path, "
-            "its permissions and free space)"
+            f"writing {path} failed: {type(original).__name__}: {original}; {done} "
+            f"({_advice(original)})"
         )
+
+
+def _advice(original: BaseException) -> str:
+    """What to check after ``original`` failed a write."""
+    code = getattr(original, "errno", None)
+    if code == errno.ENFILE:
+        return ("the system's table of open files is full, for all processes together "
+                "(fs.file-max): close files elsewhere, or raise that limit")
+    if code != errno.EMFILE:
+        return "check output_path, its permissions and free space"
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = f"{soft}" + ("" if hard == soft else f", at most {hard} without root")
+    except (ImportError, OSError, ValueError):  # not POSIX
+        limit = "unknown here"
+    return (f"this process reached its limit of open files (RLIMIT_NOFILE, `ulimit -n`: "
+            f"{limit}); recprep holds at most a quarter of it (256 at most) for a task's "
+            "shards, whatever their number, so the rest are held by the program itself: "
+            "raise the limit (`ulimit -n` in the shell that starts the job, or "
+            "resource.setrlimit) or close files the program keeps open")
 
 
 class TaskFailedError(RecprepError):
     """A conversion task failed; carries what failed and the original error.
 
     Attributes: ``task`` (a description: partition / shard), ``original`` (the original
-    exception when it could be sent back, else None), ``original_type``,
-    ``original_message``, ``original_traceback`` (text).
+    exception when it could be sent back, else None; also the ``__cause__``),
+    ``original_type``, ``original_message``, ``original_traceback`` (text: kept out of
+    the message, which stays one readable sentence). An argument error of the user's
+    (:class:`InvalidArgumentError`) raised inside a task is never wrapped in it: it
+    reaches the caller as it is, on every executor.
     """
 
     def __init__(
@@ -523,10 +554,12 @@ class TaskFailedError(RecprepError):
         shown = original_type.rsplit(".", 1)[-1] if original_type.startswith("recprep.") else (
             original_type
         )
+        said = "nothing was committed" in original_message  # say it once
         super().__init__(
-            f"{task} failed with {shown}: {original_message}; nothing was committed "
-            "(the original traceback is in .original_traceback; the CLI shows it with "
-            "--debug)" + (f"\n\n{original_traceback}" if original_traceback else "")
+            f"{task} failed with {shown}: {original_message}"
+            + ("" if said else "; nothing was committed")
+            + (" (the original traceback is in .original_traceback; the CLI shows it with "
+               "--debug)" if original_traceback else "")
         )
 
     def message(self, say: Callable[[Remedy], str | None] | None = None) -> str:
@@ -814,6 +847,22 @@ class ExampleMergeWarning(RecprepWarning):
 class ResumeWarning(RecprepWarning):
     """A loaded reader state was dropped unused: the next pass was of another epoch
     (``set_epoch`` was called with a different one), so it starts that epoch afresh."""
+
+
+class KilledRunWarning(RecprepWarning):
+    """``convert(resume=True)`` without ``overwrite=True`` found traces of a run killed
+    before it recorded what it was asked to do, and nothing of its work: it returns the
+    complete set there as it is (verified), which is not that run's data if it was an
+    overwrite. Attributes: ``path`` (the output)."""
+
+    def __init__(self, path: str, trace: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: a run into this shard set was killed before it recorded what it was "
+            f"asked to do ({trace}), and nothing of its work is staged; the complete set "
+            "there is returned as it is, verified. If that run was an overwrite, its data is "
+            "not in it: run the conversion again with overwrite=True (and resume=True)"
+        )
 
 
 class TaskAbandonedWarning(RecprepWarning):

@@ -8,6 +8,13 @@ retry a reader that fails deterministically, and the driver can say which task f
 An engine-level failure (a worker killed, a lost executor) is raised by the backend as
 :class:`~recprep.errors.TaskFailedError`.
 
+On the driver (:meth:`Outcome.unwrap`, and :func:`reraise` for a task run in this
+process) every executor ends a failed task the same way: a user's argument error
+(:class:`~recprep.errors.InvalidArgumentError`) is raised as it is; anything else as a
+:class:`~recprep.errors.TaskFailedError` whose cause is the original error, whose cause
+in turn is the worker's traceback (:class:`RemoteTraceback`), so that printing the
+error shows where it was raised while its message stays one sentence.
+
 Backends only schedule: they never look at what a task does.
 """
 
@@ -18,11 +25,25 @@ import pickle
 import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import cloudpickle
 
-from ..errors import REMEDY, InvalidArgumentError, Remedy, TaskFailedError
+from ..errors import REMEDY, InvalidArgumentError, Remedy, TaskFailedError, add_note
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an error raised in a task elsewhere, as its worker formatted it:
+    set as that error's ``__cause__`` on the driver (as ``concurrent.futures`` does), so
+    that printing the error (``recprep --debug``) shows where it was raised; ``str()`` is
+    the text between triple quotes."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text.rstrip()}\n"""'
 
 
 @dataclass(frozen=True)
@@ -36,20 +57,48 @@ class Outcome:
     error_pickle: bytes | None = None
 
     def unwrap(self, description: str) -> Any:
-        """The result, or raise :class:`TaskFailedError` for ``description``."""
+        """The result; or, for a failed task (``description``), raise its error: an
+        :class:`~recprep.errors.InvalidArgumentError` as it is (the user's argument is
+        wrong, not the task), anything else as :class:`TaskFailedError` (see the module
+        docs)."""
         if self.error_type is None:
             return self.result
-        err = TaskFailedError(
-            description, self.error_type, self.error_message, self.error_traceback
-        )
         original = None
         if self.error_pickle is not None:
             try:
                 original = pickle.loads(self.error_pickle)
             except Exception:  # an exception class the driver can't import
                 original = None
+        remote = RemoteTraceback(self.error_traceback) if self.error_traceback else None
+        if isinstance(original, BaseException) and original.__cause__ is None:
+            original.__cause__ = remote
+        else:
+            original = original if isinstance(original, BaseException) else None
+        if isinstance(original, InvalidArgumentError):
+            add_note(original, f"recprep: raised in {description}")
+            raise original
+        err = TaskFailedError(
+            description, self.error_type, self.error_message, self.error_traceback
+        )
         err.original = original
-        raise err from original
+        raise err from (original if original is not None else remote)
+
+
+def reraise(err: Exception, description: str) -> NoReturn:
+    """Raise what a task run in this process that raised ``err`` ends in, as
+    :meth:`Outcome.unwrap` does for one run elsewhere: an
+    :class:`~recprep.errors.InvalidArgumentError` as it is, anything else as
+    :class:`TaskFailedError` caused by ``err`` itself (its traceback intact)."""
+    if isinstance(err, InvalidArgumentError):
+        add_note(err, f"recprep: raised in {description}")
+        raise err
+    kind = type(err)
+    failure = TaskFailedError(
+        description, f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins."),
+        str(err), "".join(traceback.format_exception(err)),
+    )
+    failure.original = err
+    raise failure from err
 
 
 def execute(payload: bytes) -> Outcome:

@@ -86,6 +86,9 @@ class ShardSetLock:
         self.directory = output
         self.path = posixpath.join(output, f"{LOCK_PREFIX}{prefix}")
         self.held = False
+        #: temporaries of this lock that processes killed while taking it left behind
+        #: (found and removed when it was acquired): runs that died before doing anything
+        self.killed_takers = 0
 
     def acquire(self) -> None:
         if not is_local(self.fs):
@@ -143,7 +146,8 @@ class ShardSetLock:
 
     def _remove_dead_temporaries(self) -> None:
         """Temporaries of this lock (``{lock}.{pid}-{token}.tmp``, ``{lock}.stale-{pid}``)
-        left by processes of this host that died between writing and linking them."""
+        left by processes of this host that died between writing and linking them
+        (counted in :attr:`killed_takers`)."""
         base = posixpath.basename(self.path)
         with contextlib.suppress(OSError):
             for name in os.listdir(self.directory):
@@ -152,6 +156,7 @@ class ShardSetLock:
                 rest = name[len(base) + 1:].removeprefix("stale-")
                 pid = rest.split("-", 1)[0].split(".", 1)[0]
                 if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                    self.killed_takers += 1
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join(self.directory, name))
 

@@ -254,6 +254,7 @@ class Staging:
         try:
             with self.fs.open(tmp, "wb") as f:
                 f.write(data)
+            _failpoints.hit("staging.rename")
             self.fs.mv(tmp, path)
         except OSError as err:
             with contextlib.suppress(Exception):
@@ -278,6 +279,13 @@ class Staging:
         if not isinstance(doc.get("fingerprint"), str):
             raise UntrustedFileError(self._shown(FINGERPRINT), "no fingerprint")
         return Run(doc["fingerprint"], bool(doc.get("overwrite")))
+
+    def unrecorded_run(self) -> bool:
+        """Whether a run was killed while recording itself: the temporary of its
+        ``options.json`` is here and was never renamed into place."""
+        fs = self.fs
+        return bool(fs.exists(self.file(f".{FINGERPRINT}.tmp"))
+                    and not fs.exists(self.file(FINGERPRINT)))
 
     def start_run(self, fingerprint: str, overwrite: bool) -> None:
         """Record the options staged work depends on (and whether the run replaces a

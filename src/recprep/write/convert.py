@@ -26,6 +26,7 @@ from ..errors import (
     REMEDY,
     CorruptDataError,
     InvalidArgumentError,
+    KilledRunWarning,
     OutputExistsError,
     PickleFallbackWarning,
     RecprepError,
@@ -35,7 +36,7 @@ from ..errors import (
     warn,
 )
 from ..executors import Backend, get_backend, serialize
-from ..executors.base import failed
+from ..executors.base import reraise
 from ..names import CodecName, CompressorName, ExecutorName, FormatName
 from ..storage.chunkindex import binding
 from ..storage.discovery import Kind, set_files
@@ -164,7 +165,7 @@ def _run_tasks(
             try:
                 result = task.fn(*task.args, *extra)
             except Exception as err:
-                failed(err).unwrap(task.description)
+                reraise(err, task.description)
             finished(index, result, counted=True)
         return results  # type: ignore[return-value]
     payloads = [serialize(tasks[i].fn, tasks[i].args, tasks[i].description) for i in todo]
@@ -269,12 +270,15 @@ def convert(
         instances), a one-shot iterable (read once, in this process),
         :func:`~recprep.partitions` of readers (each read by its own task), or a table —
         a pandas ``DataFrame``, a pyarrow ``Table`` or ``RecordBatch`` — one instance per
-        row, a dict ``{column: value}`` (see :mod:`recprep.write.inputs`). Each instance is a
-        value or a tuple of values. Sized input (a list, array or table) is split by row
-        ranges for parallel executors, with the same bytes as ``serial``.
+        row, a dict ``{column: value}`` (see :mod:`recprep.write.inputs`; a table without
+        columns is refused). Each instance is a value or a tuple of values. Sized input (a
+        list, array or table) is split by row ranges for parallel executors, with the
+        same bytes as ``serial``.
     num_shards
         How many shard files to write; instance ``i`` goes to shard ``i % num_shards``.
-        A shard that gets no instance is an empty (zero-byte) file.
+        A shard that gets no instance is an empty (zero-byte) file. Any number works
+        under the usual open-files limit: a task keeps at most 256 of its files open (a
+        quarter of ``RLIMIT_NOFILE`` if less; :mod:`recprep.write.filepool`).
     name_prefix
         Shards are named ``{name_prefix}-00000-of-{num_shards-1:05d}`` and so on; the
         manifest is ``{name_prefix}.manifest.json``.
@@ -310,7 +314,10 @@ def convert(
         Complete the work of a run that was killed: finish its commit, or reuse the tasks
         it finished (verified by size and CRC-32C) and run the rest. The result is
         byte-identical to an uninterrupted run. On a complete set, verify it and return;
-        on an empty output, simply run.
+        on an empty output, simply run. With ``overwrite=True`` too, a complete set is
+        returned only as the end of this conversion's own commit: where nothing of it is
+        staged (an overwrite killed before it recorded its run leaves no trace), the set
+        there may be the old one, so the conversion runs and replaces it.
 
     Returns
     -------
@@ -405,8 +412,8 @@ def _locked(
     try:
         lock.acquire()
     except WriteError as err:  # read-only: a complete set needs no writing to verify
-        if not (resume and _read_only(err)):
-            raise
+        if not (resume and not overwrite and _read_only(err)):
+            raise  # (an overwrite must write: the set there may be the old one)
         manifest = _verified(fs, out, options, names, staging.prefix)
         if manifest is None:
             raise
@@ -416,7 +423,8 @@ def _locked(
         replace = overwrite
         if resume:
             try:
-                manifest, replace = _committed(fs, out, staging, options, names, fingerprint)
+                manifest, replace = _committed(fs, out, staging, options, names, fingerprint,
+                                               overwrite, lock.killed_takers)
             except OSError as err:  # storage failed (a RecprepError that is one stays)
                 if isinstance(err, RecprepError):
                     raise
@@ -581,11 +589,21 @@ def _chunk_indexes(
 
 def _committed(
     fs: Any, out: str, staging: Staging, options: WriteOptions, names: list[str],
-    fingerprint: str,
+    fingerprint: str, overwrite: bool, killed_takers: int = 0,
 ) -> tuple[Manifest | None, bool]:
     """With ``resume``: ``(manifest, False)`` once a commit a killed run started is
     finished, or a complete set is verified; ``(None, replace)`` when there is work to do
-    (``replace``: the work replaces the set there — a killed overwrite is continued)."""
+    (``replace``: the work replaces the set there — a killed overwrite is continued).
+
+    With ``overwrite``, a complete set is never the result on its own: when nothing of
+    this conversion is staged (no journal, no run recorded with this fingerprint), the
+    set there may be the old one — an overwrite killed before it recorded its run (while
+    it took the lock, or before its ``options.json`` was renamed into place) leaves no
+    trace — so the conversion runs and replaces it. A resume never returns the old data
+    as this conversion's result. Without ``overwrite``, nothing tells the set there from
+    the one such a run was to write: it is returned, with a
+    :class:`~recprep.errors.KilledRunWarning` when that run left a trace (its lock's
+    temporary, ``killed_takers``, or its record's)."""
     if staging.pending_commit():
         journal = staging.journal()  # checked: this user's, names inside the directory
         data = staging.staged_manifest(journal)
@@ -596,6 +614,10 @@ def _committed(
             data = None if committed is None else committed.to_json()
         if data is not None:
             manifest = Manifest.from_json(data, path=display(fs, source))
+            if overwrite and not _same(manifest, options, names):
+                log.info("recprep: the interrupted commit in %s is of other options; this "
+                         "overwrite replaces it", display(fs, out))
+                return None, True
             _check_same(manifest, options, names, display(fs, out))
             intact = {
                 s.name: FileFacts(posixpath.join(out, s.name), s.records, s.bytes, s.crc32c)
@@ -609,12 +631,25 @@ def _committed(
                 log.warning("recprep: the interrupted commit in %s can't be finished (%s); "
                             "writing the set again", display(fs, out), why)
         return None, True  # a new commit replaces what the interrupted one left
-    run = staging.run() if staging.exists() else None
+    staged = staging.exists()
+    run = staging.run() if staged else None
     if run is not None and run.fingerprint == fingerprint:
-        return None, run.overwrite  # a killed run's work: finish what it was asked to do
+        # a killed run's work: finish what it was asked to do
+        return None, run.overwrite or overwrite
+    if overwrite:  # no trace of this conversion: the set there may be the old one
+        log.info("recprep: nothing of this conversion is staged in %s; writing it",
+                 display(fs, out))
+        return None, True
+    traces = []
+    if killed_takers:
+        traces.append("it died while taking the set's lock")
+    if staged and run is None and staging.unrecorded_run():
+        traces.append("its record in the staging directory was never renamed into place")
     complete = _verified(fs, out, options, names, staging.prefix)
     if complete is None:
         return None, False
+    if traces:
+        warn(KilledRunWarning(display(fs, out), "; ".join(traces)))
     staging.remove()  # leftovers of a run that died after committing
     return complete, False
 
@@ -640,6 +675,14 @@ def _verified(
             )
     log.info("recprep: %s is complete and verified; nothing to do", final_manifest)
     return manifest
+
+
+def _same(manifest: Manifest, options: WriteOptions, names: list[str]) -> bool:
+    """Whether ``manifest`` is of a set written with these options and shard names."""
+    want = (options.format, options.codec.name, options.compressor, names)
+    have = (manifest.format, manifest.codec, manifest.compressor,
+            [s.name for s in manifest.shards])
+    return want == have
 
 
 def _check_same(manifest: Manifest, options: WriteOptions, names: list[str], out: str) -> None:

@@ -18,6 +18,7 @@ from ..containers import Format, RecordWriter, get_format
 from ..errors import EncodeError, InvalidArgumentError, RecprepError, WriteError, add_note
 from ..storage.fs import ChecksumWriter
 from ..storage.staging import FileFacts
+from .filepool import PooledWriter, WritePool
 from .inputs import check_reader
 
 DEFAULT_CHUNK_BYTES = 512 << 10
@@ -131,23 +132,22 @@ class _MemoryFile:
 class _Sink:
     """One output file: opened on first use (or at the end, when ``always`` asks).
 
-    With a budget, the file starts in memory and moves to storage only if the task's
-    buffers pass the budget (see :func:`write_round_robin`).
+    On storage, the file is one of the task's :class:`~recprep.write.filepool.WritePool`:
+    however many files the task writes, a bounded number are open at once. With a
+    budget, the file starts in memory and moves to storage only if the task's buffers
+    pass the budget (see :func:`write_round_robin`).
     """
 
     def __init__(
-        self, fs: Any, path: str, options: WriteOptions, budget: _Budget | None = None
+        self, pool: WritePool, path: str, options: WriteOptions, budget: _Budget | None = None
     ) -> None:
-        self.fs, self.path, self.options, self.budget = fs, path, options, budget
+        self.pool, self.path, self.options, self.budget = pool, path, options, budget
         self.file: Any = None
         self.checksum: ChecksumWriter | None = None
         self.writer: RecordWriter | None = None
 
-    def _open_storage(self) -> Any:
-        try:
-            return self.fs.open(self.path, "wb")
-        except OSError as err:
-            raise WriteError(self.path, err) from err
+    def _open_storage(self) -> PooledWriter:
+        return self.pool.open(self.path)  # opened (and reopened) as it is written
 
     def open(self) -> RecordWriter:
         if self.budget is not None and not self.budget.spilled:
@@ -173,6 +173,8 @@ class _Sink:
         real = self._open_storage()
         try:
             real.write(data)
+        except WriteError:
+            raise
         except OSError as err:
             raise WriteError(self.path, err) from err
         self.file = real
@@ -185,6 +187,8 @@ class _Sink:
         if self.writer is not None:
             try:
                 self.writer.cut()
+            except WriteError:
+                raise
             except OSError as err:
                 raise WriteError(self.path, err) from err
 
@@ -205,7 +209,9 @@ class _Sink:
         return FileFacts(self.path, writer.num_records, checksum.size, checksum.crc32c)
 
     def discard(self) -> None:
-        if self.file is not None and not self.file.closed:
+        if isinstance(self.file, PooledWriter):
+            self.file.abort()  # (never raises: the error that brought us here matters)
+        elif self.file is not None and not self.file.closed:
             try:
                 self.file.close()
             except Exception:  # the error that brought us here matters more
@@ -261,7 +267,8 @@ def write_round_robin(
     cut_at = iter([*cuts, -1])
     next_cut = next(cut_at)
     budget = None if pack_into is None else _Budget(spill_bytes)
-    sinks = [_Sink(fs, path, options, budget) for path in paths]
+    pool = WritePool(fs, files=len(paths))
+    sinks = [_Sink(pool, path, options, budget) for path in paths]
     if budget is not None:
         budget.sinks = sinks
     writes: list[Callable[[bytes], None]] = []
@@ -292,6 +299,9 @@ def write_round_robin(
                             input_failed = False
                             _locate(err, err.instance_index or 0, None, None)
                             raise
+                        except WriteError:  # it names its file already
+                            input_failed = False
+                            raise
                         except OSError as err:
                             input_failed = False
                             raise WriteError(paths[err.shard], err) from err  # type: ignore[attr-defined]
@@ -314,6 +324,9 @@ def write_round_robin(
                     except EncodeError as err:
                         input_failed = False
                         _locate(err, index, instance, encode if by_column else None)
+                        raise
+                    except WriteError:  # it names its file already
+                        input_failed = False
                         raise
                     except OSError as err:
                         input_failed = False
@@ -375,6 +388,8 @@ def _write_block(records: Sequence[bytes], first: int, start: int, stop: int,
         except EncodeError as err:
             position = getattr(err, "position", 0) + done if sinks[shard].writer else 0
             err.instance_index = begin + position * n
+            raise
+        except WriteError:
             raise
         except OSError as err:
             err.shard = shard  # type: ignore[attr-defined]

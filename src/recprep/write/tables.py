@@ -18,6 +18,10 @@ in an object or string column) are nulls. A dict's columns are taken as they are
 ``i`` is ``column[i]`` (a pandas ``Series`` or pyarrow array in it reads like a column of
 a DataFrame or Table).
 
+A table without columns is refused (:class:`~recprep.errors.InvalidArgumentError`, a
+dict's :class:`~recprep.errors.ColumnsError`), however many rows it has: its rows would be
+empty instances.
+
 A reader of rows ``start:end`` pickles only those rows (an Arrow slice as IPC bytes, a
 pandas slice), so row ranges travel to workers at the cost of their own data; a
 ``Dataset`` on files travels as its fragments (paths, format, filesystem), and each
@@ -319,6 +323,8 @@ class TableReader:
     def __init__(self, table: Any, start: int = 0, end: int | None = None, *,
                  check_index: bool = True) -> None:
         self.source = as_source(table)
+        if not self.source.names:
+            _refuse_no_columns(table, len(self.source))
         self.start = start
         self.end = len(self.source) if end is None else end
         if check_index and self.start == 0 and isinstance(self.source, _Frame):
@@ -354,6 +360,21 @@ class TableReader:
                 raise InputError(err, done) from err
             done += block.n
             yield block
+
+
+def _refuse_no_columns(table: Any, rows: int) -> None:
+    """A table without columns is refused, whatever its kind and however many rows it
+    has: each row would be an empty instance, holding nothing to train on (as a dict
+    without columns is refused by :class:`_Columns`)."""
+    kind = type(table).__name__
+    module = _module_of(table)
+    if module in ("pandas", "pyarrow"):
+        kind = f"{module} {kind}"
+    raise InvalidArgumentError(
+        f"reader is a table ({kind}) with {rows} row(s) and no columns: each row would be "
+        "an empty instance, with nothing in it to train on; select the columns to write "
+        "(or pass a list of instances)"
+    )
 
 
 def _rebuild(source: _Source, rows: int) -> TableReader:
