@@ -43,19 +43,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+    import warnings
+
+    from ..errors import RecprepWarning
     from ..tools import copy
 
     common = args.storage_options
     src = args.src_storage_options if args.src_storage_options is not None else common
     dest = args.dest_storage_options if args.dest_storage_options is not None else common
-    result = copy(
-        args.sources,
-        args.dest,
-        storage_options=src,
-        dest_storage_options=dest or {},
-        overwrite=args.overwrite,
-        num_workers=args.workers,
-        progress=False if args.no_progress else None,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecprepWarning)
+        result = copy(
+            args.sources,
+            args.dest,
+            storage_options=src,
+            dest_storage_options=dest or {},
+            overwrite=args.overwrite,
+            num_workers=args.workers,
+            progress=False if args.no_progress else None,
+        )
+    for warning in caught:
+        if issubclass(warning.category, RecprepWarning):
+            print(f"recprep: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
     print(f"copied {result}")
     return 0

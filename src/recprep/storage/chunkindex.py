@@ -43,9 +43,9 @@ import google_crc32c
 import numpy as np
 
 from ..containers import get_format
-from ..errors import CorruptDataWarning
+from ..errors import CorruptDataError, CorruptDataWarning
 from ..read.fileindex import FileIndex
-from .fs import display
+from .fs import display, read_regular
 from .manifest import Manifest, ShardInfo
 
 __all__ = ["CHUNKS_SUFFIX", "ChunkTable", "chunks_name", "load_table", "write_table"]
@@ -143,12 +143,12 @@ def load_table(fs: Any, directory: str, manifest: Manifest) -> ChunkTable | None
     :class:`~recprep.errors.CorruptDataWarning`)."""
     path = posixpath.join(directory, chunks_name(manifest.name_prefix))
     shown = display(fs, path)
-    try:
-        data = bytes(fs.cat_file(path, start=0, end=_MAX_BYTES + 1))  # one bounded GET
+    try:  # a regular file, at most _MAX_BYTES + 1 bytes read (remote: one bounded GET)
+        data = read_regular(fs, path, _MAX_BYTES, what="a chunk index")
     except (FileNotFoundError, IsADirectoryError):
         return None
-    except OSError as err:
-        _distrust(shown, f"it can't be read ({err})")
+    except (OSError, CorruptDataError) as err:
+        _distrust(shown, f"it can't be read ({getattr(err, 'detail', err)})")
         return None
     try:
         if len(data) > _MAX_BYTES:

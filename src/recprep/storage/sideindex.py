@@ -41,6 +41,7 @@ from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, indexing_formats
 from ..containers.base import NO_LIMIT
 from ..containers.record_index import RecordIndex
 from ..errors import CorruptDataError, InvalidArgumentError
+from .fs import open_regular, read_regular
 
 __all__ = [
     "build_index",
@@ -91,7 +92,7 @@ def build_index(
     """
     fmt, kind = _kind(container)
     limit = NO_LIMIT if max_chunk_bytes is None else max_chunk_bytes
-    with fs.open(path, "rb") as file:
+    with open_regular(fs, path) as file:
         index = fmt.index_records(file, path=path, compressor=compressor,
                                   max_chunk_bytes=limit)
     assert index is not None
@@ -121,8 +122,9 @@ def load_index(fs: Any, path: str, container: Format | None = None) -> RecordInd
         log.warning("recprep: %s has %d bytes, more than an index of the %d-byte file can "
                     "need (%d); scanning the file instead", side, side_size, size, most)
         return None
-    try:
-        index = kind.from_bytes(bytes(fs.cat_file(side)), path=side)
+    try:  # a regular file of at most ``most`` bytes (it may have grown since its size)
+        data = read_regular(fs, side, most, what="a record index of this file")
+        index = kind.from_bytes(data, path=side)
     except FileNotFoundError:
         return None
     except CorruptDataError as err:
@@ -139,7 +141,7 @@ def _index(fs: Any, path: str, container: Format | None, max_chunk_bytes: int) -
     fmt, _ = _kind(container)
     index = load_index(fs, path, fmt)
     if index is None:
-        with fs.open(path, "rb") as file:
+        with open_regular(fs, path) as file:
             index = fmt.index_records(file, path=path, max_chunk_bytes=max_chunk_bytes)
         assert index is not None
     return index
@@ -192,7 +194,7 @@ def read_records(
     span = index.span(start, end)
     if span is None:
         records: list[bytes] = []
-        with fs.open(path, "rb") as file:
+        with open_regular(fs, path) as file:
             for chunk in fmt.read_chunks(file, path=path, compressor=index.compressor,
                                          max_chunk_bytes=max_chunk_bytes):
                 records.extend(chunk.records)
@@ -200,7 +202,7 @@ def read_records(
                     break
         return records[start:end]
     first, stop = span
-    with fs.open(path, "rb") as file:
+    with open_regular(fs, path) as file:
         file.seek(first)
         data = file.read(stop - first)
     try:
