@@ -49,8 +49,8 @@ HUGE = {"manifest": (64 << 20) + 1, "chunks": (1 << 30) + 1, "journal": (64 << 2
 #: what an operation can't do without: a planted one of these must make it fail, naming it
 NEEDED = {"read": {"manifest", "shard"}, "range": {"manifest", "shard"},
           "head": {"manifest", "shard"}, "verify": {"manifest", "shard"},
-          "cp": {"manifest", "shard", "chunks"}, "resume": {"manifest", "shard", "journal", "options"},
-          "ls": set()}
+          "cp": {"manifest", "shard", "chunks"},
+          "resume": {"manifest", "shard", "journal", "options"}, "ls": set()}
 
 
 class Hung(BaseException):

@@ -128,7 +128,11 @@ class CommittedSets:
                 continue
             if not _unlisted(shard_set, manifest):
                 continue
-            shard_set.paths[:] = relist(sources.fs, shard_set)
+            paths = relist(sources.fs, shard_set)
+            if not paths:
+                raise NotFoundError(self._label(index), "the set is gone: a fresh listing "
+                                    "holds none of its shards")
+            shard_set.paths[:] = paths
             self._note(index)
             manifest = sources.manifests[index] = read_manifest(shard_set)
             self._entries.pop(index, None)

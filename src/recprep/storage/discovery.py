@@ -423,8 +423,9 @@ def _directory_sets(fs: Any, directory: str, shown: str) -> list[ShardSet]:
         posixpath.basename(m)[: -len(MANIFEST_SUFFIX)] for m in manifests
     })
     where = display(fs, directory)
-    if len(prefixes) == 1 and len(sets) > 1:
-        counts, paths = _counts(fs, directory, sets)
+    shard_sets = [s for s in sets if s.prefix is not None]
+    if len(prefixes) == 1 and len(shard_sets) > 1:
+        counts, paths = _counts(fs, directory, shard_sets)
         raise AmbiguousPathError(shown, where, counts, _SEVERAL_COUNTS, paths=paths)
     if len(prefixes) > 1:
         counts = {p: sum(len(s.paths) for s in sets if s.prefix == p) for p in prefixes}

@@ -218,7 +218,7 @@ def explained(fs: Any, pattern: str, err: RecprepError) -> RecprepError:
     """``err`` (raised from a fresh listing), or what the writers at work in its directory
     make of it: a commit caught in progress is :class:`~recprep.errors.SetChangedError`,
     a set not there because a conversion is writing it says so."""
-    involved = _involved(fs, pattern, err)
+    involved: list[str | None] | None = _involved(fs, pattern, err)
     if involved is None:
         return err
     directory = glob_root(pattern) if has_magic(pattern) else (
@@ -226,9 +226,10 @@ def explained(fs: Any, pattern: str, err: RecprepError) -> RecprepError:
     writers = writers_in(fs, directory)
     if has_magic(pattern):  # the writers whose set the glob would match
         name = posixpath.basename(pattern)
-        involved = [w.prefix for w in writers if w.prefix is not None and any(
+        matching = [p for p in (w.prefix for w in writers) if p is not None and any(
             fnmatch.fnmatchcase(candidate, name) for candidate in (
-                w.prefix, manifest_name(w.prefix), shard_name(w.prefix, 0, 1)))][:1]
+                p, manifest_name(p), shard_name(p, 0, 1)))]
+        involved = list(matching[:1])
     pending = committing(writers, involved)
     if pending is not None and pending.prefix is not None:
         where = posixpath.join(directory, pending.prefix)
