@@ -78,7 +78,7 @@ _KINDS = (
 
 
 def _kind_of(mode: int) -> str:
-    return next((kind for test, kind in _KINDS if test(mode)), "not a file")
+    return next((kind for test, kind in _KINDS if test(mode)), "a special file")
 
 
 def _refused(path: str, shown: str, kind: str, what: str) -> CorruptDataError:
