@@ -127,3 +127,21 @@ def test_fuzz_planted_special_and_oversized_files(tmp_path):
     done = job("fuzz", str(tmp_path), str(examples), timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("fuzz: ok"), (
         done.stdout[-2000:] + done.stderr[-6000:])
+
+
+def test_a_chunk_index_is_read_without_allocating_its_cap(tmp_path):
+    """Reading a side file sizes its buffer by the file, not by the cap: before, each
+    reader's load of ``.{prefix}.chunks`` asked for a 1 GiB buffer (``read(cap + 1)``)."""
+    import tracemalloc
+
+    from recprep import RecordIO, convert
+
+    convert(tmp_path, list(range(50)), 2, "p", progress=False)
+    reader = RecordIO(tmp_path / "p")
+    tracemalloc.start()
+    try:
+        assert list(reader.read_range(f"{tmp_path}/p-00001-of-00001", 1, 4)) == [3, 5, 7]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{peak} bytes allocated at the peak"

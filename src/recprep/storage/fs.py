@@ -169,7 +169,12 @@ def read_regular(fs: Any, path: str, limit: int, *, what: str = "a side file") -
         size = os.fstat(fd).st_size
         if size > limit:
             raise too_big(size)
-        data = file.read(limit + 1)  # the file may have grown since the fstat
+        data = file.read(size + 1)  # read(n) allocates n bytes: the size, not the cap
+        while len(data) <= limit:  # it grew since the fstat: read on, still bounded
+            more = file.read(min(1 << 16, limit + 1 - len(data)))
+            if not more:
+                break
+            data += more
     if len(data) > limit:
         raise too_big(None)
     return data
