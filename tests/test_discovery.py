@@ -111,20 +111,26 @@ def test_every_caller_sees_the_same_data_files(tmp_path):
     out, _ = odd_directory(tmp_path)
     fs, root = resolve(str(out))
     data = sorted(n for n, k, _ in TABLE if k in (Kind.SHARD, Kind.DATA))
-    # the reader's glob (a partition directory reads as a directory; others are skipped)
-    sets = resolve_shard_sets(fs, [f"{root}/*"])
-    assert [s.paths for s in sets][-1] == [f"{root}/number=8/part-00000"]
-    assert names(p for s in sets[:-1] for p in s.paths) == data
+    # a glob over all of it names several sets (and data files of none): the reader and
+    # the tools refuse it alike, naming the same sets and files (issue 22, item 7)
+    named = sorted(["_p", "p", "p-00000-of-00002", "q", "notes.txt", "part-00000.tfrecord.gz"])
+    for glob in (lambda: resolve_shard_sets(fs, [f"{root}/*"]),
+                 lambda: find_sets(fs, f"{root}/*")):
+        with pytest.raises(AmbiguousPathError) as several:
+            glob()
+        assert sorted(several.value.sets) == named
+    # the reader's glob of the data files of no set, and of a partition directory
+    sets = resolve_shard_sets(fs, [f"{root}/n*", f"{root}/part-*"])
+    assert [s.paths for s in sets] == [[f"{root}/notes.txt"], [f"{root}/number=8/part-00000"],
+                                       [f"{root}/part-00000.tfrecord.gz"]]
     # the reader's (and Spark's) directory listing
     files, manifests, subdirs = list_directory(fs, root)
     assert names(files) == data
     assert names(manifests) == ["p.manifest.json", "q.manifest.json"]
     assert names(subdirs) == ["number=8"]
-    # the tools' glob: the sets, then data files of no set; never markers or hidden files
-    found = find_sets(fs, f"{root}/*")
-    assert names(p for f in found for p in f.shards) == data
-    assert sorted(f.prefix or "" for f in found) == [
-        "", "", "_p", "p", "p-00000-of-00002", "q"]
+    # the tools' directory: the sets (data files of no set are not a set's)
+    found = find_sets(fs, root)
+    assert sorted(f.prefix or "" for f in found) == ["_p", "p", "p-00000-of-00002", "q"]
     # a directory with several sets is ambiguous to the reader, and names them
     with pytest.raises(AmbiguousPathError) as ambiguous:
         resolve_shard_sets(fs, [root])

@@ -51,6 +51,7 @@ __all__ = [
     "NotFoundError",
     "OutputExistsError",
     "OutputLockedError",
+    "PartialCopyWarning",
     "PickleFallbackWarning",
     "PickleRefusedError",
     "PluginError",
@@ -321,10 +322,11 @@ class ClusterUnreachableError(RecprepError, ConnectionError):
 
 
 class NotFoundError(RecprepError, FileNotFoundError):
-    """Nothing to read where the user pointed. Attributes: ``path``."""
+    """Nothing to read where the user pointed. Attributes: ``path``, ``detail``."""
 
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
+        self.detail = detail
         super().__init__(
             f"{path}: {detail}; check the path{REMEDY}",
             remedy=Remedy("storage_options", effect="if the storage needs credentials or "
@@ -334,25 +336,39 @@ class NotFoundError(RecprepError, FileNotFoundError):
 
 class AmbiguousPathError(InvalidArgumentError):
     """A path names several shard sets where one is expected (a directory holding
-    ``train`` and ``test``): reading them as one stream would mix them.
+    ``train`` and ``test``, a glob matching files of both): reading them as one stream
+    would mix them.
 
-    Attributes: ``path`` (as given), ``directory``, ``sets`` (name -> number of shards).
+    Attributes: ``path`` (as given), ``directory``, ``sets`` (name -> number of shards
+    matched), ``paths`` (name -> the path that names that set alone: pass one, or a list).
     """
 
     def __init__(
-        self, path: str, directory: str, sets: Mapping[str, int], detail: str = ""
+        self, path: str, directory: str, sets: Mapping[str, int], detail: str = "",
+        *, paths: Mapping[str, str] | None = None, files: Sequence[str] = (),
     ) -> None:
         self.path = path
         self.directory = directory
         self.sets = dict(sets)
-        listed = ", ".join(f"{name} ({count} shards)" for name, count in self.sets.items())
-        first = next(iter(self.sets), "name")
-        one = f"{directory.rstrip('/')}/{first}"
+        base = directory.rstrip("/")
+        given = dict(paths or {})
+        self.paths = {name: given.get(name, f"{base}/{name}") for name in self.sets}
+        lone = set(files)  # names that are single data files, not sets
+
+        def said(name: str, count: int) -> str:
+            return "a file" if name in lone else f"{count} shard{'' if count == 1 else 's'}"
+
+        listed = ", ".join(f"{name} ({said(name, count)})" for name, count in self.sets.items())
+        one = next((self.paths[n] for n in self.sets if n not in lone), f"{base}/name")
+        if any(c in one for c in "*?["):
+            name_one = f"Name one: {one!r}"
+        else:
+            name_one = (f"Name one set: {one!r} (the directory and the set's prefix), its "
+                        f"glob '{one}-*-of-*' or its manifest '{one}.manifest.json'")
         super().__init__(
             f"{path}: {detail or 'the directory holds several shard sets'}: {listed}. "
-            f"Name one set: {one!r} (the directory and the set's prefix), its glob "
-            f"'{one}-*-of-*' or its manifest '{one}.manifest.json'; to read several sets "
-            "as one stream on purpose, pass a list of them"
+            f"{name_one}; to read several sets as one stream on purpose, pass a list of "
+            f"them: {list(self.paths.values())!r}"
         )
 
 
@@ -362,14 +378,20 @@ class MissingShardsError(RecprepError, FileNotFoundError):
     Attributes: ``pattern``, ``missing`` (the expected paths that aren't there).
     """
 
-    def __init__(self, pattern: str, missing: Sequence[str], found: int) -> None:
+    def __init__(
+        self, pattern: str, missing: Sequence[str], found: int, *, manifest: bool = True
+    ) -> None:
         self.pattern = pattern
         self.missing = list(missing)
         shown = ", ".join(self.missing[:5]) + (" ..." if len(self.missing) > 5 else "")
+        alone = "" if manifest else (
+            " The set's manifest isn't there either: these are some shards of a set (a "
+            "partial copy?), not a committed set.")
         super().__init__(
             f"{pattern!r} matched {found} shard(s) of a set that should have "
-            f"{found + len(self.missing)}; missing: {shown}. Copy the missing shards, or "
-            "name the files you want explicitly to read only those"
+            f"{found + len(self.missing)}; missing: {shown}.{alone} Copy the missing shards, "
+            "or pass the files you want as a list of paths to read only those (on the "
+            "command line: the files themselves, e.g. an unquoted glob)"
         )
 
 
@@ -389,7 +411,7 @@ class _Located(RecprepError):
         path: str | None = None,
         offset: int | None = None,
         record_index: int | None = None,
-        remedy: Remedy | None = None,
+        remedy: Remedy | Sequence[Remedy] | None = None,
     ) -> None:
         self.detail = detail
         self.path = path
@@ -828,6 +850,25 @@ class UncommittedSetWarning(RecprepWarning):
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
         super().__init__(f"{path}: {detail}; reading its files as they are")
+
+
+class PartialCopyWarning(RecprepWarning):
+    """``recprep cp`` copied some shards of a set and not its manifest (the shards named
+    are not the whole set): the copy is not a committed set. Readers refuse its directory
+    and globs (:class:`MissingShardsError`) and read its files named one by one.
+    Attributes: ``path`` (the set copied from), ``copied``, ``total`` (its shards).
+    """
+
+    def __init__(self, path: str, copied: int, total: int) -> None:
+        self.path = path
+        self.copied = copied
+        self.total = total
+        super().__init__(
+            f"{path}: copying {copied} of the set's {total} shards, without its manifest: "
+            "the copy is some shards of a set, not a committed set. Readers refuse its "
+            "directory and globs as a set missing shards; read the copied files by naming "
+            "them (a list of paths; on the command line, the files themselves)"
+        )
 
 
 class ExampleMergeWarning(RecprepWarning):

@@ -47,8 +47,8 @@ from typing import Any
 
 import fsspec
 
-from ..errors import CorruptDataWarning, InvalidArgumentError, warn
-from ..storage.fs import checksum
+from ..errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, warn
+from ..storage.fs import checksum, open_regular
 from ..storage.manifest import ShardInfo
 from .filepool import FilePool, PooledFile
 
@@ -62,8 +62,9 @@ _STALE_PART_SECONDS = 3600  # a download this old was abandoned (its process die
 
 
 def _crc_of(path: str) -> tuple[int, int]:
-    """``(size, CRC-32C)`` of the local file ``path``."""
-    with open(path, "rb") as file:  # the cache directory is local by definition
+    """``(size, CRC-32C)`` of the local file ``path`` (the cache directory is local by
+    definition); a FIFO or device planted under a cache name is refused, never read."""
+    with open_regular(fsspec.filesystem("file"), path, what="a cached shard") as file:
         crc, size = checksum(file)
     return size, crc
 
@@ -159,13 +160,18 @@ class ShardCache:
             return False
         if self._verified.get(name) == (stat.st_ino, stat.st_size, stat.st_mtime_ns):
             return True
-        size, crc = _crc_of(local)
-        if (size, crc) == (entry.bytes, entry.crc32c):
-            return True
+        try:
+            size, crc = _crc_of(local)
+        except CorruptDataError as err:  # a FIFO or device under the cache name
+            found = err.detail
+        else:
+            if (size, crc) == (entry.bytes, entry.crc32c):
+                return True
+            found = f"{size} bytes with CRC-32C {crc:08x}"
         warn(CorruptDataWarning(
-            f"the cached copy {local} of this shard has {size} bytes with CRC-32C {crc:08x}, "
-            f"its manifest says {entry.bytes} bytes with {entry.crc32c:08x}: it was damaged "
-            "in the cache; downloading it again", path=url, offset=None, records_lost=0))
+            f"the cached copy {local} of this shard has {found}, its manifest says "
+            f"{entry.bytes} bytes with {entry.crc32c:08x}: it was damaged in the cache; "
+            "downloading it again", path=url, offset=None, records_lost=0))
         self._verified.pop(name, None)
         with contextlib.suppress(FileNotFoundError):
             os.remove(local)
@@ -176,7 +182,7 @@ class ShardCache:
         self._evict(room=entry.bytes)
         part = f"{local}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_PART}"
         try:
-            with fs.open(path, "rb") as source, open(part, "wb") as out:
+            with open_regular(fs, path) as source, open(part, "wb") as out:
                 crc, size = checksum(source, out=out)
             if (size, crc) != (entry.bytes, entry.crc32c):
                 log.debug("recprep: not caching %s: %d bytes, CRC-32C %08x; manifest: %d, "

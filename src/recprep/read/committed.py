@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ..errors import (
@@ -45,10 +45,11 @@ from ..errors import (
     UncommittedSetWarning,
     warn,
 )
+from ..storage.discovery import ShardSet, relist
 from ..storage.fs import ChecksumReader, display
-from ..storage.manifest import ShardInfo
+from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardnames import manifest_name
-from ..storage.staging import JOURNAL, STAGING_PREFIX
+from ..storage.writers import JOURNAL, STAGING_PREFIX, uncommitted
 
 if TYPE_CHECKING:
     from .files import SourceFile, Sources
@@ -81,36 +82,78 @@ def manifest_identity(fs: Any, path: str) -> tuple[Any, ...] | None:
     return tuple((key, str(info[key])) for key in _IDENTITY_KEYS if key in info)
 
 
-def uncommitted(shown: str, journal: str) -> str:
-    """Why a set without a manifest but with a journal is refused."""
-    return (f"a commit into this set is in progress or was interrupted ({journal} is there, "
-            "its manifest isn't): its files may mix two sets. Wait for the commit, or finish "
-            "it with convert(..., resume=True) (or copy it again); on_corrupt='skip' reads "
-            "the files as they are")
-
-
 class CommittedSets:
     """The commit checks of a :class:`~recprep.read.files.Sources`' shard sets."""
 
     def __init__(self, sources: Sources) -> None:
         self._sources = sources
-        fs = sources.fs
-        self._identities: list[tuple[Any, ...] | None] = []
+        self._identities: list[tuple[Any, ...] | None] = [None] * len(sources.shard_sets)
         self._entries: dict[int, dict[str, ShardInfo]] = {}
-        for shard_set in sources.shard_sets:
-            if shard_set.prefix is None or shard_set.manifest_path is None:
-                self._identities.append(None)
+        for index in range(len(sources.shard_sets)):
+            self._note(index)
+
+    def _note(self, index: int) -> None:
+        """Note the identity of set ``index``'s manifest; a set without one whose commit
+        journal is there is refused (or, skipping, read with a warning)."""
+        sources, fs = self._sources, self._sources.fs
+        shard_set = sources.shard_sets[index]
+        if shard_set.prefix is None or shard_set.manifest_path is None:
+            return
+        identity = self._identities[index] = manifest_identity(fs, shard_set.manifest_path)
+        journal = None if identity is not None else pending_journal(
+            fs, shard_set.directory, shard_set.prefix)
+        if journal is not None:
+            shown = self._label(index)
+            detail = uncommitted(shown, display(fs, journal))
+            if sources.on_corrupt != "skip":
+                raise SetChangedError(shown, detail)
+            warn(UncommittedSetWarning(shown, detail))
+
+    def check_listings(self, read_manifest: Callable[[ShardSet], Manifest | None]) -> None:
+        """Make each set's listing agree with its manifest (call once the manifests are
+        read, before the files are numbered).
+
+        A set whose listed shards include one its manifest doesn't list was listed before
+        a commit (filesystems such as s3fs keep listings for the life of the process) or
+        holds leftovers of another set: it is listed again, its manifest read again, once.
+        Still not agreeing, it raises :class:`~recprep.errors.SetChangedError` while a
+        commit into it is under way, else :class:`~recprep.errors.CorruptDataError`
+        (``on_corrupt="skip"``: read as listed, with a warning). A file the user named
+        alone is read as named.
+        """
+        sources = self._sources
+        for index, shard_set in enumerate(sources.shard_sets):
+            manifest = sources.manifests[index]
+            if manifest is None or shard_set.pattern is None or shard_set.named_alone:
                 continue
-            identity = manifest_identity(fs, shard_set.manifest_path)
-            self._identities.append(identity)
-            journal = None if identity is not None else pending_journal(
-                fs, shard_set.directory, shard_set.prefix)
+            if not _unlisted(shard_set, manifest):
+                continue
+            paths = relist(sources.fs, shard_set)
+            if not paths:
+                raise NotFoundError(self._label(index), "the set is gone: a fresh listing "
+                                    "holds none of its shards")
+            shard_set.paths[:] = paths
+            self._note(index)
+            manifest = sources.manifests[index] = read_manifest(shard_set)
+            self._entries.pop(index, None)
+            unlisted = [] if manifest is None else _unlisted(shard_set, manifest)
+            if not unlisted:
+                continue
+            journal = pending_journal(sources.fs, shard_set.directory, shard_set.prefix or "")
+            shown = self._label(index)
             if journal is not None:
-                shown = self._label(len(self._identities) - 1)
-                detail = uncommitted(shown, display(fs, journal))
-                if sources.on_corrupt != "skip":
-                    raise SetChangedError(shown, detail)
-                warn(UncommittedSetWarning(shown, detail))
+                raise SetChangedError(shown, uncommitted(shown, display(sources.fs, journal)))
+            assert manifest is not None
+            detail = (
+                f"{len(unlisted)} of its shards ({display(sources.fs, unlisted[0])}...) are "
+                f"not among the {manifest.num_shards} its manifest lists: they are leftovers "
+                "of another set, or the manifest is not this set's (recprep verify lists "
+                "them); delete the files that don't belong"
+            )
+            if sources.on_corrupt != "skip":
+                raise CorruptDataError(detail, path=shown)
+            warn(CorruptDataWarning(detail + "; reading the files as listed", path=shown,
+                                    offset=None, records_lost=None))
 
     def _label(self, set_index: int) -> str:
         shard_set = self._sources.shard_sets[set_index]
@@ -186,6 +229,12 @@ class CommittedSets:
                                     records_lost=None))
             return
         raise CorruptDataError(detail, path=shown, offset=min(size, entry.bytes))
+
+
+def _unlisted(shard_set: ShardSet, manifest: Manifest) -> list[str]:
+    """The paths of ``shard_set`` its manifest doesn't list."""
+    listed = {s.name for s in manifest.shards}
+    return [p for p in shard_set.paths if posixpath.basename(p) not in listed]
 
 
 class _Pinned:

@@ -7,7 +7,9 @@ descriptors. A :class:`FilePool` hands out :class:`PooledFile` objects that look
 open files (``read``/``seek``/``tell``) but hold a real handle only while they are among
 the ``max_open`` most recently used: the others are closed, and reopened at their
 position when read again. A file that is being read at that moment (by a prefetch
-thread) is never closed under it.
+thread) is never closed under it. Files are opened with
+:func:`~recprep.storage.fs.open_regular`: a FIFO or a device where a shard should be is
+refused, never read.
 
 Example
 -------
@@ -30,6 +32,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from typing import Any
+
+from ..storage.fs import open_regular
 
 __all__ = ["MAX_OPEN_FILES", "FilePool", "PooledFile", "default_max_open"]
 
@@ -68,7 +72,7 @@ class PooledFile:
         if self._file is None:
             if self.closed:
                 raise ValueError(f"I/O operation on closed file {self.path}")
-            self._file = self._pool.fs.open(self.path, "rb")
+            self._file = open_regular(self._pool.fs, self.path)
             if self._pos:
                 self._file.seek(self._pos)
         self._pool.touch(self)

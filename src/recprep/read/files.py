@@ -105,6 +105,7 @@ class Sources:
         self.files_open = FilePool(fs)  # round-robin reads of many shards: bounded fds
         self.commits = CommittedSets(self)  # before the manifests are read: see read/committed.py
         self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
+        self.commits.check_listings(self._manifest)  # a listing older than its manifest
         self.files = [
             SourceFile(index, path, display(fs, path))
             for index, shard_set in enumerate(self.shard_sets)

@@ -51,7 +51,7 @@ import numpy as np
 from ..containers import get_format
 from ..errors import CorruptDataError, CorruptDataWarning, warn
 from ..read.fileindex import FileIndex
-from .fs import display
+from .fs import display, read_regular
 from .manifest import Manifest, ShardInfo, SideFileInfo
 
 log = logging.getLogger("recprep")
@@ -172,14 +172,15 @@ def load_table(
     if bound is None:
         log.debug("recprep: the manifest vouches for no %s: indexing from chunk headers", shown)
         return None
-    try:
-        data = bytes(fs.cat_file(path, start=0, end=min(bound.bytes, _MAX_BYTES) + 1))
+    try:  # a regular file, no bigger than the one vouched for (remote: one bounded GET)
+        data = read_regular(fs, path, min(bound.bytes, _MAX_BYTES),
+                            what="the chunk index its manifest vouches for")
     except (FileNotFoundError, IsADirectoryError):
         log.warning("recprep: %s is missing (its manifest lists it); indexing the shards "
                     "from their chunk headers", shown)
         return None
-    except OSError as err:
-        _refuse(shown, f"it can't be read ({err})", on_corrupt)
+    except (OSError, CorruptDataError) as err:
+        _refuse(shown, f"it can't be read ({getattr(err, 'detail', err)})", on_corrupt)
         return None
     problem = bound.mismatch(data)
     if problem is not None:

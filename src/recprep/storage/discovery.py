@@ -53,6 +53,7 @@ p-00000-of-00001/                shard p
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import posixpath
@@ -61,7 +62,16 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..errors import AmbiguousPathError, MissingShardsError, NotFoundError
-from .shardnames import MANIFEST_SUFFIX, has_magic, manifest_name, parse_shard_name, shard_name
+from .fs import display
+from .shardnames import (
+    MANIFEST_SUFFIX,
+    glob_root,
+    has_magic,
+    manifest_name,
+    parse_shard_name,
+    shard_name,
+)
+from .writers import explained
 
 __all__ = [
     "SET_KINDS",
@@ -73,10 +83,14 @@ __all__ = [
     "ShardSet",
     "SideFileKind",
     "classify",
+    "explained",
+    "forget_listings",
     "is_data_name",
     "is_partition_dir",
     "list_directory",
     "list_entries",
+    "one_set",
+    "relist",
     "resolve_shard_sets",
     "set_files",
     "side_file_kinds",
@@ -315,12 +329,19 @@ class ShardSet:
     """Files read together, in order: the shards of one set, or one lone file.
 
     ``paths`` are in shard-index order; a reader interleaves them round-robin, which
-    gives back the order ``convert`` saw the instances in.
+    gives back the order ``convert`` saw the instances in. ``pattern`` is what the user
+    named that resolved to this set (to list it again, see :func:`relist`).
     """
 
     directory: str
     prefix: str | None
     paths: list[str] = field(default_factory=list)
+    pattern: str | None = None
+
+    @property
+    def named_alone(self) -> bool:
+        """The user named this one file (not a set, a directory or a glob)."""
+        return self.paths == [self.pattern]
 
     @property
     def manifest_path(self) -> str | None:
@@ -351,19 +372,41 @@ def _group(paths: Iterable[str]) -> list[ShardSet]:
 
 
 def _check_complete(fs: Any, pattern: str, shard_set: ShardSet) -> None:
-    """Raise if shards of ``shard_set`` are missing from storage (not merely unmatched)."""
+    """Raise if shards of ``shard_set`` are missing from storage (not merely unmatched):
+    a directory under a shard's name is no shard."""
     first = parse_shard_name(posixpath.basename(shard_set.paths[0]))
     assert first is not None
     if len(shard_set.paths) == first.last + 1:
         return
-    present = {e.name for e in list_entries(fs, shard_set.directory)}
+    listed = list_entries(fs, shard_set.directory)
+    present = {e.name for e in listed if not e.is_dir}
     expected = [
         posixpath.join(shard_set.directory, shard_name(first.prefix, i, first.last + 1))
         for i in range(first.last + 1)
     ]
     missing = [p for p in expected if posixpath.basename(p) not in present]
     if missing:
-        raise MissingShardsError(pattern, missing, first.last + 1 - len(missing))
+        raise MissingShardsError(display(fs, pattern), [display(fs, p) for p in missing],
+                                 first.last + 1 - len(missing),
+                                 manifest=manifest_name(first.prefix) in present)
+
+
+def _counts(fs: Any, directory: str, sets: Iterable[ShardSet]) -> tuple[
+        dict[str, int], dict[str, str]]:
+    """Per set of one prefix with several shard counts: its name, shard count and glob."""
+    counts, paths = {}, {}
+    for s in sets:
+        last = parse_shard_name(posixpath.basename(s.paths[0]))
+        assert last is not None and s.prefix is not None
+        glob = f"{s.prefix}-*-of-{shard_name(s.prefix, 0, last.last + 1).rsplit('-', 1)[1]}"
+        counts[glob] = len(s.paths)
+        paths[glob] = display(fs, posixpath.join(directory, glob))
+    return counts, paths
+
+
+#: why a listing holds shards of one prefix with several shard counts
+_SEVERAL_COUNTS = ("shards of one prefix with different shard counts (two sets under one "
+                   "name, or leftovers of an earlier one)")
 
 
 def _directory_sets(fs: Any, directory: str, shown: str) -> list[ShardSet]:
@@ -379,11 +422,16 @@ def _directory_sets(fs: Any, directory: str, shown: str) -> list[ShardSet]:
     prefixes = sorted({s.prefix for s in sets if s.prefix is not None} | {
         posixpath.basename(m)[: -len(MANIFEST_SUFFIX)] for m in manifests
     })
-    if len(prefixes) > 1 or len([s for s in sets if s.prefix is not None]) > 1:
+    where = display(fs, directory)
+    shard_sets = [s for s in sets if s.prefix is not None]
+    if len(prefixes) == 1 and len(shard_sets) > 1:
+        counts, paths = _counts(fs, directory, shard_sets)
+        raise AmbiguousPathError(shown, where, counts, _SEVERAL_COUNTS, paths=paths)
+    if len(prefixes) > 1:
         counts = {p: sum(len(s.paths) for s in sets if s.prefix == p) for p in prefixes}
-        raise AmbiguousPathError(shown, directory, counts)
+        raise AmbiguousPathError(shown, where, counts)
     for subdir in subdirs:
-        sets.extend(_directory_sets(fs, subdir, shown))
+        sets.extend(_directory_sets(fs, subdir, display(fs, subdir)))
     return sets
 
 
@@ -396,38 +444,166 @@ def _prefix_sets(fs: Any, directory: str, prefix: str) -> list[ShardSet]:
     sets = [s for s in _group(files) if s.prefix == prefix]
     has_manifest = posixpath.join(directory, manifest_name(prefix)) in manifests
     if len(sets) > 1:
-        raise AmbiguousPathError(
-            posixpath.join(directory, prefix), directory,
-            {posixpath.basename(s.paths[0]): len(s.paths) for s in sets},
-            detail="shards of the prefix with different shard counts",
-        )
+        counts, paths = _counts(fs, directory, sets)
+        raise AmbiguousPathError(display(fs, posixpath.join(directory, prefix)),
+                                 display(fs, directory), counts, _SEVERAL_COUNTS, paths=paths)
     if not sets and has_manifest:
         raise NotFoundError(
-            posixpath.join(directory, prefix),
+            display(fs, posixpath.join(directory, prefix)),
             "the set's manifest is there but none of its shards",
         )
     return sets
 
 
+def one_set(fs: Any, pattern: str, matched: Iterable[str]) -> None:
+    """Raise :class:`~recprep.errors.AmbiguousPathError` unless the files a glob
+    ``pattern`` matched (``matched``: shards, manifests, data files) name one shard set —
+    or, when no shard set, only data files of no set. A glob that matches files of two
+    sets (``dir/train*`` over ``train`` and ``train_list``, or ``train`` shards of two
+    shard counts) would read both as one stream; several sets are read on purpose by
+    passing a list of them. Said by the reader and by ``recprep ls/head/verify/cp``.
+
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> one_set(fs, "/d/train*", ["/d/train-00000-of-00001", "/d/train-00001-of-00001"])
+    >>> one_set(fs, "/d/train*", ["/d/train-00000-of-00000", "/d/train.manifest.json",
+    ...                           "/d/train_list-00000-of-00000"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recprep.errors.AmbiguousPathError: memory:///d/train*: the pattern matches files of \
+several shard sets: train (1 shard), train_list (1 shard). Name one set: 'memory:///d/train' \
+(the directory and the set's prefix), ...; to read several sets as one stream on purpose, \
+pass a list of them: ['memory:///d/train', 'memory:///d/train_list']
+    """
+    sets: dict[tuple[str, str], dict[int, int]] = {}  # (directory, prefix) -> last -> shards
+    lone: list[str] = []
+    for path in matched:
+        directory, name = posixpath.split(path)
+        what = classify(name)
+        if what.kind is Kind.SHARD and what.prefix is not None:
+            parsed = parse_shard_name(name)
+            assert parsed is not None
+            counts = sets.setdefault((directory, what.prefix), {})
+            counts[parsed.last] = counts.get(parsed.last, 0) + 1
+        elif what.kind is Kind.MANIFEST and what.prefix is not None:
+            sets.setdefault((directory, what.prefix), {})
+        elif what.kind is Kind.DATA:
+            lone.append(path)
+    several_counts = any(len(counts) > 1 for counts in sets.values())
+    if len(sets) + (1 if sets and lone else 0) <= 1 and not several_counts:
+        return
+    directories = {d for d, _ in sets} | {posixpath.dirname(p) for p in lone}
+    common = posixpath.commonpath(sorted(directories)) if len(directories) > 1 else next(
+        iter(directories))
+    named: dict[str, int] = {}
+    paths: dict[str, str] = {}
+    for (directory, prefix), counts in sorted(sets.items()):
+        if len(counts) > 1:
+            for last, found in sorted(counts.items()):
+                glob = f"{prefix}-*-of-{shard_name(prefix, 0, last + 1).rsplit('-', 1)[1]}"
+                name = posixpath.relpath(posixpath.join(directory, glob), common)
+                named[name], paths[name] = found, display(fs, posixpath.join(directory, glob))
+            continue
+        name = posixpath.relpath(posixpath.join(directory, prefix), common)
+        named[name] = sum(counts.values())
+        paths[name] = display(fs, posixpath.join(directory, prefix))
+    files = []
+    for path in sorted(lone):
+        name = posixpath.relpath(path, common)
+        named[name], paths[name] = 1, display(fs, path)
+        files.append(name)
+    detail = _SEVERAL_COUNTS if several_counts and len(sets) == 1 and not lone else (
+        "the pattern matches files of "
+        + ("several shard sets" if len(sets) > 1 else "a shard set")
+        + (" and other data files" if lone else ""))
+    raise AmbiguousPathError(display(fs, pattern), display(fs, common), named, detail,
+                             paths=paths, files=files)
+
+
 def _glob_sets(fs: Any, pattern: str) -> list[ShardSet]:
-    """The files a glob matches, grouped into shard sets; matched partition directories
-    read like directories."""
+    """The files a glob matches, grouped into one shard set (or lone data files, each a
+    set of its own); matched partition directories read like directories."""
     matched = sorted((Entry.of({**info, "name": path})
                       for path, info in fs.glob(pattern, detail=True).items()),
                      key=lambda e: e.path)
+    one_set(fs, pattern, (e.path for e in matched if e.is_data or e.kind is Kind.MANIFEST))
     sets = _group(e.path for e in matched if e.is_data)
     for entry in matched:
         if entry.kind is Kind.PARTITION:
-            sets.extend(_directory_sets(fs, entry.path, entry.path))
+            sets.extend(_directory_sets(fs, entry.path, display(fs, entry.path)))
     return sets
+
+
+def _resolve(fs: Any, pattern: str) -> list[ShardSet]:
+    """The shard sets one pattern names (see :func:`resolve_shard_sets`)."""
+    directory, name = posixpath.split(pattern)
+    shown = display(fs, pattern)
+    if has_magic(pattern):
+        sets = _glob_sets(fs, pattern)
+        if not sets:
+            raise NotFoundError(shown, "no file matches this pattern")
+    elif fs.isdir(pattern):
+        sets = _directory_sets(fs, pattern, shown)
+        if not sets:
+            raise NotFoundError(
+                shown, "the directory holds no shard set, data file or partition"
+            )
+    elif name.endswith(MANIFEST_SUFFIX) and fs.isfile(pattern):
+        sets = _prefix_sets(fs, directory, name[: -len(MANIFEST_SUFFIX)])
+    elif fs.isfile(pattern):
+        parsed = parse_shard_name(name)
+        return [ShardSet(directory, parsed.prefix if parsed else None, paths=[pattern])]
+    else:
+        sets = _prefix_sets(fs, directory, name) if name else []
+        if not sets:
+            raise NotFoundError(
+                shown, "no such file or directory, nor a shard set of that prefix"
+            )
+    for shard_set in sets:
+        if shard_set.prefix is not None:
+            _check_complete(fs, pattern, shard_set)
+    return sets
+
+
+def forget_listings(fs: Any, pattern: str) -> None:
+    """Drop what ``fs`` keeps of its listings for ``pattern`` (a path or a glob): of the
+    directory holding it and of everything below (s3fs, gcsfs... keep listings for the
+    life of the filesystem object, which every reader of the process shares); the next
+    listing asks storage again."""
+    root = (glob_root(pattern) if has_magic(pattern) else pattern).rstrip("/") or "/"
+    for path in (root, posixpath.dirname(root)):
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(path)
+    cache = getattr(fs, "dircache", None)
+    if cache is None:
+        return
+    with contextlib.suppress(Exception):
+        stale = [k for k in list(cache) if k in (root, posixpath.dirname(root))
+                 or k.startswith(root + "/")]
+        for key in stale:
+            cache.pop(key, None)
+
+
+def relist(fs: Any, shard_set: ShardSet) -> list[str]:
+    """The paths of ``shard_set`` from a fresh listing of the pattern it came from (the
+    filesystem's cached listings dropped first): empty when the set is gone."""
+    assert shard_set.pattern is not None
+    forget_listings(fs, shard_set.pattern)
+    forget_listings(fs, shard_set.directory)
+    fresh = resolve_shard_sets(fs, [shard_set.pattern])
+    return next((s.paths for s in fresh if (s.directory, s.prefix) == (
+        shard_set.directory, shard_set.prefix)), [])
 
 
 def resolve_shard_sets(fs: Any, patterns: Iterable[str]) -> list[ShardSet]:
     """Expand files, directories and globs into shard sets, in a stable order.
 
-    * a glob: every matching data file, grouped into shard sets; a set with shards
-      missing from storage raises :class:`~recprep.errors.MissingShardsError`; a matched
-      partition directory (``number=8``) reads as a directory;
+    * a glob: every matching data file, grouped into one shard set; a set with shards
+      missing from storage raises :class:`~recprep.errors.MissingShardsError`; files of
+      several sets (or of a set and other data files) raise
+      :class:`~recprep.errors.AmbiguousPathError` (:func:`one_set`); data files of no
+      set read one by one; a matched partition directory (``number=8``) reads as a
+      directory;
     * a directory: every shard set in it (complete sets only, as for a glob); when it
       holds none, its data files, each whole, in sorted order (what Spark writes:
       ``part-*`` files, ``_SUCCESS``, ``.crc`` files); then its Hive-style partition
@@ -438,36 +614,25 @@ def resolve_shard_sets(fs: Any, patterns: Iterable[str]) -> list[ShardSet]:
 
     A directory that holds several shard sets raises
     :class:`~recprep.errors.AmbiguousPathError` naming them: name one.
+
+    A listing that doesn't make one set (a set missing shards, shards of two shard
+    counts, nothing there) is taken again after dropping the filesystem's cached
+    listings, once: a listing cached while a commit was under way is not the set now. If
+    storage still says so and a commit into the set is under way (its journal is there),
+    the set raises :class:`~recprep.errors.SetChangedError`; a set not there because a
+    conversion is still writing it says so (who holds the lock, since when).
     """
     result: list[ShardSet] = []
     for pattern in patterns:
-        directory, name = posixpath.split(pattern)
-        if has_magic(pattern):
-            sets = _glob_sets(fs, pattern)
-            if not sets:
-                raise NotFoundError(pattern, "no file matches this pattern")
-        elif fs.isdir(pattern):
-            sets = _directory_sets(fs, pattern, pattern)
-            if not sets:
-                raise NotFoundError(
-                    pattern, "the directory holds no shard set, data file or partition"
-                )
-        elif name.endswith(MANIFEST_SUFFIX) and fs.isfile(pattern):
-            sets = _prefix_sets(fs, directory, name[: -len(MANIFEST_SUFFIX)])
-        elif fs.isfile(pattern):
-            result.append(ShardSet(directory, None, paths=[pattern]))
-            parsed = parse_shard_name(name)
-            if parsed is not None:
-                result[-1].prefix = parsed.prefix
-            continue
-        else:
-            sets = _prefix_sets(fs, directory, name) if name else []
-            if not sets:
-                raise NotFoundError(
-                    pattern, "no such file or directory, nor a shard set of that prefix"
-                )
+        try:
+            sets = _resolve(fs, pattern)
+        except (AmbiguousPathError, MissingShardsError, NotFoundError):
+            forget_listings(fs, pattern)
+            try:
+                sets = _resolve(fs, pattern)
+            except (AmbiguousPathError, MissingShardsError, NotFoundError) as err:
+                raise explained(fs, pattern, err) from None
         for shard_set in sets:
-            if shard_set.prefix is not None:
-                _check_complete(fs, pattern, shard_set)
+            shard_set.pattern = pattern
         result.extend(sets)
     return result

@@ -3,18 +3,28 @@
 All file access in recprep goes through fsspec, so a local path, ``memory://``,
 ``s3://`` or any other protocol fsspec knows works the same way.
 
+Files recprep reads are input, and a local directory can hold more than files: a FIFO
+that blocks whoever opens it, a link to ``/dev/zero`` that never ends. Every file a reader
+or a tool opens (shards, manifests, side files) goes through :func:`open_regular` or
+:func:`read_regular`, which refuse anything but a regular file on the local filesystem
+(checked on the open descriptor, opened without blocking) and read side files with their
+size cap enforced, on every filesystem.
+
 The staging directory and the commit protocol live in ``storage/staging.py``.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 
 import fsspec
 import google_crc32c
 
-from ..errors import InvalidArgumentError
+from ..errors import CorruptDataError, InvalidArgumentError
 
 
 class Sink(Protocol):
@@ -46,6 +56,128 @@ def display(fs: Any, path: str) -> str:
     if protocol in ("file", "local"):
         return path
     return fs.unstrip_protocol(path)
+
+
+def is_local(fs: Any) -> bool:
+    """Whether ``fs`` is the local filesystem (where FIFOs, devices and locks exist).
+
+    >>> is_local(fsspec.filesystem("file")), is_local(fsspec.filesystem("memory"))
+    (True, False)
+    """
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _kind_of(mode: int) -> str:
+    return next((kind for test, kind in _KINDS if test(mode)), "a special file")
+
+
+def _refused(path: str, shown: str, kind: str, what: str) -> CorruptDataError:
+    if os.path.islink(path):
+        kind = f"a symbolic link to {os.readlink(path)}, {kind}"
+    return CorruptDataError(
+        f"not a regular file but {kind}: recprep reads {what} only from a regular file (a "
+        "FIFO or a device could block the reader or never end); put the real file there",
+        path=shown, remedy=(),  # on_corrupt="skip" reads around damage, not a device
+    )
+
+
+def _open_local(path: str, shown: str, what: str) -> int:
+    """A descriptor of the local regular file ``path``, opened without blocking (a FIFO
+    with no writer would block an ordinary open) and checked on the open descriptor."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a socket (or a device without its driver)
+            raise _refused(path, shown, _kind_of(os.stat(path).st_mode), what) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refused(path, shown, _kind_of(mode), what)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(fs: Any, path: str, *, what: str = "a shard") -> BinaryIO:
+    """``fs.open(path, "rb")``, refusing anything but a regular file on the local
+    filesystem with :class:`~recprep.errors.CorruptDataError` naming the path and what it
+    is (a FIFO, a character device...). ``what`` names the file in that message.
+
+    >>> import os, tempfile
+    >>> pipe = os.path.join(tempfile.mkdtemp(), "p-00000-of-00001")
+    >>> os.mkfifo(pipe)
+    >>> open_regular(fsspec.filesystem("file"), pipe)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recprep.errors.CorruptDataError: /...: not a regular file but a FIFO (named pipe): ...
+    """
+    if not is_local(fs):
+        return cast(BinaryIO, fs.open(path, "rb"))
+    local = fs._strip_protocol(path)
+    return os.fdopen(_open_local(local, display(fs, path), what), "rb")
+
+
+def read_regular(fs: Any, path: str, limit: int, *, what: str = "a side file") -> bytes:
+    """The bytes of the file at ``path``, at most ``limit`` of them: a larger file raises
+    :class:`~recprep.errors.CorruptDataError` (a local one before any byte is read; a
+    remote one after one bounded read of ``limit + 1`` bytes), and so does anything but a
+    regular file on the local filesystem (see :func:`open_regular`). A missing file
+    raises ``FileNotFoundError``.
+
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe_file("/doc/regular/x.json", b"{}" * 10)
+    >>> read_regular(fs, "/doc/regular/x.json", 100)
+    b'{}{}{}{}{}{}{}{}{}{}'
+    >>> read_regular(fs, "/doc/regular/x.json", 8, what="a manifest")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    recprep.errors.CorruptDataError: memory:///doc/regular/x.json: 20 bytes, more than ...
+    """
+    shown = display(fs, path)
+
+    def too_big(size: int | None) -> CorruptDataError:
+        found = "more" if size is None else str(size)
+        return CorruptDataError(f"{found} bytes, more than {what} may have ({limit})",
+                                path=shown)
+
+    if not is_local(fs):
+        data = bytes(fs.cat_file(path, start=0, end=limit + 1))
+        if len(data) > limit:
+            try:
+                size = int(fs.size(path))
+            except Exception:  # only for the message
+                size = None
+            raise too_big(size)
+        return data
+    fd = _open_local(fs._strip_protocol(path), shown, what)
+    with os.fdopen(fd, "rb") as file:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise too_big(size)
+        data = file.read(size + 1)  # read(n) allocates n bytes: the size, not the cap
+        while len(data) <= limit:  # it grew since the fstat: read on, still bounded
+            more = file.read(min(1 << 16, limit + 1 - len(data)))
+            if not more:
+                break
+            data += more
+    if len(data) > limit:
+        raise too_big(None)
+    return data
 
 
 class ChecksumWriter:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .._version import __version__
 from ..containers import get_format
 from ..errors import CorruptDataError, InvalidArgumentError, RecprepError
+from .fs import read_regular
 from .shardnames import check_prefix, shard_name
 
 if TYPE_CHECKING:
@@ -386,15 +387,14 @@ def codec_with_schema(codec: Codec, schema: dict[str, Any], path: str | None) ->
 
 def read_manifest(fs: Any, path: str) -> Manifest | None:
     """The manifest at ``path``, or None when there is none. One larger than
-    :data:`MAX_MANIFEST_BYTES` raises before it is read."""
+    :data:`MAX_MANIFEST_BYTES` raises before it is parsed (a local one before it is read,
+    a remote one after a read bounded by the limit), and so does one that is not a regular
+    file (a FIFO, a link to ``/dev/zero``: :func:`~recprep.storage.fs.read_regular`)."""
     try:
-        size = fs.size(path)
-        if size is not None and size > MAX_MANIFEST_BYTES:
-            raise CorruptDataError(
-                f"not a valid recprep manifest: {size} bytes, more than a manifest may have "
-                f"({MAX_MANIFEST_BYTES})", path=path,
-            )
-        data = fs.cat_file(path)
+        data = read_regular(fs, path, MAX_MANIFEST_BYTES, what="a manifest")
     except FileNotFoundError:
         return None
+    except CorruptDataError as err:
+        raise CorruptDataError(f"not a valid recprep manifest: {err.detail}",
+                               path=err.path) from None
     return Manifest.from_json(data, path=path)

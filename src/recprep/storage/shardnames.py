@@ -19,6 +19,7 @@ ShardName(prefix='imagenet', index=7, last=999)
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, NamedTuple
 
@@ -81,3 +82,15 @@ def check_prefix(prefix: Any) -> str:
 def has_magic(pattern: str) -> bool:
     """Whether ``pattern`` contains glob characters."""
     return not _GLOB_CHARS.isdisjoint(pattern)
+
+
+def glob_root(pattern: str) -> str:
+    """The directory a glob's matches are under: its path up to the first part with glob
+    characters (of a plain path, its directory).
+
+    >>> glob_root("bucket/data/train-*-of-*"), glob_root("/d/*/p-*"), glob_root("/d/p")
+    ('bucket/data', '/d', '/d')
+    """
+    parts = pattern.split("/")
+    kept = list(itertools.takewhile(lambda part: not has_magic(part), parts))
+    return "/".join(kept[:-1] if len(kept) == len(parts) else kept) or "/"

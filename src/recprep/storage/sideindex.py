@@ -41,6 +41,7 @@ from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, indexing_formats
 from ..containers.base import NO_LIMIT
 from ..containers.record_index import RecordIndex
 from ..errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, warn
+from .fs import open_regular, read_regular
 from .manifest import SideFileInfo
 
 __all__ = [
@@ -92,7 +93,7 @@ def build_index(
     """
     fmt, kind = _kind(container)
     limit = NO_LIMIT if max_chunk_bytes is None else max_chunk_bytes
-    with fs.open(path, "rb") as file:
+    with open_regular(fs, path) as file:
         index = fmt.index_records(file, path=path, compressor=compressor,
                                   max_chunk_bytes=limit)
     assert index is not None
@@ -126,22 +127,23 @@ def load_index(
         return None
     size = fs.size(path)
     most = kind.max_side_bytes(size)  # before reading it: no more offsets than records
-    if side_size > most:
+    if vouched is None and side_size > most:
         log.warning("recprep: %s has %d bytes, more than an index of the %d-byte file can "
                     "need (%d); scanning the file instead", side, side_size, size, most)
         return None
-    try:
-        data = bytes(fs.cat_file(side))
+    limit = most if vouched is None else min(most, vouched.bytes)
+    try:  # a regular file of at most ``limit`` bytes (it may have grown since its size)
+        data = read_regular(fs, side, limit, what="a record index of this file")
     except FileNotFoundError:
+        return None
+    except CorruptDataError as err:
+        if vouched is not None:
+            return _not_vouched(f"the side index {side}: {err.detail}", path, on_corrupt)
+        log.warning("recprep: %s; scanning %s instead", err, path)
         return None
     problem = None if vouched is None else vouched.mismatch(data)
     if problem is not None:
-        detail = f"the side index {side}: {problem}"
-        if on_corrupt != "skip":
-            raise CorruptDataError(detail, path=path)
-        warn(CorruptDataWarning(detail + "; scanning the file instead", path=path,
-                                offset=None, records_lost=0))
-        return None
+        return _not_vouched(f"the side index {side}: {problem}", path, on_corrupt)
     try:
         index = kind.from_bytes(data, path=side)
     except CorruptDataError as err:
@@ -154,11 +156,20 @@ def load_index(
     return index
 
 
+def _not_vouched(detail: str, path: str, on_corrupt: str) -> None:
+    """A side index that is not the one its manifest vouches for: raise, or (``skip``)
+    warn and go without it."""
+    if on_corrupt != "skip":
+        raise CorruptDataError(detail, path=path)
+    warn(CorruptDataWarning(detail + "; scanning the file instead", path=path, offset=None,
+                            records_lost=0))
+
+
 def _index(fs: Any, path: str, container: Format | None, max_chunk_bytes: int) -> RecordIndex:
     fmt, _ = _kind(container)
     index = load_index(fs, path, fmt)
     if index is None:
-        with fs.open(path, "rb") as file:
+        with open_regular(fs, path) as file:
             index = fmt.index_records(file, path=path, max_chunk_bytes=max_chunk_bytes)
         assert index is not None
     return index
@@ -211,7 +222,7 @@ def read_records(
     span = index.span(start, end)
     if span is None:
         records: list[bytes] = []
-        with fs.open(path, "rb") as file:
+        with open_regular(fs, path) as file:
             for chunk in fmt.read_chunks(file, path=path, compressor=index.compressor,
                                          max_chunk_bytes=max_chunk_bytes):
                 records.extend(chunk.records)
@@ -219,7 +230,7 @@ def read_records(
                     break
         return records[start:end]
     first, stop = span
-    with fs.open(path, "rb") as file:
+    with open_regular(fs, path) as file:
         file.seek(first)
         data = file.read(stop - first)
     try:

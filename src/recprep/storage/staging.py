@@ -42,20 +42,29 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import RecprepError, Unfinishable, UntrustedFileError, WriteError, add_note
+from ..errors import (
+    CorruptDataError,
+    RecprepError,
+    Unfinishable,
+    UntrustedFileError,
+    WriteError,
+    add_note,
+)
 from . import _failpoints
 from .discovery import Kind, classify
-from .fs import checksum, display
+from .fs import checksum, display, open_regular, read_regular
 from .locking import is_local
 from .shardnames import manifest_name
+from .writers import JOURNAL, STAGING_PREFIX
 
 log = logging.getLogger("recprep")
 
-STAGING_PREFIX = ".recprep-staging-"
-JOURNAL = "commit.json"
 FINGERPRINT = "options.json"
 KEY_ENV = "RECPREP_RESUME_KEY"
 _RESERVED = (".recprep-",)  # names a side file may never make recprep touch
+#: a staging side file (``options.json``, ``done-*.json``, ``commit.json``, the staged
+#: manifest) larger than this is refused before it is read
+MAX_SIDE_BYTES = 64 << 20
 
 
 # -- the resume key and seals ---------------------------------------------------------------
@@ -165,8 +174,8 @@ class FileFacts:
 
 def facts_intact(fs: Any, facts: FileFacts) -> bool:
     """Whether ``facts`` still describe what is on storage (size and CRC-32C)."""
-    try:
-        with fs.open(facts.path, "rb") as f:
+    try:  # a FIFO planted in staging is refused (ValueError), never read
+        with open_regular(fs, facts.path, what="a staged file") as f:
             crc, size = checksum(f, start=facts.offset, size=facts.bytes)
     except (OSError, ValueError):
         return False
@@ -262,10 +271,15 @@ class Staging:
             raise WriteError(path, err) from err
 
     def _read(self, name: str) -> bytes | None:
+        """A side file's bytes (None when there is none); one that is not a regular file
+        or is larger than :data:`MAX_SIDE_BYTES` is refused, never read whole."""
         try:
-            return bytes(self.fs.cat_file(self.file(name)))
+            return read_regular(self.fs, self.file(name), MAX_SIDE_BYTES,
+                                what="a staging side file")
         except FileNotFoundError:
             return None
+        except CorruptDataError as err:
+            raise UntrustedFileError(self._shown(name), err.detail) from None
 
     # -- the run and its task records ----------------------------------------------------
 

@@ -3,15 +3,23 @@
 A path given to ``recprep ls``, ``verify`` or ``cp`` is one of
 
 * a **directory**: every shard set in it (shards and/or a manifest);
-* a **glob**: the matching files, shards grouped into their sets, other data files as
-  lone files (what is data, a set's file, or hidden is :mod:`recprep.storage.discovery`'s rule);
+* a **glob**: the matching files, shards grouped into their set, other data files as
+  lone files (what is data, a set's file, or hidden is :mod:`recprep.storage.discovery`'s
+  rule). A glob names one set: files of several sets (or of a set and other data files)
+  raise :class:`~recprep.errors.AmbiguousPathError`, as for the reader;
 * a **prefix** ``dir/name``: the shard set ``name`` of ``dir`` (``dir/name-*-of-*`` and
   ``dir/name.manifest.json``), even when no file is called ``dir/name``;
 * a **file**: a manifest stands for its whole set; a shard or any other file for itself.
 
+A path that names some shards of a set only (one shard, a glob of a few) is that part of
+the set (``FoundSet.whole`` is False); shards that are all the set's shards storage holds
+are the set. Several paths naming files of one set (an unquoted glob, which the shell
+turns into a list of files) are one set, once (:func:`find_all`).
+
 For each set, :func:`find_sets` reads the manifest (once) and lists the shards the set
-should have that storage doesn't hold. Paths are filesystem paths (no protocol); show
-them with :func:`recprep.storage.display`.
+should have that storage doesn't hold. Listings are taken fresh (a filesystem's cached
+listings are dropped first). Paths are filesystem paths (no protocol); show them with
+:func:`recprep.storage.display`.
 
 Example
 -------
@@ -21,6 +29,8 @@ Example
 >>> fs, path = resolve("memory://doc/sets")
 >>> [(s.prefix, len(s.shards), s.missing, s.manifest.num_records) for s in find_sets(fs, path)]
 [('p', 2, [], 3)]
+>>> [(s.whole, s.shards) for s in find_sets(fs, path + "/p-00001-of-00001")]
+[(False, ['/doc/sets/p-00001-of-00001'])]
 """
 
 from __future__ import annotations
@@ -31,7 +41,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptDataError, NotFoundError
-from ..storage.discovery import Entry, Kind, list_entries
+from ..storage.discovery import (
+    Entry,
+    Kind,
+    explained,
+    forget_listings,
+    list_entries,
+    one_set,
+)
 from ..storage.fs import display
 from ..storage.manifest import Manifest, read_manifest
 from ..storage.shardnames import has_magic, manifest_name, parse_shard_name, shard_name
@@ -60,7 +77,7 @@ class FoundSet:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     side_files: dict[str, int] = field(default_factory=dict)  # of the set: path -> size
-    whole: bool = True  # False when the user named some shards of the set only
+    whole: bool = True  # False when the user named some of the shards storage holds
 
     @property
     def label(self) -> str:
@@ -79,13 +96,15 @@ def _build(
     fs: Any, directory: str, prefix: str, entries: Sequence[Entry], chosen: set[str] | None
 ) -> FoundSet:
     """The set ``prefix`` of ``directory`` (listed: ``entries``); ``chosen`` limits the
-    shards to work on."""
-    found = FoundSet(directory, prefix, whole=chosen is None)
+    shards to work on (a choice of every shard storage holds is the whole set)."""
     mine = {e.path: e for e in entries if e.prefix == prefix and not e.is_dir}
     present = {p: parse_shard_name(e.name) for p, e in mine.items() if e.kind is Kind.SHARD}
+    if chosen is not None and present and set(present) <= chosen:
+        chosen = None
+    found = FoundSet(directory, prefix, whole=chosen is None)
     found.side_files = {p: e.size for p, e in mine.items() if e.kind is Kind.SET_SIDE}
     manifest_path = posixpath.join(directory, manifest_name(prefix))
-    if manifest_path in mine:
+    if any(e.path == manifest_path for e in entries):  # a directory there is damage too
         found.manifest_path = manifest_path
         try:
             found.manifest = read_manifest(fs, manifest_path)
@@ -101,10 +120,14 @@ def _build(
             for i in range(last + 1)
         ]
     order = {path: i for i, path in enumerate(expected)}
-    found.missing = [p for p in expected if p not in present]
-    found.unexpected = sorted(p for p in present if p not in order)
-    picked = [p for p in present if p in order and (chosen is None or p in chosen)]
-    found.shards = sorted(picked, key=order.__getitem__)
+    if chosen is None:
+        found.missing = [p for p in expected if p not in present]
+        found.unexpected = sorted(p for p in present if p not in order)
+        picked = [p for p in present if p in order]
+    else:  # the shards named, those the manifest doesn't list too
+        found.unexpected = sorted(p for p in present if p in chosen and p not in order)
+        picked = [p for p in present if p in chosen]
+    found.shards = sorted(picked, key=lambda p: (order.get(p, len(order)), p))
     found.sizes = {p: mine[p].size for p in found.shards}
     return found
 
@@ -136,14 +159,26 @@ def _lone(path: str, size: int) -> FoundSet:
 def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
     """The shard sets (and, with ``lone_files``, other data files) that ``path`` names.
 
-    Raises :class:`~recprep.errors.NotFoundError` when it names nothing.
+    Raises :class:`~recprep.errors.NotFoundError` when it names nothing (saying so when
+    a conversion is writing there), :class:`~recprep.errors.AmbiguousPathError` when a
+    glob names several sets.
     """
+    forget_listings(fs, path)
+    try:
+        return _find(fs, path, lone_files)
+    except NotFoundError as err:
+        raise explained(fs, path, err) from None
+
+
+def _find(fs: Any, path: str, lone_files: bool) -> list[FoundSet]:
     shown = display(fs, path)
     if has_magic(path):
         matched = visible_files(Entry.of({**info, "name": p})
                                 for p, info in fs.glob(path, detail=True).items())
         if not matched:
             raise NotFoundError(shown, "no file matches this pattern")
+        one_set(fs, path, (p for p, e in matched.items()
+                           if e.kind in _SET_FILES or e.kind is Kind.DATA))
         result: list[FoundSet] = []
         for directory in sorted({posixpath.dirname(p) for p in matched}):
             here = [e for p, e in sorted(matched.items()) if posixpath.dirname(p) == directory]
@@ -161,12 +196,7 @@ def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
     if fs.isfile(path):
         named = Entry.of({"name": path, "type": "file"})
         if named.kind in _SET_FILES:
-            sets = _group(fs, directory, list_entries(fs, directory), [named], whole=False)
-            if named.kind is Kind.SHARD:  # one shard, named alone: just that file
-                one = sets[0]
-                one.missing, one.unexpected = [], []
-                one.shards, one.sizes = [path], {path: int(fs.size(path))}
-            return sets
+            return _group(fs, directory, list_entries(fs, directory), [named], whole=False)
         if not lone_files:
             raise NotFoundError(shown, "not a shard set, its manifest, or a directory of sets")
         return [_lone(path, int(fs.size(path)))]
@@ -177,3 +207,35 @@ def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
         if mine:
             return _group(fs, directory, entries, mine, whole=True)
     raise NotFoundError(shown, "no such file, directory, glob match or shard set prefix")
+
+
+def find_all(
+    named: Iterable[tuple[Any, str]], *, lone_files: bool = True
+) -> list[tuple[Any, FoundSet]]:
+    """:func:`find_sets` of each ``(fs, path)``, with the sets that several paths name
+    parts of (the files of an unquoted glob, say) joined into one, in the order first
+    named: shards named by any of the paths, the whole set when together they name every
+    shard storage holds."""
+    result: list[tuple[Any, FoundSet]] = []
+    where: dict[tuple[str, str], int] = {}  # (directory URL, prefix) -> index in result
+    for fs, path in named:
+        for found in find_sets(fs, path, lone_files=lone_files):
+            if found.prefix is None:
+                if all(display(f, s.shards[0]) != display(fs, found.shards[0])
+                       for f, s in result if s.prefix is None):
+                    result.append((fs, found))
+                continue
+            key = (display(fs, found.directory), found.prefix)
+            if key not in where:
+                where[key] = len(result)
+                result.append((fs, found))
+                continue
+            index = where[key]
+            first = result[index][1]
+            if first.whole or found.whole:
+                result[index] = (fs, first if first.whole else found)
+                continue
+            chosen = set(first.shards) | set(found.shards)
+            entries = list_entries(fs, found.directory)
+            result[index] = (fs, _build(fs, found.directory, found.prefix, entries, chosen))
+    return result

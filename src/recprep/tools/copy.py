@@ -51,18 +51,21 @@ from .._arguments import checked
 from ..errors import (
     CorruptDataError,
     InvalidArgumentError,
+    MissingShardsError,
     NotFoundError,
     OutputExistsError,
+    PartialCopyWarning,
     RecprepError,
     WriteError,
+    warn,
 )
 from ..storage import _failpoints
 from ..storage.discovery import SET_KINDS, Kind, classify, list_entries
-from ..storage.fs import checksum, display, resolve
+from ..storage.fs import checksum, display, open_regular, resolve
 from ..storage.locking import ShardSetLock
-from ..storage.shardnames import has_magic, manifest_name
+from ..storage.shardnames import has_magic, manifest_name, parse_shard_name
 from ..storage.staging import Staging, note_cleanup_failure
-from ._sets import FoundSet, find_sets, visible_files
+from ._sets import FoundSet, find_all, find_sets, visible_files
 
 __all__ = ["TEMP_PREFIX", "CopiedFile", "CopyResult", "copy"]
 
@@ -95,10 +98,15 @@ class CopyResult:
         return sum(f.bytes for f in self.files)
 
     def __str__(self) -> str:
+        """What was copied: the files a listing shows, and the hidden side files (a set's
+        chunk index) that travel with their set, counted apart."""
         rate = self.total_bytes / 1e6 / self.elapsed if self.elapsed > 0 else 0.0
+        hidden = sum(posixpath.basename(f.dest).startswith(".") for f in self.files)
+        side = f" and {hidden} hidden side file(s)" if hidden else ""
         return (
-            f"{len(self.files)} file(s), {self.total_bytes} bytes -> {self.dest} in "
-            f"{self.elapsed:.2f} s ({rate:.1f} MB/s), every file checked (size, CRC-32C)"
+            f"{len(self.files) - hidden} file(s){side}, {self.total_bytes} bytes -> "
+            f"{self.dest} in {self.elapsed:.2f} s ({rate:.1f} MB/s), every file checked "
+            "(size, CRC-32C)"
         )
 
 
@@ -161,6 +169,25 @@ def _set_items(fs: Any, found: FoundSet, whole_directory: bool) -> list[_Item]:
         _Item(fs, p, found.sizes[p], crcs.get(posixpath.basename(p)), False)
         for p in found.shards
     ]
+    if found.manifest_error is not None and not whole_directory:
+        raise found.manifest_error  # the set can't be copied as a set without it
+    if found.missing and found.whole and not whole_directory:  # a set named: it all
+        raise MissingShardsError(display(fs, found.label),
+                                 [display(fs, p) for p in found.missing], len(found.shards),
+                                 manifest=found.manifest is not None)
+    if found.missing:
+        log.warning(
+            "recprep: %s lacks %d shard(s) of its set (%s...)", display(fs, found.label),
+            len(found.missing), display(fs, found.missing[0]),
+        )
+    if not found.whole and not whole_directory:  # some shards named: not a set's copy
+        total = manifest.num_shards if manifest is not None else (
+            len(found.shards) + len(found.missing))
+        parsed = parse_shard_name(posixpath.basename(found.shards[0]))
+        if manifest is None and parsed is not None:
+            total = parsed.last + 1
+        warn(PartialCopyWarning(display(fs, found.label), len(items), total))
+        return items
     if found.manifest_path is None:
         return items
     complete = manifest is not None and not found.missing and len(items) == manifest.num_shards
@@ -169,29 +196,23 @@ def _set_items(fs: Any, found: FoundSet, whole_directory: bool) -> list[_Item]:
         items.append(_Item(fs, found.manifest_path, size, None, True))
         if manifest is not None:  # the set's side files go with it (in its commit)
             items += [_Item(fs, p, size, None, False) for p, size in found.side_files.items()]
-    if found.missing:
-        log.warning(
-            "recprep: %s lacks %d shard(s) of its set (%s...)", display(fs, found.label),
-            len(found.missing), display(fs, found.missing[0]),
-        )
-    if not complete and not whole_directory:
-        log.info(
-            "recprep: copying %d shard(s) of %s, not its manifest: the copy is not a "
-            "committed set", len(items), display(fs, found.label),
-        )
     return items
 
 
-def _expand(fs: Any, path: str) -> list[_Item]:
-    """The files one source names."""
-    if has_magic(path) or not fs.isdir(path):
-        items = []
-        for found in find_sets(fs, path):
-            if found.prefix is None:
-                items.append(_Item(fs, found.shards[0], found.sizes[found.shards[0]], None, False))
-            else:
-                items.extend(_set_items(fs, found, whole_directory=False))
-        return items
+def _named(named: Sequence[tuple[Any, str]]) -> list[_Item]:
+    """The files that sources other than directories name: sets whose files several
+    sources name (an unquoted glob's files) taken as one (see ``_sets.find_all``)."""
+    items = []
+    for fs, found in find_all(named):
+        if found.prefix is None:
+            items.append(_Item(fs, found.shards[0], found.sizes[found.shards[0]], None, False))
+        else:
+            items.extend(_set_items(fs, found, whole_directory=False))
+    return items
+
+
+def _directory(fs: Any, path: str) -> list[_Item]:
+    """The files a directory source names: every visible file, sets with their side files."""
     entries = list_entries(fs, path)
     listing = visible_files(entries)
     if not listing:
@@ -212,16 +233,24 @@ def _expand(fs: Any, path: str) -> list[_Item]:
 
 def _plan(sources: Sequence[str], storage_options: Mapping[str, Any] | None) -> list[_Item]:
     items: dict[str, _Item] = {}
+    expanded: list[_Item] = []
+    named = []
     for source in sources:
         fs, path = resolve(source, storage_options)
-        for item in _expand(fs, path):
-            seen = items.get(item.name)
-            if seen is not None and display(seen.fs, seen.path) != display(fs, item.path):
-                raise InvalidArgumentError(
-                    f"two sources have the name {item.name!r} ({display(seen.fs, seen.path)} "
-                    f"and {display(fs, item.path)}); copy them into different destinations"
-                )
-            items[item.name] = item
+        if has_magic(path) or not fs.isdir(path):
+            named.append((fs, path))
+        else:
+            expanded.extend(_directory(fs, path))
+    expanded.extend(_named(named))
+    for item in expanded:
+        seen = items.get(item.name)
+        here = display(item.fs, item.path)
+        if seen is not None and display(seen.fs, seen.path) != here:
+            raise InvalidArgumentError(
+                f"two sources have the name {item.name!r} ({display(seen.fs, seen.path)} "
+                f"and {here}); copy them into different destinations"
+            )
+        items[item.name] = item
     # manifests last; otherwise in a stable order
     return sorted(items.values(), key=lambda it: (it.is_manifest, it.name))
 
@@ -238,7 +267,7 @@ def _stream(item: _Item, dfs: Any, temp: str, bar: _Bar, stop: threading.Event) 
     if stop.is_set():
         raise _Cancelled("stopped: another transfer failed")
     try:
-        source = item.fs.open(item.path, "rb")
+        source = open_regular(item.fs, item.path, what="a file to copy")
     except FileNotFoundError:
         raise NotFoundError(shown, "disappeared before it could be copied") from None
     with source, dfs.open(temp, "wb") as out:

@@ -20,6 +20,7 @@ Example
 from __future__ import annotations
 
 import math
+import posixpath
 import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,8 +33,9 @@ from .._arguments import checked
 from ..containers import sniff
 from ..errors import CorruptDataError, InvalidArgumentError
 from ..read.fileindex import build_index
-from ..storage.fs import display, resolve
-from ._sets import FoundSet, find_sets
+from ..storage.fs import display, open_regular, resolve
+from ..storage.shardnames import parse_shard_name
+from ._sets import FoundSet, find_all
 
 __all__ = ["DatasetInfo", "describe", "head", "list_datasets"]
 
@@ -46,7 +48,9 @@ class DatasetInfo:
 
     ``num_shards`` is what the set should have, ``shards_present`` what storage holds;
     ``records`` is None when a damaged shard hides the count. ``source`` says where the
-    facts come from: ``"manifest"`` or ``"chunk headers"``.
+    facts come from: ``"manifest"`` or ``"chunk headers"``. When the path named some of
+    the set's shards only (one shard, a glob of a few), the facts are those shards' and
+    ``set_shards`` is how many the whole set has (else None).
     """
 
     path: str
@@ -60,6 +64,7 @@ class DatasetInfo:
     compressor: str
     source: str
     notes: list[str] = field(default_factory=list)
+    set_shards: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -82,7 +87,7 @@ def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
             continue  # an empty shard: a valid file with no records
         shown = display(fs, path)
         try:
-            with fs.open(path, "rb") as f:
+            with open_regular(fs, path) as f:
                 container = sniff(f, path=shown)
                 if container is None:
                     continue
@@ -97,7 +102,7 @@ def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
         formats.add(facts.get("format", UNKNOWN))
         if "compressor" in facts:
             compressors.add(facts["compressor"])
-    return DatasetInfo(
+    return _part(found, DatasetInfo(
         path=display(fs, found.label),
         prefix=found.prefix or "",
         num_shards=len(found.shards) + len(found.missing),
@@ -109,7 +114,37 @@ def _from_headers(fs: Any, found: FoundSet) -> DatasetInfo:
         compressor=",".join(sorted(compressors)) or UNKNOWN,
         source="chunk headers",
         notes=notes,
+    ), set_shards=_shards_by_name(found))
+
+
+def _shards_by_name(found: FoundSet) -> int:
+    """How many shards the set has by its shards' names (``-of-`` the last index)."""
+    parsed = parse_shard_name(posixpath.basename(found.shards[0])) if found.shards else None
+    return 0 if parsed is None else parsed.last + 1
+
+
+def _part(found: FoundSet, info: DatasetInfo, set_shards: int) -> DatasetInfo:
+    """``info`` of the shards a path named, when it named part of the set only."""
+    if found.whole:
+        if found.missing and found.manifest_path is None:
+            info.notes.append(
+                f"{len(found.missing)} of its {set_shards} shards missing and no manifest: "
+                "some shards of a set (a partial copy?), not a committed set; readers "
+                "refuse it by directory or glob and read its files named one by one")
+        elif found.missing:
+            info.notes.append(f"{len(found.missing)} shard(s) missing; run recprep verify")
+        return info
+    info.set_shards = set_shards
+    named = len(found.shards)
+    which = (f"one shard ({posixpath.basename(found.shards[0])})" if named == 1 else
+             f"{named}")
+    info.notes.append(
+        f"the path names {which} of the set's {set_shards} shards: the facts are "
+        f"{'that shard' if named == 1 else 'those shards'}'{'s' if named == 1 else ''}; "
+        f"`recprep ls {info.path}` "
+        "shows the whole set"
     )
+    return info
 
 
 def _describe_set(fs: Any, found: FoundSet) -> DatasetInfo:
@@ -119,21 +154,32 @@ def _describe_set(fs: Any, found: FoundSet) -> DatasetInfo:
         if found.manifest_error is not None:
             info.notes.insert(0, str(found.manifest_error))
         return info
+    entries = {posixpath.join(found.directory, s.name): s for s in manifest.shards}
+    named = [entries[p] for p in found.shards if p in entries]
+    if found.whole:
+        shards, records, size = manifest.num_shards, manifest.num_records, (
+            manifest.total_bytes)
+    else:  # the shards named: the manifest's facts of those
+        shards = len(found.shards)
+        records = sum(s.records for s in named)
+        size = sum(s.bytes for s in named) + sum(
+            found.sizes[p] for p in found.shards if p not in entries)
     info = DatasetInfo(
         path=display(fs, found.label),
         prefix=manifest.name_prefix,
-        num_shards=manifest.num_shards,
+        num_shards=shards,
         shards_present=len(found.shards),
-        records=manifest.num_records,
-        bytes=manifest.total_bytes,
+        records=records if len(named) == len(found.shards) else None,
+        bytes=size,
         format=manifest.format,
         codec=manifest.codec,
         compressor=manifest.compressor,
         source="manifest",
     )
-    if found.missing:
-        info.notes.append(f"{len(found.missing)} shard(s) missing; run recprep verify")
-    return info
+    if found.unexpected:
+        info.notes.append(f"{len(found.unexpected)} shard(s) its manifest doesn't list; run "
+                          "recprep verify")
+    return _part(found, info, manifest.num_shards)
 
 
 @checked
@@ -145,8 +191,9 @@ def list_datasets(
     Parameters
     ----------
     path
-        A directory, glob or ``dir/prefix`` (or a list of them); a local path or an
-        fsspec URL.
+        A directory, glob or ``dir/prefix``, or shards (or a list of them); a local path
+        or an fsspec URL. Paths that name files of one set (the files an unquoted glob
+        expands to) describe that set once.
     storage_options
         Passed to fsspec.
 
@@ -170,12 +217,8 @@ def list_datasets(
     (10, 'recordio', 'unknown', 'gzip', 'chunk headers')
     """
     patterns = [path] if isinstance(path, str) else list(path)
-    result = []
-    for pattern in patterns:
-        fs, resolved = resolve(pattern, storage_options)
-        for found in find_sets(fs, resolved, lone_files=False):
-            result.append(_describe_set(fs, found))
-    return result
+    named = [resolve(pattern, storage_options) for pattern in patterns]
+    return [_describe_set(fs, found) for fs, found in find_all(named, lone_files=False)]
 
 
 @checked

@@ -32,9 +32,9 @@ from .._arguments import checked
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, sniff
 from ..errors import CorruptDataError
 from ..read.committed import pending_journal, uncommitted
-from ..storage.fs import ChecksumReader, display, resolve
+from ..storage.fs import ChecksumReader, display, open_regular, resolve
 from ..storage.manifest import ShardInfo
-from ._sets import FoundSet, find_sets
+from ._sets import FoundSet, find_all
 
 __all__ = ["Problem", "SetCheck", "ShardCheck", "VerifyReport", "check_file", "verify"]
 
@@ -143,7 +143,7 @@ def check_file(
         check.expected_bytes = expected.bytes
         check.expected_crc32c = f"{expected.crc32c:08x}"
     try:
-        with fs.open(path, "rb") as raw:
+        with open_regular(fs, path) as raw:
             file = ChecksumReader(raw)
             try:
                 container = sniff(file, path=shown)
@@ -161,6 +161,10 @@ def check_file(
     except FileNotFoundError:
         check.status = "missing"
         check.problems.append(Problem(shown, None, "missing", "the file disappeared"))
+        return check
+    except CorruptDataError as err:  # not a regular file: a FIFO, a device
+        check.status = "damaged"
+        check.problems.append(Problem(err.path or shown, None, "unreadable", err.detail))
         return check
     except OSError as err:
         check.status = "damaged"
@@ -257,8 +261,9 @@ def verify(
     Parameters
     ----------
     paths
-        Directories (every shard set in them), globs, ``dir/prefix`` for one set, a
-        manifest (its set) or files; local paths or fsspec URLs.
+        Directories (every shard set in them), globs (one set's files), ``dir/prefix``
+        for one set, a manifest (its set) or files; local paths or fsspec URLs. Paths
+        that name files of one set are checked as that set, once.
     storage_options
         Passed to fsspec.
     max_chunk_bytes
@@ -283,12 +288,9 @@ def verify(
     (False, ['memory:///doc/verify2/q-00001-of-00002: this shard of the set is missing'])
     """
     patterns = [paths] if isinstance(paths, str) else list(paths)
-    sets: list[SetCheck] = []
+    named = [resolve(pattern, storage_options) for pattern in patterns]
     with cf.ThreadPoolExecutor(max(1, num_workers), thread_name_prefix="recprep-verify") as pool:
-        for pattern in patterns:
-            fs, path = resolve(pattern, storage_options)
-            for found in find_sets(fs, path):
-                sets.append(_check_set(fs, found, pool, max_chunk_bytes))
+        sets = [_check_set(fs, found, pool, max_chunk_bytes) for fs, found in find_all(named)]
     return VerifyReport(sets)
 
 
