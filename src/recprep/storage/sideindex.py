@@ -138,12 +138,14 @@ def load_index(
         return None
     except CorruptDataError as err:
         if vouched is not None:
-            return _not_vouched(f"the side index {side}: {err.detail}", path, on_corrupt)
+            _not_vouched(f"the side index {side}: {err.detail}", path, on_corrupt)
+            return None
         log.warning("recprep: %s; scanning %s instead", err, path)
         return None
     problem = None if vouched is None else vouched.mismatch(data)
     if problem is not None:
-        return _not_vouched(f"the side index {side}: {problem}", path, on_corrupt)
+        _not_vouched(f"the side index {side}: {problem}", path, on_corrupt)
+        return None
     try:
         index = kind.from_bytes(data, path=side)
     except CorruptDataError as err:
