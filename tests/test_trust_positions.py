@@ -213,6 +213,18 @@ def test_a_side_file_shifted_by_one_chunk_is_refused(place):
         assert skipping.dataset()[0] == 0
 
 
+def test_verify_reports_a_side_file_that_is_not_the_one_vouched_for(place):
+    from recprep.tools import verify
+
+    url = place(forge_chunks(SETS["recordio", "none"], shift_one_chunk))
+    report = verify(url + "/s")
+    assert not report.ok
+    assert [(p.kind, p.path.rsplit("/", 1)[1]) for p in report.problems] == [
+        ("side", ".s.chunks")]
+    assert "not the file the manifest vouches for" in str(report.problems[0])
+    assert verify(place(SETS["recordio", "none"]) + "/s").ok
+
+
 def test_a_side_file_the_manifest_does_not_vouch_for_is_not_used(place):
     """A set written before side files were vouched for (or a side file planted beside
     one): indexed from its chunk headers, right."""

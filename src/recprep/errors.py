@@ -807,9 +807,8 @@ class CorruptDataWarning(RecprepWarning):
         self.offset = offset
         self.records_lost = records_lost
         lost = "an unknown number of" if records_lost is None else str(records_lost)
-        super().__init__(
-            f"{path} at byte {offset}: skipped damaged data, {lost} record(s) lost ({detail})"
-        )
+        where = f"{path} at byte {offset}" if offset is not None else f"{path}"
+        super().__init__(f"{where}: skipped damaged data, {lost} record(s) lost ({detail})")
 
 
 class SetChangedError(RecprepError):

@@ -32,7 +32,7 @@ from .._arguments import checked
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, sniff
 from ..errors import CorruptDataError
 from ..read.committed import pending_journal, uncommitted
-from ..storage.fs import ChecksumReader, display, open_regular, resolve
+from ..storage.fs import ChecksumReader, display, open_regular, read_regular, resolve
 from ..storage.manifest import ShardInfo
 from ._sets import FoundSet, find_all
 
@@ -50,7 +50,8 @@ class Problem:
     ``manifest`` (the manifest can't be read), ``unexpected`` (a shard the manifest
     doesn't list), ``unreadable`` (storage refused to read the file), ``uncommitted``
     (a commit into the set is in progress or was interrupted: no manifest, and its
-    journal is there — its shards may mix two sets).
+    journal is there — its shards may mix two sets), ``side`` (a side file the manifest
+    vouches for — the chunk index, a record index — is missing or is not that file).
     """
 
     path: str
@@ -235,6 +236,33 @@ def _set_problems(fs: Any, found: FoundSet, checked: SetCheck) -> None:
         checked.problems.append(
             Problem(display(fs, path), None, "unexpected", "a shard the manifest doesn't list")
         )
+    if found.manifest is not None:
+        checked.problems.extend(_side_problems(fs, found))
+
+
+def _side_problems(fs: Any, found: FoundSet) -> list[Problem]:
+    """The side files the manifest vouches for that are missing or are not those files
+    (forged, damaged, or of another set): readers refuse them."""
+    assert found.manifest is not None
+    problems = []
+    for side in found.manifest.side_files:
+        path = posixpath.join(found.directory, side.name)
+        try:
+            data = read_regular(fs, path, side.bytes, what="the side file its manifest lists")
+        except FileNotFoundError:
+            problems.append(Problem(display(fs, path), None, "side",
+                                    "a side file the manifest lists is missing (readers "
+                                    "index the shards from their headers instead)"))
+            continue
+        except (OSError, CorruptDataError) as err:
+            problems.append(Problem(display(fs, path), None, "side",
+                                    "it is not the file the manifest vouches for: "
+                                    f"{getattr(err, 'detail', err)}"))
+            continue
+        problem = side.mismatch(data)
+        if problem is not None:
+            problems.append(Problem(display(fs, path), None, "side", problem))
+    return problems
 
 
 def _missing(fs: Any, path: str, expected: ShardInfo | None) -> ShardCheck:
