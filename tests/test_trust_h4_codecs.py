@@ -189,3 +189,16 @@ def test_the_pickle_codec_refuses_what_is_no_pickle(record, said):
         get_codec("pickle").decode(record)
     assert said in str(caught.value)
     assert not isinstance(caught.value, PickleRefusedError)
+
+
+@pytest.mark.parametrize("data", [list(range(5)), [str(i) for i in range(5)],
+                                  [(i, "a", 1.5) for i in range(5)], [b"xy"] * 5])
+def test_forcing_example_on_recprep_records_is_an_error_not_empty_examples(mem_url, data):
+    """A recprep record parses as protobuf of unknown fields only: that is no Example
+    (it used to decode as ``{}``, wrong data with no error)."""
+    convert(mem_url, data, 1, "s")
+    reader = RecordIO(f"{mem_url}/s", codec="example")
+    for read in (lambda: list(reader()), lambda: list(reader.batches(2)),
+                 lambda: reader.dataset()[0]):
+        with pytest.raises(DecodeError, match="not a tf.train.Example|not a valid tf.train"):
+            read()
