@@ -40,6 +40,7 @@ from ..codecs import get_codec
 from ..codecs._example_chunk import parse_chunk
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, sniff
 from ..errors import DecodeError
+from ..storage.fs import open_regular
 from .arrays import arrow_type, example_array, value_array
 from .columns import ColumnSpec
 
@@ -229,7 +230,7 @@ def read_file(
     decoder = RecordDecoder(task.codec, columns)
     constants = [(c.name, arrow_type(c.type), v)
                  for c, v in zip(partition_columns, task.partition, strict=True)]
-    with fs.open(task.path, "rb") as handle:
+    with open_regular(fs, task.path) as handle:
         container = task.container or sniff(handle, path=task.shown)
         if container is None:
             return  # an empty file

@@ -33,7 +33,7 @@ import cloudpickle
 from ..codecs import get_codec
 from ..containers import get_format, sniff
 from ..errors import DecodeError, InvalidArgumentError, NotFoundError, SchemaConflictError
-from ..storage.fs import display
+from ..storage.fs import display, open_regular
 from ..storage.manifest import Manifest
 from .columns import (
     ATOMIC,
@@ -169,7 +169,7 @@ def _sample(fs: Any, path: str, shown: str, codec: str | None) -> tuple[str, lis
     when it has none. ``codec`` None: recprep records if they look like them, else
     Examples."""
     records: list[bytes] = []
-    with fs.open(path, "rb") as handle:
+    with open_regular(fs, path) as handle:
         container = sniff(handle, path=shown)
         if container is None:
             return None
