@@ -84,8 +84,12 @@ def test_verify_reports_a_special_shard_as_unreadable(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "zero", "socket"])
-def test_a_special_chunk_index_is_left_aside_and_the_data_read(tmp_path, kind):
-    outcome = case(tmp_path, "range", f"chunks={kind}")
+def test_a_special_chunk_index_is_refused_or_with_skip_left_aside(tmp_path, kind):
+    """The chunk index is a side file the manifest vouches for: one that is not it is a
+    lie (an error), or with ``on_corrupt="skip"`` left aside with a warning."""
+    refused = case(tmp_path / "raise", "range", f"chunks={kind}")
+    error(refused, "CorruptDataError", refused["planted"]["chunks"], "not a regular file")
+    outcome = case(tmp_path / "skip", "range", "--skip", f"chunks={kind}")
     assert outcome["values"] == outcome["expected"]
     [warning] = [w for w in outcome["warnings"] if "chunk index" in w]
     assert "not a regular file" in warning and outcome["planted"]["chunks"] in warning
@@ -93,19 +97,21 @@ def test_a_special_chunk_index_is_left_aside_and_the_data_read(tmp_path, kind):
 
 
 def test_a_chunk_index_over_its_cap_is_refused_before_it_is_read(tmp_path):
-    outcome = case(tmp_path, "range", "chunks=huge")  # a sparse 1 GiB + 1 byte file
+    outcome = case(tmp_path, "range", "--skip", "chunks=huge")  # a sparse 1 GiB + 1 file
     assert outcome["values"] == outcome["expected"]
-    assert any("1073741825 bytes, more than a chunk index may have" in w
+    assert any("1073741825 bytes, more than the chunk index its manifest vouches for" in w
                for w in outcome["warnings"]), outcome
     assert outcome["maxrss_mib"] < 400  # refused by its size: before, all of it was read
 
 
 @pytest.mark.parametrize("kind", ["fifo", "zero"])
-def test_a_special_record_index_is_left_aside_and_the_file_scanned(tmp_path, kind):
-    outcome = case(tmp_path, "range", f"tfindex={kind}")
+def test_a_special_record_index_is_refused_or_with_skip_left_aside(tmp_path, kind):
+    refused = case(tmp_path / "raise", "range", f"tfindex={kind}")
+    error(refused, "CorruptDataError", refused["planted"]["tfindex"], "not a regular file")
+    outcome = case(tmp_path / "skip", "range", "--skip", f"tfindex={kind}")
     assert outcome["values"] == outcome["expected"]
     assert any("not a regular file" in line and "scanning" in line
-               for line in outcome["logged"]), outcome
+               for line in outcome["warnings"]), outcome
 
 
 @pytest.mark.parametrize("target", ["journal", "options"])

@@ -19,7 +19,7 @@ EXAMPLES = """\
 examples:
   recprep cp out/train s3://bucket/data/           one set (shards, manifest)
   recprep cp out/train out/test s3://bucket/data/  two sets (a glob names one)
-  recprep cp 'out/train-0000[0-4]-of-*' sample/    some shards: not a committed set
+  recprep cp 'out/train-0000[0-4]-of-*' sample/    some shards, not a set
   recprep cp s3://bucket/data/ /mnt/ssd/data/      every file of a directory
   recprep cp out/train s3://bucket/data/ \\
       --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}'

@@ -19,7 +19,7 @@ EXAMPLES = """\
 examples:
   recprep ls out/
   recprep ls 'out/train-*-of-*' out/test
-  recprep ls out/train-00003-of-00009         one shard: its own facts (SHARDS 1 of 10)
+  recprep ls out/train-00003-of-00009         one shard: its facts (1 of 10)
   recprep ls s3://bucket/datasets/ --json
   recprep ls s3://bucket/datasets/ \\
       --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}'

@@ -175,12 +175,13 @@ def load_table(
     try:  # a regular file, no bigger than the one vouched for (remote: one bounded GET)
         data = read_regular(fs, path, min(bound.bytes, _MAX_BYTES),
                             what="the chunk index its manifest vouches for")
-    except (FileNotFoundError, IsADirectoryError):
+    except FileNotFoundError:
         log.warning("recprep: %s is missing (its manifest lists it); indexing the shards "
                     "from their chunk headers", shown)
         return None
     except (OSError, CorruptDataError) as err:
-        _refuse(shown, f"it can't be read ({getattr(err, 'detail', err)})", on_corrupt)
+        _refuse(shown, "it is not the file the manifest vouches for: "
+                f"{getattr(err, 'detail', err)}", on_corrupt)
         return None
     problem = bound.mismatch(data)
     if problem is not None:

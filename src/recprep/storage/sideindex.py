@@ -136,9 +136,11 @@ def load_index(
         data = read_regular(fs, side, limit, what="a record index of this file")
     except FileNotFoundError:
         return None
-    except CorruptDataError as err:
+    except (OSError, CorruptDataError) as err:
+        detail = getattr(err, "detail", err)
         if vouched is not None:
-            _not_vouched(f"the side index {side}: {err.detail}", path, on_corrupt)
+            _not_vouched(f"the side index {side} is not the file the manifest vouches "
+                         f"for: {detail}", path, on_corrupt)
             return None
         log.warning("recprep: %s; scanning %s instead", err, path)
         return None
