@@ -13,8 +13,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,6 +45,23 @@ def _hooks():
 
 HOOKS = _hooks()
 CODE_COLUMNS = getattr(HOOKS, "CODE_COLUMNS", 80)
+
+
+@functools.cache
+def _clean_help_texts() -> str:
+    """The ``--help`` texts as the site's build makes them: in a fresh interpreter, whose
+    registries hold only what recprep registers (this one's may hold formats that test
+    modules register when they are imported)."""
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location("
+            f"'h', {str(DOCS / 'hooks' / 'recprep_docs.py')!r}); m = importlib.util."
+            "module_from_spec(spec); spec.loader.exec_module(m); "
+            "sys.stdout.write(m._help_texts())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=ROOT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    return done.stdout
+
+
+HOOKS._help_texts = _clean_help_texts
 
 
 def fenced_blocks(text: str) -> tuple[list[tuple[int, list[str]]], list[str]]:
