@@ -12,11 +12,11 @@ from contextlib import contextmanager
 import fsspec
 import numpy as np
 from hypothesis import strategies as st
-
 from recprep.batching import NUMBERS
+
 from recprep.codecs.example import ExampleCodec
+from recprep.codecs.features import Feature
 from recprep.containers import available_formats, get_format
-from recprep.features import Feature
 
 INT64 = (-(2**63), 2**63 - 1)
 

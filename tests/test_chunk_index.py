@@ -72,7 +72,7 @@ def test_commit_writes_one_side_file_with_every_shards_chunks(tmp_path, header_r
     for n, index in enumerate(side):
         with open(reader._sources.files[n].path, "rb") as f:
             from recprep.containers import get_format
-            from recprep.read.fileindex import build_index
+            from recprep.containers.fileindex import build_index
 
             built = build_index(f, get_format("recordio"), path="x")
         assert built.offsets.tolist() == index.offsets.tolist()

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from recprep.batching import collate, unbatch
 
 from recprep import RecordIO, convert
-from recprep.batching import collate, unbatch
 from recprep.codecs import get_codec
 from recprep.errors import CorruptDataWarning, RecprepError
 

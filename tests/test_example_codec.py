@@ -1,4 +1,4 @@
-"""The "example" codec (tf.train.Example without TensorFlow) and recprep.features."""
+"""The "example" codec (tf.train.Example without TensorFlow) and recprep.codecs.features."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from hypothesis.extra import numpy as hnp
 from recprep.codecs import get_codec
 from recprep.codecs.example import ExampleCodec, ExampleMergeWarning, key_order
 from recprep.codecs.example_wire import unvarints, varints
+from recprep.codecs.features import Feature, SchemaMismatchError, as_features, check_instance
 from recprep.containers import get_format
 from recprep.errors import DecodeError, EncodeError, InvalidArgumentError, RecprepError
-from recprep.features import Feature, SchemaMismatchError, as_features, check_instance
 
 from .conftest import DATA
 

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from recprep.batching import collate
+
 from recprep.codecs._example_chunk import parse_chunk
 from recprep.codecs._example_columns import MIN_RECORDS
 from recprep.codecs.example import ExampleCodec
+from recprep.codecs.features import Feature
 from recprep.errors import DecodeError
-from recprep.features import Feature
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

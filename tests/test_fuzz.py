@@ -258,7 +258,8 @@ def manifest_mutations(draw) -> bytes:
 
 def test_manifests_survive_mutations():
     from recprep.codecs import get_codec
-    from recprep.storage.manifest import Manifest, codec_with_schema
+    from recprep.codecs.schema import codec_with_schema
+    from recprep.storage.manifest import Manifest
 
     @FUZZ
     @given(manifest_mutations())

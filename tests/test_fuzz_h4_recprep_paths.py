@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from recprep.batching import collate
+
 from recprep.codecs.recprep import RecprepCodec
 from recprep.errors import DecodeError, RecprepError
 

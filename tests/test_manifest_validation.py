@@ -102,7 +102,7 @@ def test_a_huge_manifest_is_refused_before_it_is_parsed(monkeypatch, mem_url):
 
 def test_a_schema_its_codec_cannot_use_is_a_damaged_manifest(tmp_path):
     from recprep.codecs.example import ExampleCodec
-    from recprep.features import Feature
+    from recprep.codecs.features import Feature
 
     codec = ExampleCodec([Feature("x", "int64", (2,))])
     convert(str(tmp_path), [{"x": [1, 2]}], 1, "p", codec=codec)

@@ -19,8 +19,8 @@ from recprep.codecs.base import Codec
 from recprep.containers import available_formats
 from recprep.containers.recordio import RecordIOFormat, scan_index
 from recprep.decorators import batch, shuffle
+from recprep.errors import RecordRangeError
 from recprep.read.cpugate import CpuGate, storage_waits, usable_cores
-from recprep.read.fileindex import RecordRangeError
 from recprep.read.prefetch import Prefetcher, prefetched
 from recprep.read.ranks import SPLIT_MODES, Piece, split
 from recprep.read.shuffling import buffered_shuffle, rng

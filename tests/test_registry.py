@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from recprep.registry import Registry, registries
 
 import recprep.cli
 import recprep.codecs
@@ -27,7 +28,6 @@ from recprep.errors import (
     PluginError,
     PluginWarning,
 )
-from recprep.registry import Registry, registries
 
 #: group -> (the built-in names, the source of a module whose ``OBJ`` is a valid entry
 #: named NAME); a command's entry is the module itself

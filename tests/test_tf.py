@@ -108,7 +108,7 @@ def test_missing_tensorflow_is_named(monkeypatch):
 
 def test_the_example_codecs_schema_gives_the_signature(mem_url):
     example = pytest.importorskip("recprep.codecs.example")
-    features = pytest.importorskip("recprep.features")
+    features = pytest.importorskip("recprep.codecs.features")
     declared = [
         features.Feature("image", "float32", (2, 3)),
         features.Feature("label", "int64", ()),

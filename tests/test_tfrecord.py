@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from recprep import RecordIO, convert
 from recprep.codecs.example import ExampleCodec
+from recprep.codecs.features import Feature
 from recprep.containers import detect_format, get_format
 from recprep.containers.tfrecord import detect_compression, masked_crc32c
 from recprep.errors import (
@@ -27,7 +28,6 @@ from recprep.errors import (
     InvalidArgumentError,
     RecprepError,
 )
-from recprep.features import Feature
 
 from .conftest import DATA
 

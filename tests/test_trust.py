@@ -264,7 +264,7 @@ def _public_entry_points() -> list[tuple[typing.Any, tuple[typing.Any, ...]]]:
 
 def _bad_values(annotation: typing.Any) -> list[typing.Any]:
     """Values an annotation must refuse: a bool for an int, a str for a bool..."""
-    from recprep._arguments import validator
+    from recprep._core.arguments import validator
 
     check = validator(annotation)
     if check is None:

@@ -22,12 +22,12 @@ import pytest
 
 from recprep import RecordIO, convert
 from recprep.containers import Gap, get_format
+from recprep.containers.fileindex import build_index as build_file_index
 from recprep.containers.recordio import MAGIC
 from recprep.containers.tfrecord import masked_crc32c
 from recprep.containers.tfrecord_index import TFRecordIndex, index_path
 from recprep.errors import CorruptDataError, CorruptDataWarning, EncodeError
-from recprep.read.fileindex import build_index as build_file_index
-from recprep.read.fileindex import read_range_chunks
+from recprep.read.placing import read_range_chunks
 from recprep.storage.sideindex import build_index, read_records, write_index
 
 

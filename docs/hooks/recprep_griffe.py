@@ -16,7 +16,7 @@ Doctests show as code wherever they are: a numpy section headed ``Example`` is r
 ``Examples``, and a doctest elsewhere (the body, ``Notes``) is fenced; griffe would show
 either as Markdown, where ``>>>`` is three nested quotes.
 
-A class whose bases include a private class (``CorruptDataError(_Located, ValueError)``)
+A class whose bases include a private class (``CorruptDataError(LocatedError, ValueError)``)
 shows that class's own bases instead (``RecprepError, ValueError``).
 
 ``mkdocs.yml`` loads it with the python handler's ``extensions`` option. The role
@@ -56,8 +56,8 @@ def parse_role(role: str, body: str) -> tuple[str, str | None]:
     ('recprep.spark.write()', 'recprep.spark.write')
     >>> parse_role("meth", "the epoch <set_epoch>")
     ('the epoch', 'set_epoch')
-    >>> parse_role("mod", "!recprep.read.fileindex")
-    ('recprep.read.fileindex', None)
+    >>> parse_role("mod", "!recprep.read.placing")
+    ('recprep.read.placing', None)
     """
     body = body.strip()
     titled = _TITLED.match(body)

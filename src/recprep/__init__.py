@@ -11,11 +11,13 @@ Example
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from . import _moved
 from ._version import __version__
 from .codecs import Codec, available_codecs, get_codec, register_codec
+from .codecs.features import Feature
 from .containers import available_formats, get_format, register_format
 from .decorators import batch, shuffle
 from .errors import (
@@ -44,7 +46,6 @@ from .errors import (
     WriteError,
 )
 from .executors import available_executors, register_executor
-from .features import Feature
 from .read.mixing import index_split, mix
 from .read.reader import RecordIO
 from .read.taskqueue import TaskQueue
@@ -103,7 +104,7 @@ __all__ = [
 ]
 
 logging.getLogger("recprep").addHandler(logging.NullHandler())
-_moved.install()
+_moved.install(sys.modules[__name__])
 
 
 def __getattr__(name: str) -> Any:

@@ -1,16 +1,21 @@
-"""Old import paths of modules that moved when the package root was regrouped (0.5).
+"""Old import paths of modules that moved, kept working for one release.
 
 ``import recprep.reader`` and ``from recprep.reader import X`` keep working for one release:
 the module is found at its new path, with a :class:`~recprep.errors.MovedModuleWarning`
-naming it. ``recprep.convert`` and ``recprep.prepare`` are the functions; their modules are
-:mod:`recprep.write.convert` and :mod:`recprep.write.prepare`.
+naming it. ``recprep.convert`` and ``recprep.prepare`` are the functions, and stay the
+functions when their old module paths are imported (their modules are
+:mod:`recprep.write.convert` and :mod:`recprep.write.prepare`).
 
 >>> import warnings
 >>> with warnings.catch_warnings(record=True) as caught:
 ...     warnings.simplefilter("always")
 ...     from recprep.index import FileIndex
+...     import recprep.convert
 >>> FileIndex.__module__, str(caught[0].message)  # doctest: +ELLIPSIS
-('recprep.read.fileindex', 'recprep.index moved to recprep.read.fileindex; ...')
+('recprep.containers.fileindex', 'recprep.index moved to recprep.containers.fileindex; ...')
+>>> import recprep
+>>> callable(recprep.convert), recprep.convert.__module__
+(True, 'recprep.write.convert')
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from .errors import MovedModuleWarning, warn
 
 #: old dotted path -> new dotted path
 MOVED = {
-    "recprep._failpoints": "recprep.storage._failpoints",
-    "recprep.arguments": "recprep._arguments",
+    "recprep._failpoints": "recprep.storage.failpoints",
+    "recprep.storage._failpoints": "recprep.storage.failpoints",
+    "recprep._arguments": "recprep._core.arguments",
+    "recprep.arguments": "recprep._core.arguments",
     "recprep.assembly": "recprep.write.assembly",
     "recprep.cache": "recprep.read.cache",
     "recprep.checkpoint": "recprep.read.checkpoint",
@@ -40,8 +47,9 @@ MOVED = {
     "recprep.dataset": "recprep.read.dataset",
     "recprep.decoding": "recprep.read.decoding",
     "recprep.discovery": "recprep.storage.discovery",
+    "recprep.features": "recprep.codecs.features",
     "recprep.filepool": "recprep.read.filepool",
-    "recprep.index": "recprep.read.fileindex",
+    "recprep.index": "recprep.containers.fileindex",
     "recprep.inputs": "recprep.write.inputs",
     "recprep.locking": "recprep.storage.locking",
     "recprep.manifest": "recprep.storage.manifest",
@@ -49,6 +57,7 @@ MOVED = {
     "recprep.prefetch": "recprep.read.prefetch",
     "recprep.prepare": "recprep.write.prepare",
     "recprep.progress": "recprep.write.progress",
+    "recprep.read.fileindex": "recprep.read.placing",
     "recprep.reader": "recprep.read.reader",
     "recprep.sharding": "recprep.read.ranks",
     "recprep.shards": "recprep.storage.shardnames",
@@ -61,8 +70,22 @@ MOVED = {
     "recprep.writing": "recprep.write.loop",
 }
 
-#: old paths that now name a function of ``recprep``: importing them as modules can't work
-FUNCTIONS = {"recprep.convert": "recprep.write.convert", "recprep.prepare": "recprep.write.prepare"}
+#: names of ``recprep`` that are functions, whose old module paths are still imported:
+#: the import must not put the module in the function's place
+FUNCTIONS = ("convert", "prepare")
+
+
+class Package(ModuleType):
+    """The ``recprep`` package's class: an import of ``recprep.convert`` (an old module
+    path) sets the attribute ``convert`` of the package to that module, as any import of
+    a submodule does — here it is kept the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in FUNCTIONS and isinstance(value, ModuleType) and callable(
+            self.__dict__.get(name)
+        ):
+            return
+        super().__setattr__(name, value)
 
 
 class _Alias(importlib.abc.Loader):
@@ -82,19 +105,15 @@ class MovedFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> Any:
         new = MOVED.get(fullname)
         if new is None:
-            if fullname in FUNCTIONS:
-                raise ModuleNotFoundError(
-                    f"{fullname} is a function (from recprep import "
-                    f"{fullname.rsplit('.', 1)[1]}); its module is {FUNCTIONS[fullname]}",
-                    name=fullname,
-                )
             return None
         warn(MovedModuleWarning(f"{fullname} moved to {new}; import it from there (the old "
                                 "path goes in the next release)"))
         return importlib.util.spec_from_loader(fullname, _Alias(new))
 
 
-def install() -> None:
-    """Put :class:`MovedFinder` last on ``sys.meta_path`` (once)."""
+def install(package: ModuleType) -> None:
+    """Put :class:`MovedFinder` last on ``sys.meta_path`` (once), and make ``package``
+    (``recprep``) a :class:`Package`."""
     if not any(isinstance(f, MovedFinder) for f in sys.meta_path):
         sys.meta_path.append(MovedFinder())
+    package.__class__ = Package

@@ -1,39 +1,23 @@
-"""The names users pass for formats, codecs, compressors, executors and options.
+"""The names users pass (``format=``, ``codec=``, ``compressor=``, ``executor=``,
+``on_corrupt=``, ``split=``) as ``Literal`` types, for type checkers.
 
-They are ``Literal`` types, so an IDE offers the valid names and a type checker catches a
-misspelt one. Formats, codecs and executors come from registries that plug-ins extend:
-their parameters take ``FormatName | str`` and so on, and the registry says whether it
-knows a name it is given.
+Their home is :mod:`recprep._core.names` (the base layer); this is their public face.
 
-Example
--------
 >>> from typing import get_args
->>> get_args(CompressorName)
-('snappy', 'gzip', 'zlib', 'none')
+>>> from recprep.names import OnCorrupt
+>>> get_args(OnCorrupt)
+('raise', 'skip')
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from ._core.names import (
+    CodecName,
+    CompressorName,
+    ExecutorName,
+    FormatName,
+    OnCorrupt,
+    SplitMode,
+)
 
-__all__ = [
-    "CodecName",
-    "CompressorName",
-    "ExecutorName",
-    "FormatName",
-    "OnCorrupt",
-    "SplitMode",
-]
-
-#: container formats built in (``format=``)
-FormatName = Literal["recordio", "recordio-legacy", "tfrecord"]
-#: codecs built in (``codec=``)
-CodecName = Literal["recprep", "pickle", "raw", "example"]
-#: compressors (``compressor=``): which ones a format takes is the format's to say
-CompressorName = Literal["snappy", "gzip", "zlib", "none"]
-#: executors built in (``executor=``)
-ExecutorName = Literal["serial", "processes", "spark", "ray"]
-#: what a reader does with damaged data (``on_corrupt=``)
-OnCorrupt = Literal["raise", "skip"]
-#: how ranks split a reader's files (``split=``)
-SplitMode = Literal["auto", "shard", "range"]
+__all__ = ["CodecName", "CompressorName", "ExecutorName", "FormatName", "OnCorrupt", "SplitMode"]

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .batching import batched, check_batch_size
+from ._core.batching import batched, check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = ["describe", "features_from_schema", "to_tf_dataset"]

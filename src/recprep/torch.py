@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .batching import check_batch_size
+from ._core.batching import check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
 from .read.epochclock import EpochClock
 from .read.reader import RecordIO

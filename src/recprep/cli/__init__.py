@@ -38,9 +38,9 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
+from .._core.registry import Registry
 from .._version import __version__
 from ..errors import InvalidArgumentError, RecprepError
-from ..registry import Registry
 from ._common import common_options, say_as_option
 
 __all__ = ["available_commands", "build_parser", "main", "register_command"]

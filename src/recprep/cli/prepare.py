@@ -77,6 +77,7 @@ def _coerce(value: str) -> Any:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ..containers import available_formats
+    from ..executors import available_executors
 
     parser.add_argument("model_file", metavar="MODEL_FILE",
                         help="the model file (feature_columns, prepare_data_for_a_single_file)")
@@ -91,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="shards to write (default: 4 x num-workers)")
     parser.add_argument("--name-prefix", default="data",
                         help="shard name prefix (default: data)")
-    parser.add_argument("--executor", choices=["processes", "spark", "ray", "serial"],
+    parser.add_argument("--executor", choices=available_executors(),
                         help="default: processes in local mode, spark in cluster mode")
     parser.add_argument("--master", help="Spark master URL, e.g. spark://10.0.0.1:7077")
     parser.add_argument("--address", help="Ray address, e.g. auto or 10.0.0.1:6379")
@@ -106,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "else recprep)")
     parser.add_argument("--format", choices=available_formats(), default="recordio",
                         help="container (default: recordio, what ElasticDL reads)")
-    parser.add_argument("--compressor", choices=["snappy", "gzip", "zlib", "none"],
+    parser.add_argument("--compressor", choices=_compressors(),
                         help="compression (default: snappy for recordio, none for tfrecord; "
                         "zlib is tfrecord only)")
     parser.add_argument("--include", action="append", metavar="GLOB",
@@ -119,6 +120,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="complete a run that was killed, reusing what it finished")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _compressors() -> list[str]:
+    """Every compressor a registered format has (a format's own is checked by prepare)."""
+    from ..containers import available_formats, get_format
+
+    return sorted({c for name in available_formats() for c in get_format(name).compressors})
 
 
 def run(args: argparse.Namespace) -> int:

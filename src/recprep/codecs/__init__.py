@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .._core.registry import Registry
 from ..errors import InvalidArgumentError
-from ..registry import Registry
 from .base import Codec
 
 __all__ = ["Codec", "available_codecs", "get_codec", "register_codec"]

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Columns
-from ..features import Feature, fixed_size
+from .._core.batching import Columns
 from ._example_chunk import Values, parse_chunk
 from .example_wire import BYTES, FLOATS, INTS
+from .features import Feature, fixed_size
 
 __all__ = ["MIN_RECORDS", "decode_columns"]
 

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..batching import Columns
-from ..containers.base import Records
+from .._core.batching import Columns
+from .._core.records import Records
 from ._recprep_base import (
     FORMAT_TAG,
     T_BYTES,

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from ..batching import Columns
+    from .._core.batching import Columns
 
 #: Qualified names of the types that codecs of this process stored as pickles because they
 #: have no encoding of their own for them (a fallback the user didn't ask for), appended by

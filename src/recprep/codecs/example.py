@@ -20,8 +20,8 @@ under protobuf's default (upb) backend. Records are read with protobuf's merge r
 where ``tf.io.parse_example`` would read them otherwise, an :class:`ExampleMergeWarning`
 says so.
 
-With ``features`` (a list of :class:`~recprep.features.Feature`) the instance may also be
-a tuple in feature order, and is checked by :func:`~recprep.features.check_instance`;
+With ``features`` (a list of :class:`~recprep.codecs.features.Feature`) the instance may also be
+a tuple in feature order, and is checked by :func:`~recprep.codecs.features.check_instance`;
 their dtypes and shapes go into the manifest's ``schema``, and decoding gives arrays of
 the declared shapes and dtypes back. Without them, records decode to dicts of 1-D arrays:
 ``float32``, ``int64``, or ``object`` arrays of ``bytes``.
@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Columns
+from .._core.batching import Columns
 from ..errors import (
     REMEDY,
     DecodeError,
@@ -68,7 +68,6 @@ from ..errors import (
     ExampleMergeWarning,
     InvalidArgumentError,
 )
-from ..features import Feature, SchemaMismatchError, as_features, check_instance, fixed_size
 from ._example_columns import decode_columns as _decode_columns
 from ._example_encode_columns import ExampleBuilder as _ExampleBuilder
 from ._example_encode_columns import encode_columns as _encode_columns
@@ -86,6 +85,7 @@ from .example_wire import (
     varint,
     varints,
 )
+from .features import Feature, SchemaMismatchError, as_features, check_instance, fixed_size
 from .guess import codec_remedy, first_byte
 
 __all__ = ["ExampleCodec", "ExampleMergeWarning", "key_order", "varint"]
@@ -247,8 +247,8 @@ class ExampleCodec(Codec):
     Parameters
     ----------
     features
-        :class:`~recprep.features.Feature` objects (or anything
-        :func:`~recprep.features.as_features` takes). With them, instances are checked,
+        :class:`~recprep.codecs.features.Feature` objects (or anything
+        :func:`~recprep.codecs.features.as_features` takes). With them, instances are checked,
         tuples are accepted in feature order, and records decode to the declared shapes
         and dtypes. Example floats are float32: a float64 feature is an ``EncodeError``.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pickletools
 
-from ..errors import REMEDY, Remedy, _Located
+from ..errors import REMEDY, LocatedError, Remedy
 
 __all__ = ["PICKLE_OPENERS", "codec_first", "codec_remedy", "first_byte", "likely_codecs"]
 
@@ -63,7 +63,7 @@ def codec_remedy(record: bytes | memoryview, *, besides: str) -> Remedy:
     return Remedy("codec", names[0], also=tuple(names[1:]), effect=EFFECT)
 
 
-def codec_first(err: _Located, name: str, used: str) -> _Located:
+def codec_first(err: LocatedError, name: str, used: str) -> LocatedError:
     """``err``, raised by codec ``used`` for a set whose manifest names codec ``name``,
     suggesting ``codec=name`` first: ahead of the values of its ``codec`` remedy, or as a
     remedy of its own when it had none (an error whose remedy is to allow pickles keeps
@@ -92,6 +92,6 @@ manifest names"
     out = type(err).__new__(type(err))
     out.__dict__.update(err.__dict__)
     out.remedies = remedies
-    _Located.__init__(out, detail, path=err.path, offset=err.offset,
+    LocatedError.__init__(out, detail, path=err.path, offset=err.offset,
                       record_index=err.record_index)
     return out

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Columns
+from .._core.batching import Columns
 from ..errors import REMEDY, DecodeError, EncodeError
 from ._recprep_base import (
     F1,

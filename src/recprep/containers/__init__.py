@@ -20,19 +20,16 @@ Example
 
 from __future__ import annotations
 
+from .._core.records import Chunk, Gap, Records, nbytes
+from .._core.registry import Registry
 from ..errors import CorruptDataError, InvalidArgumentError, Remedy
-from ..registry import Registry
 from .base import (
     DEFAULT_MAX_CHUNK_BYTES,
     SNIFF_BYTES,
-    Chunk,
     ChunkInfo,
     Format,
-    Gap,
-    Records,
     RecordWriter,
     Source,
-    nbytes,
 )
 
 __all__ = [

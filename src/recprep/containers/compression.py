@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import cramjam
 import google_crc32c
 
+from .._core.registry import Registry
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
-from ..registry import Registry
 
 __all__ = ["Compression", "available_compressions", "get_compression", "register_compression"]
 

@@ -33,8 +33,9 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
+from .._core.records import Records
 from ..errors import CorruptDataError, InvalidArgumentError
-from .base import MAX_EXPANSION, ChunkInfo, Records, max_records
+from .base import MAX_EXPANSION, ChunkInfo, max_records
 
 __all__ = ["RecordIndex"]
 

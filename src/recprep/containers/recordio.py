@@ -48,20 +48,19 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
+from .._core.records import Chunk, Records
 from ..errors import (
     ChunkTooLargeError,
     CorruptDataError,
     EncodeError,
     InvalidArgumentError,
-    _Located,
+    LocatedError,
 )
 from .base import (
     DEFAULT_MAX_CHUNK_BYTES,
-    Chunk,
     ChunkInfo,
     Format,
     OnSkip,
-    Records,
     RecordWriter,
     Sink,
     Source,
@@ -482,7 +481,7 @@ def _read_chunk(
         if budget is not None:
             budget.spent += len(data)
         records = split_payload(data, count)
-    except _Located as err:  # the payload is sound (its CRC holds): the count is wrong,
+    except LocatedError as err:  # the payload is sound (its CRC holds): the count is wrong,
         located = err.located(**where)  # so how many records it held is not known
         assert isinstance(located, CorruptDataError)
         raise _Damage(located, "payload", None, resume) from None

@@ -42,14 +42,13 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
+from .._core.records import Chunk, Records
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
 from .base import (
     DEFAULT_MAX_CHUNK_BYTES,
     SNIFF_BYTES,
-    Chunk,
     Format,
     OnSkip,
-    Records,
     RecordWriter,
     Sink,
     Source,

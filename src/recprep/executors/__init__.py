@@ -19,8 +19,8 @@ import concurrent.futures as cf
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._core.registry import Registry
 from ..errors import InvalidArgumentError
-from ..registry import Registry
 from .base import Backend, Outcome, execute, serialize
 
 __all__ = [

@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from ..batching import Columns, collate
+from .._core.batching import Columns, collate
 from ..containers import Gap
 
 __all__ = [

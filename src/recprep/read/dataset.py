@@ -48,8 +48,8 @@ from ..containers import Chunk, Gap
 from ..errors import (
     InstanceIndexError,
     InvalidArgumentError,
+    LocatedError,
     RecordsLostError,
-    _Located,
 )
 from .decoding import decoded
 from .ranks import Piece
@@ -138,7 +138,7 @@ class _Chunk:
             wanted = [self.records[p] for p in need]
             try:
                 values = self.codec.decode_many(wanted, allow_pickle=self.allow_pickle)
-            except _Located:
+            except LocatedError:
                 for p in need:  # name the record that fails: its position in the chunk
                     list(decoded([(Chunk(self.offset, [self.records[p]]), p)], self.codec,
                                  self.path, allow_pickle=self.allow_pickle,

@@ -33,11 +33,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from ..batching import Columns
+from .._core.batching import Columns
 from ..codecs import Codec
 from ..codecs.guess import codec_first
 from ..containers import Chunk, Gap, nbytes
-from ..errors import DecodeError, _Located
+from ..errors import DecodeError, LocatedError
 
 __all__ = ["BATCH_BYTES", "decoded"]
 
@@ -121,7 +121,7 @@ def _decode_chunk(
 ) -> list[Any]:
     try:
         return codec.decode_many(chunk.records, allow_pickle=allow_pickle)
-    except _Located as err:
+    except LocatedError as err:
         index = _failing_index(codec, allow_pickle, chunk.records)
         located = err.located(
             path=path,

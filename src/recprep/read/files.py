@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, Gap, get_format, sniff
 from ..containers.base import Quietly, report_skip
+from ..containers.fileindex import FileIndex, build_index
 from ..errors import (
     CorruptDataError,
     CorruptDataWarning,
@@ -45,8 +46,8 @@ from ..storage.fs import display
 from ..storage.manifest import Manifest, read_manifest
 from .cache import ShardCache
 from .committed import CommittedSets
-from .fileindex import FileIndex, build_index, place_chunks, read_range_chunks
 from .filepool import FilePool
+from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
 __all__ = ["SourceFile", "Sources"]

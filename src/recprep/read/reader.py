@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._arguments import checked
-from ..batching import check_batch_size
+from .._core.arguments import checked
+from .._core.batching import check_batch_size
+from .._core.names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
 from ..codecs import Codec, get_codec
+from ..codecs.schema import codec_with_schema
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Gap, get_format
-from ..errors import CorruptDataWarning, InvalidArgumentError, warn
-from ..names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
+from ..errors import CorruptDataWarning, InvalidArgumentError, RecordRangeError, warn
 from ..storage.discovery import ShardSet, resolve_shard_sets
 from ..storage.fs import display, resolve
-from ..storage.manifest import Manifest, codec_with_schema
+from ..storage.manifest import Manifest
 from .blocks import Block, cut, flatten, pick
 from .blocks import interleave as interleave_runs
 from .cache import ShardCache
@@ -51,7 +52,6 @@ from .checkpoint import (
 )
 from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, decoded
-from .fileindex import RecordRangeError
 from .files import Sources
 from .prefetch import check_threads, prefetched
 from .ranks import (
@@ -756,7 +756,8 @@ class RecordIO:
     def _checked_state(self, state: Any) -> dict[str, Any]:
         """``state`` checked for loading into this reader (see :meth:`load_state_dict`),
         normalised; nothing is changed."""
-        state = check_state(state)
+        checked: dict[str, Any] = check_state(state)
+        state = checked
         mine = self._state(0, [], 0, False)
         differs = [
             f"{key} (the state's {state[key]!r}, this reader's {mine[key]!r})"
@@ -776,7 +777,7 @@ class RecordIO:
                 f"{self.rank} of {self.world_size} (worker {state['worker']} of "
                 f"{state['num_workers']}), found {state['yielded']}"
             )
-        return state
+        return checked
 
     def _check_split(self, state: Mapping[str, Any]) -> None:
         if state.get("rank") is None:

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs.features import Feature, as_features
 from ..errors import DecodeError, InvalidArgumentError, UnsupportedColumnError
-from ..features import Feature, as_features
 
 __all__ = [
     "ColumnSpec",

@@ -3,7 +3,7 @@
 For a format with chunk headers
 (:attr:`~recprep.containers.base.Format.chunk_header_bytes`, RecordIO), reading a range of
 a shard, or one instance of it, needs the shard's chunk index
-(:class:`~recprep.read.fileindex.FileIndex`): built without this file by hopping from chunk header
+(:class:`~recprep.containers.fileindex.FileIndex`): built without this file by hopping from chunk header
 to chunk header, one read per chunk. ``convert`` writes every shard's index into one hidden
 file beside the set, ``.{prefix}.chunks`` (hidden: never taken for data), committed with
 the shards before the manifest; opening a set of 10,000 shards then reads one file and no
@@ -49,8 +49,8 @@ import google_crc32c
 import numpy as np
 
 from ..containers import get_format
+from ..containers.fileindex import FileIndex
 from ..errors import CorruptDataError, CorruptDataWarning, warn
-from ..read.fileindex import FileIndex
 from .fs import display, read_regular
 from .manifest import Manifest, ShardInfo, SideFileInfo
 

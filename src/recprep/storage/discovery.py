@@ -174,9 +174,9 @@ def side_file_kinds() -> tuple[SideFileKind, ...]:
     >>> [k.name("x") for k in side_file_kinds()]
     ['.x.tfindex', '.x.chunks']
     """
-    from ..containers import _REGISTRY
+    from ..containers import available_formats
 
-    return _side_kinds(tuple(_REGISTRY.names()))
+    return _side_kinds(tuple(available_formats()))
 
 
 @functools.cache

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from ..errors import OutputLockedError, WriteError
-from . import _failpoints
+from . import failpoints
 
 LOCK_PREFIX = ".recprep-lock-"
 #: an empty or unreadable lock file this old (seconds) is a dead writer's
@@ -114,7 +114,7 @@ class ShardSetLock:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(owner)
-            _failpoints.hit("lock.write")
+            failpoints.hit("lock.write")
             try:
                 os.link(tmp, self.path)
                 return True
@@ -135,7 +135,7 @@ class ShardSetLock:
         except FileExistsError:
             return False
         try:
-            _failpoints.hit("lock.created")
+            failpoints.hit("lock.created")
             with os.fdopen(fd, "wb") as f:
                 f.write(owner)
         except OSError:

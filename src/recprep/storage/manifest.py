@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._version import __version__
 from ..containers import get_format
@@ -36,16 +36,11 @@ from ..errors import CorruptDataError, InvalidArgumentError, RecprepError
 from .fs import read_regular
 from .shardnames import check_prefix, shard_name
 
-if TYPE_CHECKING:
-    from ..codecs import Codec
-
 MANIFEST_VERSION = 1
 #: a manifest file larger than this is refused before it is parsed
 MAX_MANIFEST_BYTES = 64 << 20
 #: how deeply the ``schema`` object may nest
 MAX_SCHEMA_DEPTH = 32
-#: the most dimensions a feature's shape in a schema may have
-MAX_DIMS = 32
 _INT_LIMIT = 1 << 63
 _CRC_HEX = re.compile(r"[0-9a-fA-F]{8}")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -338,51 +333,6 @@ def _shard(manifest: Manifest, entry: Any, index: int, count: int) -> ShardInfo:
         raise _Invalid(f"{where} claims {records} records in {size} bytes, which can hold at "
                        f"most {most} ({manifest.format}, {manifest.compressor})")
     return ShardInfo(name, records, size, int(crc, 16))
-
-
-def _check_shapes(schema: dict[str, Any]) -> None:
-    """The shapes of a schema's ``features`` (recprep's convention, ``Feature.to_json``)
-    must be arrays numpy can make: at most :data:`MAX_DIMS` dimensions, each ``null`` or
-    an int in ``[0, 2**63)``, whose product is below 2**63."""
-    features = schema.get("features")
-    for feature in features if isinstance(features, list) else ():
-        shape = feature.get("shape") if isinstance(feature, dict) else None
-        if shape is None:
-            continue
-        if not isinstance(shape, list) or len(shape) > MAX_DIMS:
-            raise ValueError(f"a feature's shape must be a list of at most {MAX_DIMS} "
-                             f"dimensions, found {_shown(shape)}")
-        size = 1
-        for dim in shape:
-            if dim is not None:
-                size *= _int(dim, "a dimension")
-        if size >= _INT_LIMIT:
-            raise ValueError(f"a feature's shape {shape} has {size} elements, past 2**63")
-
-
-def codec_with_schema(codec: Codec, schema: dict[str, Any], path: str | None) -> Codec:
-    """``codec.with_schema(schema)`` for a schema read from the manifest at ``path``: a
-    schema the codec can't use raises :class:`~recprep.errors.CorruptDataError` naming
-    the manifest, whatever the codec raised.
-
-    >>> from recprep.codecs import get_codec
-    >>> codec_with_schema(get_codec("example"), {"features": 3}, "p.manifest.json")
-    ... # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    recprep.errors.CorruptDataError: p.manifest.json: the manifest's schema is not one ...
-    """
-    try:
-        _check_shapes(schema)
-        return codec.with_schema(schema)
-    except CorruptDataError:
-        raise
-    except Exception as err:
-        raise CorruptDataError(
-            f"the manifest's schema is not one codec {codec.name!r} can read "
-            f"({type(err).__name__}: {err})",
-            path=path,
-        ) from None
 
 
 def read_manifest(fs: Any, path: str) -> Manifest | None:

@@ -50,7 +50,7 @@ from ..errors import (
     WriteError,
     add_note,
 )
-from . import _failpoints
+from . import failpoints
 from .discovery import Kind, classify
 from .fs import checksum, display, open_regular, read_regular
 from .locking import is_local
@@ -263,7 +263,7 @@ class Staging:
         try:
             with self.fs.open(tmp, "wb") as f:
                 f.write(data)
-            _failpoints.hit("staging.rename")
+            failpoints.hit("staging.rename")
             self.fs.mv(tmp, path)
         except OSError as err:
             with contextlib.suppress(Exception):
@@ -327,7 +327,7 @@ class Staging:
         except (TypeError, ValueError):
             return
         self._write_atomic(f"done-{key}.json", data)
-        _failpoints.hit("staging.record")
+        failpoints.hit("staging.record")
 
     def recorded(
         self, key: str
@@ -378,7 +378,7 @@ class Staging:
                "manifest_sha256": digest}
         self._write_atomic(JOURNAL, seal(doc))
         self.committing = True
-        _failpoints.hit("commit.journal")
+        failpoints.hit("commit.journal")
         self._finish(Journal(names, old, digest))
 
     def pending_commit(self) -> bool:
@@ -448,26 +448,26 @@ class Staging:
         if fs.exists(staged_manifest):
             if fs.exists(final_manifest):
                 fs.rm(final_manifest)  # uncommit the old set before touching its files
-                _failpoints.hit("commit.uncommit")
+                failpoints.hit("commit.uncommit")
             for name, staged in journal.staged.items():
                 source = posixpath.join(self.area, staged)
                 target = posixpath.join(self.output, name)
                 if fs.exists(source):
                     fs.mv(source, target)
-                    _failpoints.hit("commit.move")
+                    failpoints.hit("commit.move")
                 elif classify(name).kind is Kind.SHARD_SIDE and fs.exists(target):
                     fs.rm(target)  # moved or not, an index is rebuilt on demand
             for name in journal.replaced:
                 path = posixpath.join(self.output, name)
                 if name not in journal.staged and path != final_manifest and fs.exists(path):
                     fs.rm(path)
-                    _failpoints.hit("commit.replaced")
+                    failpoints.hit("commit.replaced")
             fs.mv(staged_manifest, final_manifest)
-            _failpoints.hit("commit.manifest")
+            failpoints.hit("commit.manifest")
         for name in (FINGERPRINT, JOURNAL):  # the run is over, then the commit
             if fs.exists(self.file(name)):
                 fs.rm(self.file(name))
-                _failpoints.hit("commit.cleanup")
+                failpoints.hit("commit.cleanup")
         self.committing = False
         self.remove()
 

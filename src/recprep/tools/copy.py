@@ -47,7 +47,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._arguments import checked
+from .._core.arguments import checked
 from ..errors import (
     CorruptDataError,
     InvalidArgumentError,
@@ -59,7 +59,7 @@ from ..errors import (
     WriteError,
     warn,
 )
-from ..storage import _failpoints
+from ..storage import failpoints
 from ..storage.discovery import SET_KINDS, Kind, classify, list_entries
 from ..storage.fs import checksum, display, open_regular, resolve
 from ..storage.locking import ShardSetLock
@@ -311,7 +311,7 @@ def _copy_one(
     except Exception as err:
         raise WriteError(dest, err) from err
     bar.add(files=1)
-    _failpoints.hit("cp.copied")
+    failpoints.hit("cp.copied")
     log.debug("recprep: copied %s -> %s (%d bytes, crc32c %08x)", source, dest, size, crc)
     return CopiedFile(source, dest, size, f"{crc:08x}")
 

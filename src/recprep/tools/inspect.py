@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from .._arguments import checked
+from .._core.arguments import checked
 from ..containers import sniff
+from ..containers.fileindex import build_index
 from ..errors import CorruptDataError, InvalidArgumentError
-from ..read.fileindex import build_index
 from ..storage.fs import display, open_regular, resolve
 from ..storage.shardnames import parse_shard_name
 from ._sets import FoundSet, find_all

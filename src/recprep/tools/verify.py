@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._arguments import checked
+from .._core.arguments import checked
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, sniff
 from ..errors import CorruptDataError
 from ..read.committed import pending_journal, uncommitted

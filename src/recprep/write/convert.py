@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from .._arguments import checked
+from .._core.arguments import checked
+from .._core.names import CodecName, CompressorName, ExecutorName, FormatName
 from ..codecs import Codec
 from ..errors import (
     REMEDY,
@@ -37,7 +38,6 @@ from ..errors import (
 )
 from ..executors import Backend, get_backend, serialize
 from ..executors.base import reraise
-from ..names import CodecName, CompressorName, ExecutorName, FormatName
 from ..storage.chunkindex import binding
 from ..storage.discovery import Kind, set_files
 from ..storage.fs import display, resolve
@@ -565,7 +565,7 @@ def _chunk_indexes(
     chunk headers hopped once here; committed with the shards, before the manifest."""
     import numpy as np
 
-    from ..read.fileindex import build_index as index_of
+    from ..containers.fileindex import build_index as index_of
     from ..storage.chunkindex import chunks_name, write_table
 
     container = options.container()

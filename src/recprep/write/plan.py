@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._arguments import checked
+from .._core.arguments import checked
 from ..errors import InvalidArgumentError
 from . import loop
 from .assembly import Run, assemble

@@ -3,7 +3,7 @@ shards out (the ElasticDL design).
 
 The model file is the one users train with. It defines
 
-* ``feature_columns`` — what each instance holds: :class:`~recprep.features.Feature`
+* ``feature_columns`` — what each instance holds: :class:`~recprep.codecs.features.Feature`
   objects, or TensorFlow ``numeric_column``-style objects (``key``, ``shape``, ``dtype``);
 * ``prepare_data_for_a_single_file(filename)`` — one raw file to one instance (a tuple in
   feature order, a dict by feature name, a ``tf.train.Example`` or its bytes), an iterator
@@ -28,11 +28,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._arguments import checked
+from .._core.arguments import checked
+from .._core.names import CodecName, CompressorName, ExecutorName, FormatName
 from ..codecs import Codec, get_codec
+from ..codecs.features import Feature, as_features, check_instance
 from ..errors import InvalidArgumentError, ModelFileError, NotFoundError, RawFileError, RecprepError
-from ..features import Feature, as_features, check_instance
-from ..names import CodecName, CompressorName, ExecutorName, FormatName
 from ..storage.fs import display, resolve
 from .convert import ConvertResult, convert
 from .plan import partitions

@@ -41,7 +41,7 @@ from typing import Any, Literal, TypeVar, Union
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["checked", "describe", "validator"]
 

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError, SchemaMismatchError
+from ..errors import InvalidArgumentError, SchemaMismatchError
 
 __all__ = [
     "Feature",
