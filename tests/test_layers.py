@@ -256,3 +256,89 @@ def test_the_prepare_command_offers_every_registered_executor() -> None:
 if __name__ == "__main__":  # print the violations
     print("\n".join(violations(edges())) or "no violations")
     pytest.main([__file__, "-q"])
+
+
+# -- a house a maintainer can find their way in (issue 23, targets) ---------------------------
+
+#: the most lines a module may have, and lines of code (no docstring, comment or blank
+#: line) a function may have
+MODULE_LINES, FUNCTION_CODE_LINES, PUBLIC_PARAMETERS = 500, 60, 8
+#: the command contract (recprep.cli): every command module defines these
+PROTOCOL = frozenset({"HELP", "DESCRIPTION", "EXAMPLES", "add_arguments", "run",
+                      "__getattr__"})
+
+
+def code_lines(node: ast.AST, source: list[str]) -> int:
+    """Lines of ``node`` that hold code: not blank, not only a comment, not a docstring."""
+    skip: set[int] = set()
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
+                getattr(body[0], "value", None), ast.Constant) and isinstance(
+                body[0].value.value, str):
+            skip.update(range(body[0].lineno, body[0].end_lineno + 1))
+    lines = range(node.lineno, node.end_lineno + 1)  # type: ignore[attr-defined]
+    return sum(1 for n in lines if n not in skip and source[n - 1].strip()
+               and not source[n - 1].strip().startswith("#"))
+
+
+def too_big() -> list[str]:
+    found = []
+    for name, path in modules().items():
+        text = path.read_text(encoding="utf-8")
+        source = text.splitlines()
+        if len(source) > MODULE_LINES:
+            found.append(f"{name}: {len(source)} lines (at most {MODULE_LINES})")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = code_lines(node, source)
+                if lines > FUNCTION_CODE_LINES:
+                    found.append(f"{name}.{node.name} (line {node.lineno}): {lines} lines "
+                                 f"of code (at most {FUNCTION_CODE_LINES})")
+    return found
+
+
+def test_no_module_or_function_is_too_big() -> None:
+    found = too_big()
+    assert not found, "split these:\n" + "\n".join(found)
+
+
+def top_level_names() -> dict[str, list[str]]:
+    defined: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                names = []
+            for defined_name in names:
+                if defined_name not in PROTOCOL and not (
+                        defined_name.startswith("__") and defined_name.endswith("__")):
+                    defined.setdefault(defined_name, []).append(name)
+    return defined
+
+
+def test_every_top_level_name_is_defined_once() -> None:
+    """A name leads to one definition (a type variable ``T`` or a logger ``log`` aside)."""
+    twice = {n: m for n, m in top_level_names().items()
+             if len(m) > 1 and n not in ("T", "log")}
+    assert not twice, "\n".join(f"{n}: {', '.join(m)}" for n, m in sorted(twice.items()))
+
+
+def test_no_public_call_takes_more_than_eight_positional_or_keyword_parameters() -> None:
+    """A public call with more options than that takes them by keyword, or as one options
+    value."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    not node.name.startswith("_") or node.name == "__init__"):
+                params = [a.arg for a in node.args.posonlyargs + node.args.args
+                          if a.arg not in ("self", "cls")]
+                if len(params) > PUBLIC_PARAMETERS:
+                    found.append(f"{name}.{node.name} (line {node.lineno}): {len(params)}")
+    assert not found, "\n".join(found)
