@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import fsspec
 import numpy as np
 from hypothesis import strategies as st
-from recprep.batching import NUMBERS
+from recprep._core.batching import NUMBERS
 
 from recprep.codecs.example import ExampleCodec
 from recprep.codecs.features import Feature

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from recprep.batching import NUMBERS, batched, collate, unbatch
+from recprep._core.batching import NUMBERS, batched, collate, unbatch
 
 from recprep import InvalidArgumentError, RecordIO, convert
 from recprep.errors import CorruptDataError, CorruptDataWarning

@@ -95,7 +95,7 @@ def test_a_resumed_pass_yields_exactly_the_rest(sizes, options, epoch, split, st
         assert size(state) < 4096
         later = reader(seed=None)  # the seed comes from the state
         if epoch is None:
-            later._passes = 5  # so does the epoch
+            later._passes.passes = 5  # so does the epoch
         later.load_state_dict(state)
         assert later.state_dict() == state  # loaded, not started: the same position
         rest = list(later())

@@ -233,7 +233,7 @@ class _Stream:
         if self._clock is not None:
             self._clock.resumed(self._identity, loaded["epoch"], loaded["epoch_set"])
         if loaded.get("done"):
-            self.reader._resume = None
+            self.reader._passes.resume = None
             self._over, self._items = loaded, iter(())
         else:
             self._over, self._items = None, self._start()
@@ -325,7 +325,7 @@ def _build() -> type:
             self.transform = transform
             self.batch_size = batch_size
             self.drop_last = bool(drop_last)
-            self._clock = EpochClock(reader.epoch, reader._epoch)
+            self._clock = EpochClock(reader.epoch, reader._passes.fixed)
 
         @property
         def epoch(self) -> int:
@@ -353,15 +353,15 @@ def _build() -> type:
                 # the workers of one iterator share its base seed: they take one epoch
                 identity, parties = (info.seed - info.id, self._worker_passes), info.num_workers
                 self._worker_passes += 1
-            if reader._resume is not None and identity is not None and not (
-                self._clock.take_up(_token(reader._resume), identity)
+            if reader._passes.resume is not None and identity is not None and not (
+                self._clock.take_up(_token(reader._passes.resume), identity)
             ):  # a copy of a state an earlier iterator's workers resumed: not again
-                reader._resume = None
-            if reader._resume is not None:  # a loaded state: its pass goes on
-                self._clock.resumed(identity, reader.epoch, reader._epoch is not None)
+                reader._passes.resume = None
+            if reader._passes.resume is not None:  # a loaded state: its pass goes on
+                self._clock.resumed(identity, reader.epoch, reader._passes.fixed is not None)
             else:
-                epoch, fixed = self._clock.claim(identity, parties, reader._epoch)
-                reader._next_pass(epoch, fixed)
+                epoch, fixed = self._clock.claim(identity, parties, reader._passes.fixed)
+                reader._passes.next_pass(epoch, fixed)
             return _Stream(reader, self.batch_size, self.drop_last, self.transform,
                            self._clock, identity)
 

@@ -36,10 +36,15 @@ exception or a pass that silently skips or repeats data.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import length_hint
 from typing import Any, NoReturn
 
-from ..errors import InvalidArgumentError, ResumeWarning
+from ..errors import InvalidArgumentError, ResumeWarning, warn
+from .passes import Share
+from .positions import Interval, covered, merge, remaining, slot_range
+from .shuffling import check_seed
 
 __all__ = [
     "STATE_VERSION",
@@ -56,80 +61,11 @@ __all__ = [
 STATE_VERSION = 1
 
 
-Interval = tuple[int, int]
 
 _COMMON = ("recprep_state", "shuffle", "seed", "epoch", "epoch_set", "records", "files")
 _SHUFFLED = ("block", "permuted", "base")
 _SPLIT = ("rank", "world_size", "worker", "num_workers", "yielded", "done")
 _MISSING: Any = object()
-
-
-def merge(intervals: Iterable[Sequence[int]]) -> list[Interval]:
-    """Sorted, disjoint, non-empty ``[a, b)`` intervals covering the same positions."""
-    out: list[Interval] = []
-    for a, b in sorted((int(a), int(b)) for a, b in intervals):
-        if a >= b:
-            continue
-        if out and a <= out[-1][1]:
-            if b > out[-1][1]:
-                out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
-
-
-def covered(intervals: Sequence[Interval]) -> int:
-    """How many positions merged ``intervals`` cover."""
-    return sum(b - a for a, b in intervals)
-
-
-def remaining(base: Sequence[Interval], total: int, lo: int, hi: int) -> list[Interval]:
-    """The positions ``lo`` to ``hi`` (exclusive) of what ``0 .. total - 1`` holds once the
-    merged intervals ``base`` are taken out, as intervals of ``0 .. total - 1``."""
-    out: list[Interval] = []
-    gaps: list[Interval] = []
-    at = 0
-    for a, b in base:
-        gaps.append((at, a))
-        at = b
-    gaps.append((at, total))
-    seen = 0  # remaining positions before the gap
-    for a, b in gaps:
-        size = b - a
-        if size <= 0:
-            continue
-        x, y = max(lo, seen), min(hi, seen + size)
-        if x < y:
-            out.append((a + x - seen, a + y - seen))
-        seen += size
-        if seen >= hi:
-            break
-    return out
-
-
-def _share(n: int, part: int, num_parts: int) -> Interval:
-    return -(-part * n // num_parts), -(-(part + 1) * n // num_parts)
-
-
-def slot_range(
-    n: int, rank: int, world_size: int, worker: int, num_workers: int, align: int = 1
-) -> Interval:
-    """The slice ``[lo, hi)`` of ``n`` positions that worker ``worker`` of ``rank`` reads:
-    contiguous shares of the ranks (equal to within one, the larger first), each cut the
-    same way among the rank's workers — in units of ``align`` positions when ``align > 1``
-    (every worker's slice a whole number of units but the last non-empty one, so that
-    the workers together cut as many batches of ``align`` as one reader would).
-
-    >>> slot_range(10, 0, 1, 0, 2, 4), slot_range(10, 0, 1, 1, 2, 4)
-    ((0, 8), (8, 10))
-    """
-    lo, hi = _share(n, rank, world_size)
-    if align == 1:
-        a, b = _share(hi - lo, worker, num_workers)
-    else:
-        units = _share(-(-(hi - lo) // align), worker, num_workers)
-        a, b = (min(u * align, hi - lo) for u in units)
-    return lo + a, lo + b
 
 
 def consumed(state: Mapping[str, Any]) -> list[Interval]:
@@ -307,3 +243,194 @@ def combine(states: Sequence[Any]) -> dict[str, Any]:
 def size(state: Mapping[str, Any]) -> int:
     """The bytes of ``state`` as compact JSON."""
     return len(json.dumps(state, separators=(",", ":")))
+
+
+# -- a reader's passes: their epochs, the state the next one resumes, the latest's progress --
+
+
+@dataclass
+class Progress:
+    """Where the latest pass of a reader is: its epoch, the positions consumed before it
+    started (``base``, shuffled passes) and the places it has handed out: ``counted`` of
+    them, less what is left in ``items``, the iterator over the block being handed out
+    one at a time (counting per block costs nothing per instance). Records lost to damage
+    count as places (see :mod:`recprep.read.streams`), so a resumed pass starts where
+    this one was."""
+
+    epoch: int
+    base: list[Interval] = field(default_factory=list)
+    counted: int = 0
+    done: bool = False
+    items: Iterator[Any] | None = None
+
+    @property
+    def yielded(self) -> int:
+        return self.counted - (0 if self.items is None else length_hint(self.items))
+
+
+@dataclass
+class Fingerprint:
+    """What a state says of the pass it belongs to, beside its position: the reader's
+    :class:`~recprep.read.passes.Share` (shuffle, seed, block, split) and the data (its
+    record and file counts)."""
+
+    share: Share
+    records: int
+    files: int
+
+
+class PassState:
+    """The passes of one reader: the epoch of the next one (``fixed`` by ``set_epoch``, or
+    the count of ``passes`` made), a loaded state the next pass resumes (``resume``, once),
+    and the :class:`Progress` of the latest pass — what :meth:`state_dict` describes.
+
+    >>> from recprep.read.passes import Share
+    >>> passes = PassState()
+    >>> progress = passes.start(lambda state: None)
+    >>> progress.counted = 3  # three instances handed out
+    >>> state = passes.state_dict(Fingerprint(Share(), records=10, files=2))
+    >>> state["epoch"], state["yielded"], state["done"]
+    (0, 3, False)
+    """
+
+    def __init__(self) -> None:
+        self.fixed: int | None = None
+        self.passes = 0
+        self.resume: dict[str, Any] | None = None
+        self.progress: Progress | None = None
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the next pass."""
+        return self.passes if self.fixed is None else self.fixed
+
+    def set_epoch(self, epoch: int) -> None:
+        self.fixed = check_seed(epoch, "epoch")
+
+    def next_pass(self, epoch: int, fixed: bool) -> None:
+        """Make the next pass one of ``epoch``: as ``set_epoch`` does (``fixed``), or
+        counting passes from it (the pass after it is then of ``epoch + 1``)."""
+        if fixed:
+            self.set_epoch(epoch)
+        else:
+            self.fixed, self.passes = None, check_seed(epoch, "epoch")
+
+    def start(self, check_split: Callable[[Mapping[str, Any]], None]) -> Progress:
+        """A pass begins: its :class:`Progress`, from the loaded state when it is of this
+        epoch (``check_split`` checks it against the reader once more)."""
+        epoch = self.epoch
+        if self.fixed is None:
+            self.passes += 1
+        state, self.resume = self.resume, None
+        base: list[Interval] = []
+        skip = 0
+        if state is not None:
+            base = [(int(a), int(b)) for a, b in state.get("base", [])]
+            skip = 0 if state.get("rank") is None else int(state["yielded"])
+            if state["epoch"] != epoch:
+                if (base or skip) and not state.get("done"):
+                    warn(ResumeWarning(
+                        f"the loaded reader state (epoch {state['epoch']}, {skip} instances "
+                        f"yielded) is not used: this pass is of epoch {epoch}"
+                    ))
+                base, skip = [], 0
+            else:
+                check_split(state)
+        self.progress = Progress(epoch, base, skip)
+        return self.progress
+
+    def state_dict(self, fingerprint: Fingerprint) -> dict[str, Any]:
+        """The state of the pass in progress (or of the next one): see
+        :meth:`recprep.RecordIO.state_dict`."""
+        resume, progress = self.resume, self.progress
+        if resume is not None:
+            split = resume.get("rank") is not None
+            return describe(fingerprint, resume["epoch"],
+                            [tuple(i) for i in resume.get("base", [])],
+                            resume["yielded"] if split else 0, resume["epoch_set"],
+                            split and resume["done"])
+        if progress is None:
+            return describe(fingerprint, self.epoch, [], 0, self.fixed is not None)
+        return describe(fingerprint, progress.epoch, progress.base, progress.yielded,
+                        self.fixed is not None, progress.done)
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Make the next pass continue the pass ``state`` (checked) describes."""
+        self.progress, self.resume = None, state
+        if state["epoch_set"]:
+            self.fixed = state["epoch"]
+        elif state.get("done"):  # counting passes: the next one is the next epoch
+            self.fixed, self.passes, self.resume = None, state["epoch"] + 1, None
+        else:
+            self.fixed, self.passes = None, state["epoch"]
+
+
+def describe(
+    fingerprint: Fingerprint, epoch: int, base: Sequence[Sequence[int]], yielded: int,
+    epoch_set: bool, done: bool = False,
+) -> dict[str, Any]:
+    """A state: the pass (``fingerprint``, ``epoch``) and its position."""
+    share = fingerprint.share
+    state: dict[str, Any] = {
+        "recprep_state": STATE_VERSION, "shuffle": share.shuffle, "seed": share.seed,
+        "epoch": epoch, "epoch_set": epoch_set, "records": fingerprint.records,
+        "files": fingerprint.files,
+    }
+    if share.shuffle:
+        state.update(block=share.block_size, permuted=share.permuted,
+                     base=[list(i) for i in base])
+    state.update(rank=share.rank, world_size=share.world_size, worker=share.worker,
+                 num_workers=share.num_workers, yielded=yielded, done=done)
+    if share.align > 1:
+        state["align"] = share.align
+    return state
+
+
+def checked_for(state: Any, fingerprint: Fingerprint, share_size: Callable[[], int]
+                ) -> dict[str, Any]:
+    """``state`` checked for loading into the reader ``fingerprint`` describes (see
+    :meth:`recprep.RecordIO.load_state_dict`), normalised; ``share_size()`` is the number
+    of instances of an unshuffled pass of its share."""
+    checked: dict[str, Any] = check_state(state)
+    mine = describe(fingerprint, 0, [], 0, False)
+    differs = [
+        f"{key} (the state's {checked[key]!r}, this reader's {mine[key]!r})"
+        for key in ("shuffle", "records", "files", "block", "permuted")
+        if key in mine and checked.get(key, mine[key]) != mine[key]
+    ]
+    if differs:
+        raise InvalidArgumentError(
+            "the state is of another pass than this reader makes: it differs in "
+            + ", ".join(differs) + " (the same files, shuffle and shuffle_buffer are needed)"
+        )
+    check_split(checked, fingerprint.share)
+    if not checked["shuffle"] and checked["yielded"] > (size := share_size()):
+        share = fingerprint.share
+        raise InvalidArgumentError(
+            f"a reader state's 'yielded' must be at most {size}, the share of rank "
+            f"{share.rank} of {share.world_size} (worker {checked['worker']} of "
+            f"{checked['num_workers']}), found {checked['yielded']}"
+        )
+    return checked
+
+
+def check_split(state: Mapping[str, Any], share: Share) -> None:
+    """Raise unless ``state`` (of one rank, or combined) loads into a reader of
+    ``share``."""
+    if state.get("rank") is None:
+        return
+    theirs = (state["rank"], state["world_size"], state["worker"], state["num_workers"],
+              state.get("align", 1))
+    mine = (share.rank, share.world_size, share.worker, share.num_workers, share.align)
+    if theirs == mine:
+        return
+    aligned = "" if theirs[4] == mine[4] else (
+        f"; the state's workers split the share in batches of {theirs[4]}, this reader's "
+        f"in batches of {mine[4]}")
+    raise InvalidArgumentError(
+        f"the state is of rank {theirs[0]} of {theirs[1]} (worker {theirs[2]} of "
+        f"{theirs[3]}), this reader is rank {mine[0]} of {mine[1]} (worker {mine[2]} of "
+        f"{mine[3]}){aligned}: load a state into the reader that took it, or combine the "
+        "states of all ranks with RecordIO.combine_states(states) (shuffle=True) and load "
+        "that into every rank of the new world"
+    )

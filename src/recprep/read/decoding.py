@@ -34,12 +34,14 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .._core.batching import Columns
-from ..codecs import Codec
+from ..codecs import Codec, get_codec
 from ..codecs.guess import codec_first
+from ..codecs.schema import codec_with_schema
 from ..containers import Chunk, Gap, nbytes
 from ..errors import DecodeError, LocatedError
+from ..storage.manifest import Manifest
 
-__all__ = ["BATCH_BYTES", "decoded"]
+__all__ = ["BATCH_BYTES", "SetCodecs", "decoded"]
 
 #: with threads, decoded chunks are handed over in lists of about this many record bytes
 BATCH_BYTES = 1 << 20
@@ -141,3 +143,42 @@ def _failing_index(codec: Codec, allow_pickle: bool, records: Sequence[bytes]) -
         except Exception:
             return index
     return None
+
+
+class SetCodecs:
+    """The codec of each shard set a reader reads: the one passed to the reader, else the
+    one the set's manifest names, else ``"recprep"``. A codec with no schema of its own (a
+    name, or an object without features) takes the schema the manifest records when the
+    manifest names that same codec, so naming the codec the manifest names changes
+    nothing; a codec object with its own schema (an ``ExampleCodec`` with features) wins
+    over the manifest. Made once per set.
+
+    >>> SetCodecs([None], [None], None).codec(0).name
+    'recprep'
+    """
+
+    def __init__(self, manifests: Sequence[Manifest | None], sets: Sequence[Any],
+                 forced: Codec | None) -> None:
+        self._manifests, self._sets, self._forced = manifests, sets, forced
+        self._made: dict[int, Codec] = {}
+
+    def codec(self, index: int) -> Codec:
+        """The codec of shard set ``index``."""
+        made = self._made.get(index)
+        if made is not None:
+            return made
+        manifest = self._manifests[index]
+        codec = self._forced
+        if codec is None:
+            codec = get_codec("recprep" if manifest is None else manifest.codec)
+        if manifest is not None and manifest.codec == codec.name and not codec.schema():
+            codec = codec_with_schema(  # a bad schema is a damaged manifest
+                codec, manifest.schema, self._sets[index].manifest_path)
+        self._made[index] = codec
+        return codec
+
+    def written_with(self, index: int) -> str | None:
+        """The codec the manifest of shard set ``index`` names (None without one): a
+        decode error of another codec passed to the reader suggests it first."""
+        manifest = self._manifests[index]
+        return None if manifest is None else manifest.codec

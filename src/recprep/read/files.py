@@ -25,7 +25,8 @@ Example
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -37,22 +38,65 @@ from ..errors import (
     CorruptDataWarning,
     InvalidArgumentError,
     NotFoundError,
+    RecordRangeError,
     RecordsLostError,
     Remedy,
     warn,
 )
-from ..storage.discovery import ShardSet
-from ..storage.fs import display
+from ..storage.discovery import ShardSet, resolve_shard_sets
+from ..storage.fs import display, resolve
 from ..storage.manifest import Manifest, read_manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
+from .options import ReadOptions
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
 __all__ = ["SourceFile", "Sources"]
 
 log = logging.getLogger("recprep")
+
+
+@dataclass
+class Skipped:
+    """What a reader with ``on_corrupt="skip"`` has left out so far (every skip is also a
+    :class:`~recprep.errors.CorruptDataWarning`): ``events`` (damaged chunks, torn tails,
+    damaged manifests), ``records`` (records known lost) and ``unknown`` (events whose
+    loss could not be counted)."""
+
+    events: int = 0
+    records: int = 0
+    unknown: int = 0
+
+    def add(self, warning: CorruptDataWarning) -> None:
+        self.events += 1
+        if warning.records_lost is None:
+            self.unknown += 1
+        else:
+            self.records += warning.records_lost
+
+
+def open_sources(
+    pattern: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    storage_options: Mapping[str, Any] | None, options: ReadOptions,
+    on_skip: Callable[[CorruptDataWarning], None] | None = None,
+) -> Sources:
+    """The files a reader's ``pattern`` names (a glob, a directory, a file, ``dir/prefix``,
+    or a list of them; local or fsspec URLs), resolved into shard sets, their manifests
+    read (see :mod:`recprep.storage.discovery`)."""
+    given: list[Any] = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
+    if not given or not all(isinstance(p, (str, os.PathLike)) for p in given):
+        raise InvalidArgumentError(
+            f"pattern must be a path, URL or glob (str or pathlib.Path) or a non-empty "
+            f"list of them, got {pattern!r}"
+        )
+    patterns = [os.fspath(p) for p in given]
+    fs, _ = resolve(patterns[0], storage_options)
+    paths = [resolve(p, storage_options)[1] for p in patterns]
+    return Sources(fs, resolve_shard_sets(fs, paths), format=options.format,
+                   compressor=options.compressor, max_chunk_bytes=options.max_chunk_bytes,
+                   on_corrupt=options.on_corrupt, on_skip=on_skip, cache=options.cache)
 
 
 @dataclass(frozen=True)
@@ -150,6 +194,42 @@ class Sources:
             if self.on_skip is not None:
                 self.on_skip(warning)
             return None
+
+    @property
+    def set_of(self) -> list[int]:
+        """Each file's shard set, by file number."""
+        return [f.set_index for f in self.files]
+
+    def describe_set(self, index: int) -> str:
+        """Shard set ``index`` in a line: where it is, its shards, what its manifest says."""
+        shard_set, manifest = self.shard_sets[index], self.manifests[index]
+        if shard_set.prefix is None:
+            return display(self.fs, shard_set.paths[0])
+        described = (f"{display(self.fs, shard_set.directory)}/{shard_set.prefix}: "
+                     f"{len(shard_set.paths)} shards")
+        if manifest is not None:
+            described += (f", {manifest.num_records} instances, {manifest.format}/"
+                          f"{manifest.codec}/{manifest.compressor}")
+        return described
+
+    def range_piece(self, path: str, start: int, end: int) -> Piece | None:
+        """Records ``start:end`` of the file at ``path`` as a piece (None when empty);
+        :class:`~recprep.errors.RecordRangeError` unless ``0 <= start <= end <=`` its
+        count."""
+        number = self.number(path)
+        count = self.count(number)
+        shown = self.files[number].shown
+        for name, value in (("start", start), ("end", end)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise RecordRangeError(shown, start, end, count, f"{name} must be an int")
+        if start < 0 or end < start or end > count:
+            detail = "start is negative" if start < 0 else (
+                "end is before start" if end < start else "end is past the last record"
+            )
+            raise RecordRangeError(shown, start, end, count, detail)
+        if start == end:
+            return None
+        return Piece(number) if (start, end) == (0, count) else Piece(number, start, end)
 
     def number(self, path: str) -> int:
         """The number of the file at ``path`` (as :attr:`files` shows it, or the fs path)."""

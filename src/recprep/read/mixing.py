@@ -385,7 +385,8 @@ class IndexSplit:
 
     def _slot(self) -> tuple[int, int]:
         r = self.reader
-        lo, hi = slot_range(self.end - self.start, r.rank, r.world_size, *r._worker)
+        lo, hi = slot_range(self.end - self.start, r.rank, r.world_size, r.share.worker,
+                          r.share.num_workers, r.share.align)
         return self.start + lo, self.start + hi
 
     def __len__(self) -> int:
@@ -436,7 +437,7 @@ class IndexSplit:
             return dict(self._resume)
         started = self._pass_epoch is not None
         r = self.reader
-        worker, num_workers, align = r._worker
+        worker, num_workers, align = r.share.worker, r.share.num_workers, r.share.align
         state = {
             "recprep_split": SPLIT_STATE_VERSION, "name": self.name, "start": self.start,
             "end": self.end, "rank": r.rank, "world_size": r.world_size,
@@ -474,7 +475,7 @@ class IndexSplit:
                 f"{state!r:.200}"
             )
         r = self.reader
-        worker, num_workers, align = r._worker
+        worker, num_workers, align = r.share.worker, r.share.num_workers, r.share.align
         keys = ("start", "end", "rank", "world_size", "worker", "num_workers", "align")
         mine = (self.start, self.end, r.rank, r.world_size, worker, num_workers, align)
         # states of before the worker split was recorded are of worker 0 of 1

@@ -2,165 +2,56 @@
 
 ``RecordIO(pattern)`` resolves its files once; every call returns a fresh iterator over
 the instances. Without shuffling, the shards of a set are read round-robin, which gives
-back exactly the order ``convert`` was fed. The reader decodes and puts things together;
-the rest lives in small modules:
+back exactly the order ``convert`` was fed. The reader is a face: what it does lives in
+modules of their own —
 
+* :mod:`recprep.read.options` — how files become instances (:class:`ReadOptions`);
+* :mod:`recprep.read.passes` — which records a pass reads, in which order (plans made
+  from record counts, no I/O);
+* :mod:`recprep.read.streams` — the stack a pass's records go through, drawn once;
 * :mod:`recprep.read.files` — the files, their record counts, chunk indexes and chunks;
-* :mod:`recprep.read.ranks` — which files / record ranges this rank (and worker) reads;
-* :mod:`recprep.read.shuffling` — seeded orders per epoch and the bounded shuffle buffer;
-* :mod:`recprep.read.fileindex` — chunk indexes and reading records ``start:end`` of a file;
-* :mod:`recprep.read.decoding` — chunks into instances, errors located;
-* :mod:`recprep.read.prefetch` — background threads that read and decode chunks ahead.
+* :mod:`recprep.read.checkpoint` — the epochs of its passes and their states;
+* :mod:`recprep.read.dataset` — random access.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import threading
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from itertools import groupby
-from operator import length_hint
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from .._core.arguments import checked
 from .._core.batching import check_batch_size
 from .._core.names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
-from ..codecs import Codec, get_codec
-from ..codecs.schema import codec_with_schema
-from ..containers import DEFAULT_MAX_CHUNK_BYTES, Gap, get_format
-from ..errors import CorruptDataWarning, InvalidArgumentError, RecordRangeError, warn
-from ..storage.discovery import ShardSet, resolve_shard_sets
-from ..storage.fs import display, resolve
+from ..codecs import Codec
+from ..containers import DEFAULT_MAX_CHUNK_BYTES
+from ..errors import InvalidArgumentError
 from ..storage.manifest import Manifest
-from .blocks import Block, cut, flatten, pick
-from .blocks import interleave as interleave_runs
 from .cache import ShardCache
-from .checkpoint import (
-    STATE_VERSION,
-    ResumeWarning,
-    check_state,
-    combine,
-    covered,
-    remaining,
-    slot_range,
+from .checkpoint import Fingerprint, PassState, check_split, checked_for, combine
+from .decoding import SetCodecs
+from .files import Skipped, open_sources
+from .options import ReadOptions
+from .passes import (
+    DEFAULT_SHUFFLE_BUFFER,
+    TASKS_STREAM,
+    Share,
+    layout,
+    ranged,
+    share_size,
+    shuffled,
+    unshuffled,
 )
-from .cpugate import CpuGate, storage_waits, usable_cores
-from .decoding import BATCH_BYTES, decoded
-from .files import Sources
-from .prefetch import check_threads, prefetched
-from .ranks import (
-    SPLIT_MODES,
-    Blocks,
-    Piece,
-    Task,
-    check_part,
-    make_tasks,
-    skip_pieces,
-    split,
-)
-from .shuffling import check_buffer, check_seed, fresh_seed, permutation, rng
+from .ranks import SPLIT_MODES, Blocks, Piece, Task, check_part, make_tasks
+from .shuffling import check_buffer, check_seed, fresh_seed, rng
+from .streams import Reading, batches, blocks, instances
 
 if TYPE_CHECKING:
     from .dataset import MapDataset
 
-__all__ = ["RecordIO"]
-
-_ORDER_STREAM, _TASKS_STREAM, _BUFFER_STREAM = range(3)  # independent random streams
-DEFAULT_SHUFFLE_BUFFER = 10_000
-#: with threads, what the batches of shards read round-robin may hold together: each
-#: shard's batch is smaller when there are many (never less than a chunk)
-INTERLEAVED_BYTES = 64 << 20
-
-
-@dataclass
-class Skipped:
-    """What a reader with ``on_corrupt="skip"`` has left out so far (every skip is also a
-    :class:`~recprep.errors.CorruptDataWarning`): ``events`` (damaged chunks, torn tails,
-    damaged manifests), ``records`` (records known lost) and ``unknown`` (events whose
-    loss could not be counted)."""
-
-    events: int = 0
-    records: int = 0
-    unknown: int = 0
-
-    def add(self, warning: CorruptDataWarning) -> None:
-        self.events += 1
-        if warning.records_lost is None:
-            self.unknown += 1
-        else:
-            self.records += warning.records_lost
-
-
-@dataclass
-class _Progress:
-    """Where the latest pass of a reader is: its epoch, the positions consumed before it
-    started (``base``, shuffled passes) and the instances it has handed out: ``counted``
-    of them, less what is left in ``items``, the iterator over the block being handed
-    out one at a time (counting per block costs nothing per instance)."""
-
-    epoch: int
-    base: list[tuple[int, int]] = field(default_factory=list)
-    counted: int = 0
-    done: bool = False
-    items: Iterator[Any] | None = None
-
-    @property
-    def yielded(self) -> int:
-        return self.counted - (0 if self.items is None else length_hint(self.items))
-
-
-def _instances(runs: Iterator[Block], progress: _Progress) -> Iterator[Any]:
-    """The instances of ``runs``, one at a time, counted in ``progress`` (with the places
-    of records lost to damage, so that a resumed pass starts where this one was)."""
-    try:
-        for run in runs:
-            if isinstance(run, Gap):
-                progress.counted += run.n
-                continue
-            values = flatten(run)
-            progress.items = items = iter(values)
-            progress.counted += len(values)
-            yield from items
-        progress.items = None
-        progress.done = True
-    finally:
-        runs.close()  # type: ignore[attr-defined]
-
-
-def _batches(runs: Iterator[Block], size: int, drop_last: bool, progress: _Progress
-             ) -> Iterator[Any]:
-    """The batches of ``runs``, counted (by instance, and the places of records lost to
-    damage among them) in ``progress``."""
-    lost = [0]  # places of lost records passed since the last batch handed out
-
-    def present() -> Iterator[Block]:
-        for run in runs:
-            if isinstance(run, Gap):
-                lost[0] += run.n
-            else:
-                yield run
-
-    try:
-        for batch in cut(present(), size, drop_last):
-            progress.counted += _batch_len(batch) + lost[0]
-            lost[0] = 0
-            yield batch
-        progress.counted += lost[0]
-        progress.done = True
-    finally:
-        runs.close()  # type: ignore[attr-defined]
-
-
-def _batch_len(batch: Any) -> int:
-    while isinstance(batch, (tuple, dict)):
-        batch = batch[0] if isinstance(batch, tuple) else next(iter(batch.values()))
-    return len(batch)
+__all__ = ["DEFAULT_SHUFFLE_BUFFER", "RecordIO"]
 
 
 class RecordIO:
@@ -283,87 +174,56 @@ class RecordIO:
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int | None = None,
     ) -> None:
-        given: list[Any] = (
-            [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
-        )
-        if not given or not all(isinstance(p, (str, os.PathLike)) for p in given):
-            raise InvalidArgumentError(
-                f"pattern must be a path, URL or glob (str or pathlib.Path) or a non-empty "
-                f"list of them, got {pattern!r}"
-            )
-        patterns = [os.fspath(p) for p in given]
-        if not isinstance(max_chunk_bytes, int) or max_chunk_bytes < 1:
-            raise InvalidArgumentError(
-                f"max_chunk_bytes must be a positive int, got {max_chunk_bytes!r}"
-            )
-        if on_corrupt not in ("raise", "skip"):
-            raise InvalidArgumentError(
-                f"on_corrupt must be 'raise' or 'skip', got {on_corrupt!r}"
-            )
+        self.options = ReadOptions.checked(
+            codec=codec, allow_pickle=allow_pickle, max_chunk_bytes=max_chunk_bytes,
+            on_corrupt=on_corrupt, format=format, compressor=compressor,
+            cache_dir=cache_dir, cache_bytes=cache_bytes, num_threads=num_threads)
         if split not in SPLIT_MODES:
             raise InvalidArgumentError(f"split must be one of {list(SPLIT_MODES)}, got {split!r}")
         check_part(rank, world_size)
-        self.on_corrupt = on_corrupt
-        self._codec = None if codec is None else get_codec(codec)
-        self._codecs: dict[int, Codec] = {}
-        self.allow_pickle = allow_pickle
-        self.max_chunk_bytes = max_chunk_bytes
-        self.shuffle = bool(shuffle)
-        self.seed: int = fresh_seed() if seed is None else check_seed(seed)
-        self.shuffle_buffer = check_buffer(shuffle_buffer)
-        self.num_threads = check_threads(num_threads)
-        self.split = split
-        self.rank, self.world_size = rank, world_size
-        self._worker = (0, 1, 1)  # (worker, num_workers, align): see for_worker
-        self._epoch: int | None = None
-        self._passes = 0
-        self._progress: _Progress | None = None  # of the latest pass
-        self._resume: dict[str, Any] | None = None  # a loaded state, for the next pass
-        self._blocks: Blocks | None = None
-        self.fs, _ = resolve(patterns[0], storage_options)
-        paths = [resolve(p, storage_options)[1] for p in patterns]
-        self.shard_sets: list[ShardSet] = resolve_shard_sets(self.fs, paths)
-        container = None if format is None else get_format(format)
-        if compressor is not None and (
-            container is None or compressor not in container.compressors
-        ):
-            valid = "pass format= too" if container is None else list(container.compressors)
-            raise InvalidArgumentError(
-                f"compressor={compressor!r} needs a format that has it ({valid})"
-            )
-        if cache_bytes is not None and cache_dir is None:
-            raise InvalidArgumentError("cache_bytes bounds a cache: pass cache_dir too")
-        cache = None if cache_dir is None else ShardCache(cache_dir, cache_bytes)
+        self.share = Share(bool(shuffle), fresh_seed() if seed is None else check_seed(seed),
+                           check_buffer(shuffle_buffer), rank, world_size, split=split)
         self.skipped = Skipped()
-        self._sources = Sources(
-            self.fs, self.shard_sets, format=container, compressor=compressor,
-            max_chunk_bytes=max_chunk_bytes, on_corrupt=on_corrupt,
-            on_skip=self.skipped.add, cache=cache,
-        )
+        self._sources = open_sources(pattern, storage_options, self.options,
+                                     self.skipped.add)
+        self._codecs = SetCodecs(self._sources.manifests, self._sources.shard_sets,
+                                 self.options.codec)
+        self._passes = PassState()
+        self._blocks: Blocks | None = None
 
     def __repr__(self) -> str:
-        sets = []
-        for shard_set, manifest in zip(self.shard_sets, self.manifests, strict=True):
-            where = display(self.fs, shard_set.directory)
-            if shard_set.prefix is None:
-                sets.append(display(self.fs, shard_set.paths[0]))
-                continue
-            described = f"{where}/{shard_set.prefix}: {len(shard_set.paths)} shards"
-            if manifest is not None:
-                described += (f", {manifest.num_records} instances, {manifest.format}/"
-                              f"{manifest.codec}/{manifest.compressor}")
-            sets.append(described)
-        options = [f"rank={self.rank}/{self.world_size}"] if self.world_size > 1 else []
-        if self.shuffle:
-            options.append(f"shuffle(seed={self.seed})")
-        if self._codec is not None:
-            options.append(f"codec={self._codec.name!r}")
-        if self.on_corrupt != "raise":
-            options.append(f"on_corrupt={self.on_corrupt!r}")
-        shown = "; ".join(sets[:5]) + (f"; ... ({len(sets)} sets)" if len(sets) > 5 else "")
-        return f"RecordIO({shown}{''.join(', ' + o for o in options)})"
+        sets = [self._sources.describe_set(k) for k in range(len(self.shard_sets))]
+        share, options = self.share, self.options
+        shown = [f"rank={share.rank}/{share.world_size}"] if share.world_size > 1 else []
+        shown += [f"shuffle(seed={share.seed})"] if share.shuffle else []
+        shown += [f"codec={options.codec.name!r}"] if options.codec is not None else []
+        if options.on_corrupt != "raise":
+            shown.append(f"on_corrupt={options.on_corrupt!r}")
+        listed = "; ".join(sets[:5]) + (f"; ... ({len(sets)} sets)" if len(sets) > 5 else "")
+        return f"RecordIO({listed}{''.join(', ' + o for o in shown)})"
 
     # -- what is read ---------------------------------------------------------------------
+
+    shuffle = property(lambda self: self.share.shuffle, doc="Whether passes are shuffled.")
+    seed = property(lambda self: self.share.seed, doc="The shuffle's seed.")
+    rank = property(lambda self: self.share.rank, doc="This reader's rank.")
+    world_size = property(lambda self: self.share.world_size, doc="The ranks in all.")
+    shuffle_buffer = property(lambda self: self.share.shuffle_buffer)
+    split = property(lambda self: self.share.split)
+    on_corrupt = property(lambda self: self.options.on_corrupt)
+    allow_pickle = property(lambda self: self.options.allow_pickle)
+    max_chunk_bytes = property(lambda self: self.options.max_chunk_bytes)
+    num_threads = property(lambda self: self.options.num_threads)
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem of the files."""
+        return self._sources.fs
+
+    @property
+    def shard_sets(self) -> list[Any]:
+        """What the pattern resolved to: the shard sets (and lone files), in order."""
+        return self._sources.shard_sets
 
     @property
     def paths(self) -> list[str]:
@@ -384,7 +244,7 @@ class RecordIO:
     def epoch(self) -> int:
         """The epoch the next pass shuffles for: the one :meth:`set_epoch` set, or else the
         number of passes made so far."""
-        return self._passes if self._epoch is None else self._epoch
+        return self._passes.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Shuffle every following pass for ``epoch`` (same seed and epoch, same order).
@@ -392,51 +252,22 @@ class RecordIO:
         Call it at the start of every epoch, on every rank, as with PyTorch's
         ``DistributedSampler``. Until it is called, pass ``n`` uses epoch ``n``.
         """
-        self._epoch = check_seed(epoch, "epoch")
-
-    def _next_pass(self, epoch: int, fixed: bool) -> None:
-        """Make the next pass one of ``epoch``: as :meth:`set_epoch` does (``fixed``), or
-        counting passes from it (the pass after it is then of ``epoch + 1``)."""
-        if fixed:
-            self.set_epoch(epoch)
-        else:
-            self._epoch, self._passes = None, check_seed(epoch, "epoch")
+        self._passes.set_epoch(epoch)
 
     def codec_for(self, index: int) -> Codec:
-        """The codec used for shard set ``index``.
-
-        The codec passed to the reader, else the one the set's manifest names, else
-        ``"recprep"``. A codec with no schema of its own (a name, or an object without
-        features) takes the schema the manifest records when the manifest names that same
-        codec, so naming the codec the manifest names changes nothing; a codec object with
-        its own schema (an ``ExampleCodec`` with features) wins over the manifest.
-        """
-        cached = self._codecs.get(index)
-        if cached is not None:
-            return cached
-        manifest = self._sources.manifests[index]
-        codec = self._codec
-        if codec is None:
-            codec = get_codec("recprep" if manifest is None else manifest.codec)
-        if manifest is not None and manifest.codec == codec.name and not codec.schema():
-            codec = codec_with_schema(  # a bad schema is a damaged manifest
-                codec, manifest.schema, self._sources.shard_sets[index].manifest_path
-            )
-        self._codecs[index] = codec
-        return codec
+        """The codec used for shard set ``index``: the one passed to the reader, else the
+        one the set's manifest names (with the schema it records), else ``"recprep"``
+        (see :class:`~recprep.read.decoding.SetCodecs`)."""
+        return self._codecs.codec(index)
 
     def written_with(self, index: int) -> str | None:
-        """The codec the manifest of shard set ``index`` names (None without one): a
-        decode error of another codec passed to the reader suggests it first."""
-        manifest = self._sources.manifests[index]
-        return None if manifest is None else manifest.codec
+        """The codec the manifest of shard set ``index`` names (None without one)."""
+        return self._codecs.written_with(index)
 
     def for_rank(self, rank: int, world_size: int) -> RecordIO:
         """A copy of this reader that reads the share of ``rank`` of ``world_size``."""
         check_part(rank, world_size)
-        other = copy.copy(self)
-        other.rank, other.world_size = rank, world_size
-        return other
+        return self._with(rank=rank, world_size=world_size)
 
     def for_worker(
         self, worker_id: int, num_workers: int, *, batch_size: int | None = None
@@ -458,8 +289,13 @@ class RecordIO:
         """
         check_part(worker_id, num_workers, "worker_id", "num_workers")
         align = 1 if batch_size is None or num_workers == 1 else check_batch_size(batch_size)
+        return self._with(worker=worker_id, num_workers=num_workers, align=align)
+
+    def _with(self, **share: Any) -> RecordIO:
+        """A copy reading another share: the same files, its own passes."""
         other = copy.copy(self)
-        other._worker = (worker_id, num_workers, align)
+        other.share = replace(self.share, **share)
+        other._passes = copy.copy(self._passes)
         return other
 
     # -- passes -----------------------------------------------------------------------------
@@ -469,17 +305,9 @@ class RecordIO:
 
         After :meth:`load_state_dict`, the first pass of the state's epoch continues the
         interrupted one instead."""
-        epoch, base, skip, progress = self._start()
-        return _instances(self._pass(epoch, base, skip), progress)
-
-    def _start(self) -> tuple[int, list[tuple[int, int]], int, _Progress]:
-        """A pass begins: its epoch, consumed positions, instances to skip, progress."""
-        epoch = self.epoch
-        if self._epoch is None:
-            self._passes += 1
-        base, skip = self._take_resume(epoch)
-        progress = self._progress = _Progress(epoch, base, skip)
-        return epoch, base, skip, progress
+        progress = self._passes.start(self._check_split)
+        return instances(self._pass(progress.epoch, progress.base, progress.counted),
+                         progress)
 
     __iter__ = __call__
 
@@ -504,162 +332,44 @@ class RecordIO:
         [([0, 1], ['w0', 'w1']), ([2, 3], ['w2', 'w3']), ([4], ['w4'])]
         """
         size = check_batch_size(batch_size)
-        epoch, base, skip, progress = self._start()
-        runs = self._pass(epoch, base, skip, columnar=True)
-        return _batches(runs, size, drop_last, progress)
+        progress = self._passes.start(self._check_split)
+        runs = self._pass(progress.epoch, progress.base, progress.counted, columnar=True)
+        return batches(runs, size, drop_last, progress)
 
     def __len__(self) -> int:
         """How many instances a pass yields — this rank's (and worker's) share — from
         manifests or chunk headers, without decoding."""
-        if self.shuffle:
-            lo, hi = slot_range(int(self._layout().records.sum()), self.rank,
-                                self.world_size, *self._worker)
-            return hi - lo
-        return sum(p.size(self._sources.count) for p in self._plan(self.epoch))
-
-    def _plan(self, epoch: int) -> list[Piece]:
-        """An unshuffled pass: this rank's share (the same every epoch), then this
-        worker's part of it."""
-        count = self._sources.count
-        files = [Piece(n) for n in range(len(self._sources.files))]
-        pieces = split(files, self.rank, self.world_size, count, self.split)
-        worker, num_workers, align = self._worker
-        return split(pieces, worker, num_workers, count, self.split, align)
+        sources = self._sources
+        blocks_ = self._layout() if self.share.shuffle else None
+        return share_size(len(sources.files), sources.count, self.share, blocks_)
 
     def _pass(self, epoch: int, base: list[tuple[int, int]], skip: int,
-              columnar: bool = False) -> Iterator[Block]:
-        """The pass's instances as blocks (see :mod:`recprep.read.blocks`); with
-        ``columnar``, chunks the codec decodes whole come as their columns."""
-        if self.shuffle:
-            return self._shuffled(epoch, base, skip, columnar)
-        return self._runs(self._plan(epoch), interleave=True, skip=skip, columnar=columnar)
+              columnar: bool = False) -> Iterator[Any]:
+        """The pass's instances as blocks (see :mod:`recprep.read.streams`)."""
+        sources = self._sources
+        if self.share.shuffle:
+            plan = shuffled(self._layout(), sources.count, self.share, epoch, base, skip)
+        else:
+            plan = unshuffled(len(sources.files), sources.set_of, sources.count, self.share,
+                              skip)
+        return blocks(plan, self._reading(), columnar)
 
-    # -- shuffled passes: blocks of the epoch order (see recprep.read.checkpoint) ---------------
+    def _read(self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0
+              ) -> Iterator[Any]:
+        """The instances of ``pieces`` (outside any pass: not counted here)."""
+        plan = ranged(pieces, self._sources.set_of, self._sources.count,
+                      interleave=interleave, skip=skip)
+        return instances(blocks(plan, self._reading()), PassState().start(lambda s: None))
 
-    def _block_size(self) -> int:
-        return self.shuffle_buffer if self.shuffle_buffer > 1 else DEFAULT_SHUFFLE_BUFFER
+    def _reading(self) -> Reading:
+        return Reading(self._sources, self._codecs.codec, self._codecs.written_with,
+                       self.options)
 
     def _layout(self) -> Blocks:
-        """The files cut into blocks (from record counts; built once)."""
+        """The files cut into the blocks of a shuffled pass (from record counts; once)."""
         if self._blocks is None:
-            counts = [self._sources.count(n) for n in range(len(self._sources.files))]
-            self._blocks = Blocks.cut(counts, self._block_size())
+            self._blocks = layout(len(self._sources.files), self._sources.count, self.share)
         return self._blocks
-
-    def _whole_or_range(self, file: int, start: int, end: int) -> Piece:
-        if start == 0 and end == self._sources.count(file):
-            return Piece(file)  # read front to back, without an index
-        return Piece(file, start, end)
-
-    def _shuffled(self, epoch: int, base: list[tuple[int, int]], skip: int,
-                  columnar: bool) -> Iterator[Block]:
-        """This slot's slice of the epoch order, without positions ``base``, from its
-        ``skip``-th instance on: the blocks it touches, each read once (only the records
-        wanted of it, as one record range), each permuted by its own seeded stream."""
-        blocks = self._layout()
-        order = permutation(len(blocks.file), self.seed, epoch, _ORDER_STREAM)
-        sizes = blocks.records[order]
-        ends = np.cumsum(sizes)
-        total = int(ends[-1]) if len(ends) else 0
-        starts = ends - sizes
-        lo, hi = slot_range(total - covered(base), self.rank, self.world_size, *self._worker)
-        segments: list[tuple[int, int, int]] = []  # (position in order, from, to)
-        for a, b in remaining(base, total, lo + skip, hi):
-            first, last = np.searchsorted(ends, [a, b - 1], side="right").tolist()
-            for j in range(first, last + 1):
-                at = int(starts[j])
-                segments.append((j, max(a, at) - at, min(b, int(ends[j])) - at))
-        permuted = self.shuffle_buffer > 1
-        pieces: list[Piece] = []
-        picks: list[np.ndarray | None] = []
-        for j, run in groupby(segments, key=lambda s: s[0]):
-            block = int(order[j])
-            file, start = int(blocks.file[block]), int(blocks.start[block])
-            if permuted:
-                shuffled = permutation(int(sizes[j]), self.seed, epoch, _BUFFER_STREAM, block)
-                wanted = np.concatenate([shuffled[a:b] for _, a, b in run])
-                first_record = int(wanted.min())
-                pieces.append(self._whole_or_range(
-                    file, start + first_record, start + int(wanted.max()) + 1))
-                picks.append(wanted - first_record)
-            else:
-                for _, a, b in run:
-                    pieces.append(self._whole_or_range(file, start + a, start + b))
-                    picks.append(None)
-        with self._streams(pieces, list(range(len(pieces))), columnar) as streams:
-            for stream, rows in zip(streams, picks, strict=True):
-                if rows is None:
-                    yield from stream
-                    continue
-                held = list(stream)  # one block (at most shuffle_buffer instances)
-                yield from pick(held, rows)  # lost records (Gaps) keep their places
-
-    # -- reading pieces ---------------------------------------------------------------------
-
-    def _groups(self, pieces: Sequence[Piece], interleave: bool) -> list[int]:
-        """A group number per piece: consecutive pieces of one set share one when they
-        are read round-robin (``interleave``)."""
-        sets = [self._sources.files[piece.file].set_index for piece in pieces]
-        groups: list[int] = []
-        for k, set_index in enumerate(sets):
-            if k == 0:
-                groups.append(0)
-            else:
-                same = interleave and set_index == sets[k - 1]
-                groups.append(groups[-1] + (not same))
-        return groups
-
-    def _read(
-        self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0
-    ) -> Iterator[Any]:
-        """The instances of ``pieces``, as :meth:`_runs` orders them (outside any pass:
-        their count is kept by the caller)."""
-        return _instances(self._runs(pieces, interleave=interleave, skip=skip), _Progress(0))
-
-    def _runs(
-        self, pieces: Sequence[Piece], *, interleave: bool, skip: int = 0,
-        columnar: bool = False,
-    ) -> Iterator[Block]:
-        """The instances of ``pieces`` as blocks: those of one set round-robin
-        (``interleave``), or one piece after the other; the first ``skip`` of them left
-        out unread."""
-        groups = self._groups(pieces, interleave)
-        if skip:
-            pieces, groups = skip_pieces(pieces, groups, skip, self._sources.count)
-        with self._streams(pieces, groups, columnar) as streams:
-            start = 0
-            for end in range(1, len(pieces) + 1):
-                if end == len(pieces) or groups[end] != groups[start]:
-                    yield from interleave_runs(streams[start:end])
-                    start = end
-
-    @contextmanager
-    def _streams(
-        self, pieces: Sequence[Piece], groups: Sequence[int], columnar: bool = False
-    ) -> Iterator[Sequence[Iterator[Block]]]:
-        """The blocks of each piece, decoded (and prefetched, with threads) ahead."""
-        sets = [self._sources.files[piece.file].set_index for piece in pieces]
-        threads = self.num_threads
-        widest = max(Counter(groups).values(), default=1)  # shards read round-robin
-        batch_bytes = min(BATCH_BYTES, INTERLEAVED_BYTES // widest) if threads else 0
-        gate = CpuGate(usable_cores() - 1) if threads else None
-        wrap = gate.wrap if gate is not None and storage_waits(self.fs) else None
-        decoding = threading.Lock() if threads > 1 else None
-        sources = [
-            decoded(
-                self._sources.chunks(piece, wrap),
-                self.codec_for(sets[k]),
-                self._sources.files[piece.file].shown,
-                allow_pickle=self.allow_pickle,
-                batch_bytes=batch_bytes,
-                decoding=decoding,
-                columnar=columnar,
-                written_with=self.written_with(sets[k]),
-            )
-            for k, piece in enumerate(pieces)
-        ]
-        with prefetched(sources, groups, threads, gate=gate) as streams:
-            yield streams
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -688,38 +398,7 @@ class RecordIO:
         >>> rest == list(stream), sorted(head + rest)
         (True, [0, 1, 2, 3, 4, 5])
         """
-        resume = self._resume
-        if resume is not None:
-            base = [tuple(i) for i in resume.get("base", [])]
-            split = resume.get("rank") is not None
-            yielded = resume["yielded"] if split else 0
-            return self._state(resume["epoch"], base, yielded, resume["epoch_set"],
-                               split and resume["done"])
-        progress = self._progress
-        if progress is None:
-            return self._state(self.epoch, [], 0, self._epoch is not None)
-        return self._state(progress.epoch, progress.base, progress.yielded,
-                           self._epoch is not None, progress.done)
-
-    def _state(
-        self, epoch: int, base: Sequence[tuple[int, int]], yielded: int, epoch_set: bool,
-        done: bool = False,
-    ) -> dict[str, Any]:
-        blocks = self._layout()
-        state: dict[str, Any] = {
-            "recprep_state": STATE_VERSION, "shuffle": self.shuffle, "seed": self.seed,
-            "epoch": epoch, "epoch_set": epoch_set, "records": int(blocks.records.sum()),
-            "files": len(self._sources.files),
-        }
-        if self.shuffle:
-            state.update(block=self._block_size(), permuted=self.shuffle_buffer > 1,
-                         base=[list(i) for i in base])
-        worker, num_workers, align = self._worker
-        state.update(rank=self.rank, world_size=self.world_size, worker=worker,
-                     num_workers=num_workers, yielded=yielded, done=done)
-        if align > 1:
-            state["align"] = align
-        return state
+        return self._passes.state_dict(self._fingerprint())
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next pass continue the one ``state`` (from :meth:`state_dict` or
@@ -743,78 +422,19 @@ class RecordIO:
             found.
         """
         state = self._checked_state(state)
-        self.seed = state["seed"]
-        self._progress = None
-        self._resume = state
-        if state["epoch_set"]:
-            self._epoch = state["epoch"]
-        elif state.get("done"):  # counting passes: the next one is the next epoch
-            self._epoch, self._passes, self._resume = None, state["epoch"] + 1, None
-        else:
-            self._epoch, self._passes = None, state["epoch"]
+        self.share = replace(self.share, seed=state["seed"])
+        self._passes.load(state)
 
     def _checked_state(self, state: Any) -> dict[str, Any]:
-        """``state`` checked for loading into this reader (see :meth:`load_state_dict`),
-        normalised; nothing is changed."""
-        checked: dict[str, Any] = check_state(state)
-        state = checked
-        mine = self._state(0, [], 0, False)
-        differs = [
-            f"{key} (the state's {state[key]!r}, this reader's {mine[key]!r})"
-            for key in ("shuffle", "records", "files", "block", "permuted")
-            if key in mine and state.get(key, mine[key]) != mine[key]
-        ]
-        if differs:
-            raise InvalidArgumentError(
-                "the state is of another pass than this reader makes: it differs in "
-                + ", ".join(differs) + " (the same files, shuffle and shuffle_buffer "
-                "are needed)"
-            )
-        self._check_split(state)
-        if not state["shuffle"] and state["yielded"] > (share := len(self)):
-            raise InvalidArgumentError(
-                f"a reader state's 'yielded' must be at most {share}, the share of rank "
-                f"{self.rank} of {self.world_size} (worker {state['worker']} of "
-                f"{state['num_workers']}), found {state['yielded']}"
-            )
-        return checked
+        """``state`` checked for loading into this reader, normalised; nothing changes."""
+        return checked_for(state, self._fingerprint(), self.__len__)
 
     def _check_split(self, state: Mapping[str, Any]) -> None:
-        if state.get("rank") is None:
-            return
-        worker, num_workers, align = self._worker
-        theirs = (state["rank"], state["world_size"], state["worker"], state["num_workers"],
-                  state.get("align", 1))
-        if theirs != (self.rank, self.world_size, worker, num_workers, align):
-            aligned = "" if theirs[4] == align else (
-                f"; the state's workers split the share in batches of {theirs[4]}, this "
-                f"reader's in batches of {align}"
-            )
-            raise InvalidArgumentError(
-                f"the state is of rank {theirs[0]} of {theirs[1]} (worker {theirs[2]} of "
-                f"{theirs[3]}), this reader is rank {self.rank} of {self.world_size} "
-                f"(worker {worker} of {num_workers}){aligned}: load a state into the "
-                "reader that took it, or combine the states of all ranks with "
-                "RecordIO.combine_states(states) (shuffle=True) and load that into every "
-                "rank of the new world"
-            )
+        check_split(state, self.share)
 
-    def _take_resume(self, epoch: int) -> tuple[list[tuple[int, int]], int]:
-        """``(base, skip)`` for a pass of ``epoch``: those of a loaded state, once."""
-        state, self._resume = self._resume, None
-        if state is None:
-            return [], 0
-        base = [(int(a), int(b)) for a, b in state.get("base", [])]
-        skip = 0 if state.get("rank") is None else int(state["yielded"])
-        if state["epoch"] != epoch:
-            if (base or skip) and not state.get("done"):
-                warn(ResumeWarning(
-                    f"the loaded reader state (epoch {state['epoch']}, {skip} instances "
-                    f"yielded) is not used: this pass is of epoch {epoch}"
-                ))
-            return [], 0
-        self._check_split(state)
-        return base, skip
+    def _fingerprint(self) -> Fingerprint:
+        return Fingerprint(self.share, int(self._layout().records.sum()),
+                           len(self._sources.files))
 
     @staticmethod
     def combine_states(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -842,7 +462,7 @@ class RecordIO:
         """
         return combine(states)
 
-    # -- ranges and tasks -------------------------------------------------------------------
+    # -- ranges, tasks, random access -------------------------------------------------------
 
     def read_range(self, path: str, start: int, end: int) -> Iterator[Any]:
         """The instances of records ``start`` to ``end`` (exclusive) of the file ``path``.
@@ -859,21 +479,8 @@ class RecordIO:
             (a ``ValueError`` and ``IndexError``) unless ``0 <= start <= end <=`` the
             file's record count; raised by the call, before any reading.
         """
-        number = self._sources.number(path)
-        count = self._sources.count(number)
-        shown = self._sources.files[number].shown
-        for name, value in (("start", start), ("end", end)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise RecordRangeError(shown, start, end, count, f"{name} must be an int")
-        if start < 0 or end < start or end > count:
-            detail = "start is negative" if start < 0 else (
-                "end is before start" if end < start else "end is past the last record"
-            )
-            raise RecordRangeError(shown, start, end, count, detail)
-        if start == end:
-            return iter(())
-        piece = Piece(number) if (start, end) == (0, count) else Piece(number, start, end)
-        return self._read([piece], interleave=False)
+        piece = self._sources.range_piece(path, start, end)
+        return iter(()) if piece is None else self._read([piece], interleave=False)
 
     def tasks(self, records_per_task: int) -> list[Task]:
         """ElasticDL-style tasks covering every record of every file once.
@@ -888,10 +495,8 @@ class RecordIO:
         counts = [self._sources.count(n) for n in range(len(self._sources.files))]
         tasks = make_tasks(self.paths, counts, records_per_task)
         if self.shuffle:
-            rng(self.seed, self.epoch, _TASKS_STREAM).shuffle(tasks)
+            rng(self.seed, self.epoch, TASKS_STREAM).shuffle(tasks)
         return tasks
-
-    # -- random access ----------------------------------------------------------------------
 
     def dataset(self, *, cache_chunks: int = 64) -> MapDataset:
         """A map-style view: ``len()`` and instance ``[i]``, ``[i:j]`` or

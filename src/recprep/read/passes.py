@@ -1,0 +1,197 @@
+"""Pass plans: which records a pass reads, in which order — from record counts alone.
+
+A reader's :class:`Share` says which instances its passes hand out and in which order
+(shuffled or not, the seed and block size, the rank and worker, the split). A
+:class:`PassPlan` is what one pass reads: *pieces* (records ``start:end`` of file numbers,
+:class:`~recprep.read.ranks.Piece`), in *groups* whose pieces are read round-robin (the
+shards of one set, unshuffled), and — for a shuffled pass — the records of each piece
+picked, in the order they are handed out. A plan is made from the files' record counts,
+the set each file is in and the pass's epoch and resume position; it opens no file, so
+it is tested without I/O:
+
+>>> counts = [5, 5, 2].__getitem__            # three files, of sets 0, 0 and 1
+>>> plan = unshuffled(3, [0, 0, 1], counts, Share())
+>>> plan.pieces, plan.groups                  # the set's two shards round-robin, then 1
+([Piece(file=0, start=0, end=None), Piece(file=1, start=0, end=None), \
+Piece(file=2, start=0, end=None)], [0, 0, 1])
+>>> resumed = unshuffled(3, [0, 0, 1], counts, Share(), skip=3)
+>>> resumed.pieces                            # 3 handed out: 0 and 1 of shard 0, 0 of 1
+[Piece(file=1, start=1, end=5), Piece(file=0, start=2, end=5), Piece(file=2, start=0, end=None)]
+>>> share = Share(shuffle=True, seed=7, shuffle_buffer=4)
+>>> blocks = layout(3, counts, share)
+>>> plan = shuffled(blocks, counts, share, epoch=0)  # blocks of at most 4, each picked
+>>> len(plan.pieces), sum(len(rows) for rows in plan.picks)
+(5, 12)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import groupby
+
+import numpy as np
+
+from .positions import Interval, covered, remaining, slot_range
+from .ranks import Blocks, Count, Piece, skip_pieces, split
+from .shuffling import permutation
+
+__all__ = [
+    "DEFAULT_SHUFFLE_BUFFER", "PassPlan", "Share", "TASKS_STREAM", "groups_of", "layout",
+    "share_size", "shuffled", "unshuffled",
+]
+
+#: records permuted together by default (``shuffle_buffer``)
+DEFAULT_SHUFFLE_BUFFER = 10_000
+#: independent random streams of a seed and epoch: the blocks' order, the tasks' order,
+#: each block's records
+ORDER_STREAM, TASKS_STREAM, BUFFER_STREAM = range(3)
+
+
+@dataclass(frozen=True)
+class Share:
+    """Which instances a reader's passes hand out, and in which order.
+
+    ``shuffle``, ``seed``, ``shuffle_buffer`` as :class:`~recprep.RecordIO` takes them;
+    ``rank`` of ``world_size``, and ``worker`` of ``num_workers`` of that rank (each
+    worker's part a whole number of batches of ``align``); ``split`` for unshuffled
+    passes (see :mod:`recprep.read.ranks`).
+    """
+
+    shuffle: bool = False
+    seed: int = 0
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER
+    rank: int = 0
+    world_size: int = 1
+    worker: int = 0
+    num_workers: int = 1
+    align: int = 1
+    split: str = "auto"
+
+    @property
+    def block_size(self) -> int:
+        """Records per block of a shuffled pass's order."""
+        return self.shuffle_buffer if self.shuffle_buffer > 1 else DEFAULT_SHUFFLE_BUFFER
+
+    @property
+    def permuted(self) -> bool:
+        """Whether each block's records are permuted (else read in order)."""
+        return self.shuffle_buffer > 1
+
+    def slot(self, total: int) -> Interval:
+        """The slice of ``total`` positions this rank's worker reads."""
+        return slot_range(total, self.rank, self.world_size, self.worker, self.num_workers,
+                          self.align)
+
+    def with_(self, **changes: object) -> Share:
+        """A copy with ``changes``."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass
+class PassPlan:
+    """The pieces of a pass, their groups (pieces of one group are read round-robin),
+    and, shuffled, the records of each piece handed out (``picks[k]``: indexes into the
+    piece's records, in order; None: all of them, in order)."""
+
+    pieces: list[Piece]
+    groups: list[int]
+    picks: list[np.ndarray | None] | None = None
+
+
+def groups_of(sets: Sequence[int], interleave: bool) -> list[int]:
+    """A group number per piece (``sets``: each piece's set): consecutive pieces of one set
+    share one when they are read round-robin (``interleave``).
+
+    >>> groups_of([0, 0, 1, 1, 0], True), groups_of([0, 0], False)
+    ([0, 0, 1, 1, 2], [0, 1])
+    """
+    groups: list[int] = []
+    for k, set_index in enumerate(sets):
+        same = k > 0 and interleave and set_index == sets[k - 1]
+        groups.append(0 if k == 0 else groups[-1] + (not same))
+    return groups
+
+
+def ranged(pieces: Sequence[Piece], sets: Sequence[int], count: Count, *, interleave: bool,
+           skip: int = 0) -> PassPlan:
+    """The plan of reading ``pieces`` (of files of ``sets``): those of one set round-robin
+    (``interleave``) or one after the other, the first ``skip`` records left out."""
+    groups = groups_of([sets[p.file] for p in pieces], interleave)
+    if skip:
+        pieces, groups = skip_pieces(pieces, groups, skip, count)
+    return PassPlan(list(pieces), groups)
+
+
+def share_pieces(num_files: int, count: Count, share: Share) -> list[Piece]:
+    """An unshuffled pass's pieces: this rank's share (the same every epoch), then this
+    worker's part of it."""
+    files = [Piece(n) for n in range(num_files)]
+    pieces = split(files, share.rank, share.world_size, count, share.split)
+    return split(pieces, share.worker, share.num_workers, count, share.split, share.align)
+
+
+def unshuffled(num_files: int, sets: Sequence[int], count: Count, share: Share,
+               skip: int = 0) -> PassPlan:
+    """The plan of an unshuffled pass: the share's pieces in file order, the shards of a
+    set round-robin, the first ``skip`` records (a resumed pass's) left out."""
+    return ranged(share_pieces(num_files, count, share), sets, count, interleave=True,
+                  skip=skip)
+
+
+def layout(num_files: int, count: Count, share: Share) -> Blocks:
+    """The files cut into the blocks of a shuffled pass's order (from record counts)."""
+    return Blocks.cut([count(n) for n in range(num_files)], share.block_size)
+
+
+def share_size(num_files: int, count: Count, share: Share, blocks: Blocks | None = None
+               ) -> int:
+    """How many instances a pass of ``share`` yields (``blocks``: the layout, shuffled)."""
+    if share.shuffle:
+        assert blocks is not None
+        lo, hi = share.slot(int(blocks.records.sum()))
+        return hi - lo
+    return sum(p.size(count) for p in share_pieces(num_files, count, share))
+
+
+def shuffled(blocks: Blocks, count: Count, share: Share, epoch: int,
+             base: Sequence[Interval] = (), skip: int = 0) -> PassPlan:
+    """The plan of a shuffled pass: this slot's slice of the epoch order, without the
+    positions ``base``, from its ``skip``-th instance on — the blocks it touches, each
+    read once (only the records wanted of it, as one record range), each permuted by its
+    own seeded stream (see :mod:`recprep.read.checkpoint`)."""
+    order = permutation(len(blocks.file), share.seed, epoch, ORDER_STREAM)
+    sizes = blocks.records[order]
+    ends = np.cumsum(sizes)
+    total = int(ends[-1]) if len(ends) else 0
+    starts = ends - sizes
+    lo, hi = share.slot(total - covered(list(base)))
+    segments: list[tuple[int, int, int]] = []  # (position in order, from, to)
+    for a, b in remaining(list(base), total, lo + skip, hi):
+        first, last = np.searchsorted(ends, [a, b - 1], side="right").tolist()
+        for j in range(first, last + 1):
+            at = int(starts[j])
+            segments.append((j, max(a, at) - at, min(b, int(ends[j])) - at))
+    pieces: list[Piece] = []
+    picks: list[np.ndarray | None] = []
+    for j, run in groupby(segments, key=lambda s: s[0]):
+        block = int(order[j])
+        file, start = int(blocks.file[block]), int(blocks.start[block])
+        if share.permuted:
+            scrambled = permutation(int(sizes[j]), share.seed, epoch, BUFFER_STREAM, block)
+            wanted = np.concatenate([scrambled[a:b] for _, a, b in run])
+            first_record = int(wanted.min())
+            pieces.append(_whole_or_range(file, start + first_record,
+                                          start + int(wanted.max()) + 1, count))
+            picks.append(wanted - first_record)
+        else:
+            for _, a, b in run:
+                pieces.append(_whole_or_range(file, start + a, start + b, count))
+                picks.append(None)
+    return PassPlan(pieces, list(range(len(pieces))), picks)
+
+
+def _whole_or_range(file: int, start: int, end: int, count: Count) -> Piece:
+    if start == 0 and end == count(file):
+        return Piece(file)  # read front to back, without an index
+    return Piece(file, start, end)

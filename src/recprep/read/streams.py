@@ -1,0 +1,154 @@
+"""A pass's stack: from the pieces of its plan to what the caller gets, drawn once.
+
+::
+
+    PassPlan (read.passes): pieces, their groups, shuffled picks
+      │
+      ├─ Sources.chunks(piece)       read.files: the file opened and checked, read chunk by
+      │                              chunk (seeking through its index for a range)
+      ├─ place_chunks / read_range_chunks
+      │                              read.placing: each chunk at its proven record number,
+      │                              a Gap for records lost to damage
+      ├─ decoded()                   read.decoding: chunks → lists of instances, or a
+      │                              chunk's Columns (batches)
+      ├─ prefetched()                read.prefetch: threads run the pieces ahead, in order
+      │                              (with num_threads=0: nothing)
+      ├─ interleave() / pick()       read.blocks: the shards of a set round-robin, a run
+      │                              at a time; a shuffle block's records picked
+      └─ instances() / batches()     here: one instance at a time, or batches cut from the
+                                     blocks, each counted into the pass's Progress
+
+Every layer passes *blocks* (:mod:`recprep.read.blocks`), never single instances, until
+the last. :class:`Reading` is what the layers read with: the reader's files, each set's
+codec and the reader's :class:`~recprep.read.options.ReadOptions`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ..codecs import Codec
+from ..containers import Gap
+from .blocks import Block, cut, flatten, interleave, pick
+from .checkpoint import Progress
+from .cpugate import CpuGate, storage_waits, usable_cores
+from .decoding import BATCH_BYTES, decoded
+from .files import Sources
+from .options import ReadOptions
+from .passes import PassPlan
+from .prefetch import prefetched
+
+__all__ = ["INTERLEAVED_BYTES", "Reading", "batches", "blocks", "instances"]
+
+#: with threads, what the batches of shards read round-robin may hold together: each
+#: shard's batch is smaller when there are many (never less than a chunk)
+INTERLEAVED_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a pass reads with: the files (``sources``), the codec of each shard set
+    (``codec(set)``, and the one its manifest names: ``written_with(set)``) and the
+    reader's options."""
+
+    sources: Sources
+    codec: Callable[[int], Codec]
+    written_with: Callable[[int], str | None]
+    options: ReadOptions
+
+
+def blocks(plan: PassPlan, reading: Reading, columnar: bool = False) -> Iterator[Block]:
+    """The instances of ``plan`` as blocks, in its order: the pieces of a group
+    round-robin, and, shuffled, each piece's picks. With ``columnar``, chunks the codec
+    decodes whole come as their columns."""
+    with _opened(plan, reading, columnar) as streams:
+        if plan.picks is None:
+            start = 0
+            groups = plan.groups
+            for end in range(1, len(plan.pieces) + 1):
+                if end == len(plan.pieces) or groups[end] != groups[start]:
+                    yield from interleave(streams[start:end])
+                    start = end
+            return
+        for stream, rows in zip(streams, plan.picks, strict=True):
+            if rows is None:
+                yield from stream
+                continue
+            held = list(stream)  # one block (at most shuffle_buffer instances)
+            yield from pick(held, rows)  # lost records (Gaps) keep their places
+
+
+@contextmanager
+def _opened(plan: PassPlan, reading: Reading, columnar: bool
+            ) -> Iterator[Sequence[Iterator[Block]]]:
+    """The blocks of each piece of ``plan``, decoded (and prefetched, with threads)."""
+    sources, threads = reading.sources, reading.options.num_threads
+    widest = max(Counter(plan.groups).values(), default=1)  # shards read round-robin
+    batch_bytes = min(BATCH_BYTES, INTERLEAVED_BYTES // widest) if threads else 0
+    gate = CpuGate(usable_cores() - 1) if threads else None
+    wrap = gate.wrap if gate is not None and storage_waits(sources.fs) else None
+    decoding = threading.Lock() if threads > 1 else None
+    streams = []
+    for piece in plan.pieces:
+        file = sources.files[piece.file]
+        streams.append(decoded(
+            sources.chunks(piece, wrap), reading.codec(file.set_index), file.shown,
+            allow_pickle=reading.options.allow_pickle, batch_bytes=batch_bytes,
+            decoding=decoding, columnar=columnar,
+            written_with=reading.written_with(file.set_index),
+        ))
+    with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
+        yield prefetching
+
+
+def instances(runs: Iterator[Block], progress: Progress) -> Iterator[Any]:
+    """The instances of ``runs``, one at a time, counted in ``progress`` (with the places
+    of records lost to damage, so that a resumed pass starts where this one was)."""
+    try:
+        for run in runs:
+            if isinstance(run, Gap):
+                progress.counted += run.n
+                continue
+            values = flatten(run)
+            progress.items = items = iter(values)
+            progress.counted += len(values)
+            yield from items
+        progress.items = None
+        progress.done = True
+    finally:
+        runs.close()  # type: ignore[attr-defined]
+
+
+def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: Progress
+            ) -> Iterator[Any]:
+    """The batches of ``runs``, counted (by instance, and the places of records lost to
+    damage among them) in ``progress``."""
+    lost = [0]  # places of lost records passed since the last batch handed out
+
+    def present() -> Iterator[Block]:
+        for run in runs:
+            if isinstance(run, Gap):
+                lost[0] += run.n
+            else:
+                yield run
+
+    try:
+        for batch in cut(present(), size, drop_last):
+            progress.counted += _batch_len(batch) + lost[0]
+            lost[0] = 0
+            yield batch
+        progress.counted += lost[0]
+        progress.done = True
+    finally:
+        runs.close()  # type: ignore[attr-defined]
+
+
+def _batch_len(batch: Any) -> int:
+    while isinstance(batch, (tuple, dict)):
+        batch = batch[0] if isinstance(batch, tuple) else next(iter(batch.values()))
+    return len(batch)
