@@ -53,12 +53,13 @@ def parse(buf: bytes) -> dict[str, Found]:
     """
     features: dict[str, Found] = {}
     end, pos = len(buf), 0
-    stray = 0  # the tag of a field an Example doesn't have, if any
+    stray, example = 0, False  # a field an Example doesn't have (its tag); one it has
     while pos < end:
         tag, pos = read_tag(buf, pos, end)
         if tag != 0x0A:  # not Example.features
             pos, stray = skip(buf, pos, end, tag), tag
             continue
+        example = True
         fpos, fend = read_len(buf, pos, end)
         pos = fend
         while fpos < fend:  # Features: map entries
@@ -102,7 +103,7 @@ def parse(buf: bytes) -> dict[str, Found]:
                 if unknown:
                     _warn(name, "its map entry holds an unknown field", _UNKNOWN)
             features[name] = value
-    if stray and not features:  # no Example writer makes that: another codec's record
+    if stray and not example:  # fields, none an Example has: no Example writer makes that
         raise WireError(f"the record holds no features, only fields an Example doesn't "
                         f"have (tag 0x{stray:x}): it is not a tf.train.Example")
     return features
