@@ -46,8 +46,9 @@ from .errors import (
     WriteError,
 )
 from .executors import available_executors, register_executor
-from .read.mixing import index_split, mix
+from .read.mixing import mix
 from .read.reader import RecordIO
+from .read.splits import index_split
 from .read.taskqueue import TaskQueue
 from .storage.manifest import Manifest
 from .write.convert import ConvertResult, convert

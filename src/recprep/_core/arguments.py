@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["checked", "describe", "validator"]
+__all__ = ["checked", "value_shown", "validator"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: a check: None when ``value`` fits, else what was expected (for the message)
@@ -112,7 +112,7 @@ def validator(kind: Any) -> Check | None:
     return _simple(kind)
 
 
-def describe(value: Any) -> str:
+def value_shown(value: Any) -> str:
     """``True (bool)``: a value and its type, for messages."""
     shown = repr(value)
     if len(shown) > 60:
@@ -157,7 +157,7 @@ def checked(func: F) -> F:
             expected = check(value)
             if expected is not None:
                 raise InvalidArgumentError(
-                    f"{label}(): {name} must be {expected}, got {describe(value)}"
+                    f"{label}(): {name} must be {expected}, got {value_shown(value)}"
                 )
         return func(*args, **kwargs)
 

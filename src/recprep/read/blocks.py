@@ -316,11 +316,11 @@ def _copy_out(entries: list[tuple[Columns, Rows, Rows]], n: int,
     """``n`` rows, fresh, from ``leaf(columns)`` of each entry (its column tree, or its
     list of instances): see :func:`_place`."""
     return _place([leaf(cols) for cols, _, _ in entries],
-                  [_index(rows) for _, rows, _ in entries],
-                  [_index(places) for _, _, places in entries], n, settle)
+                  [_as_index(rows) for _, rows, _ in entries],
+                  [_as_index(places) for _, _, places in entries], n, settle)
 
 
-def _index(rows: Rows) -> slice | np.ndarray:
+def _as_index(rows: Rows) -> slice | np.ndarray:
     """A ``range`` as the slice that indexes it; an index array as it is."""
     return slice(rows.start, rows.stop, rows.step) if isinstance(rows, range) else rows
 

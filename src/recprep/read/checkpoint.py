@@ -25,12 +25,19 @@ and TaskQueue checkpoints use too, so that whatever is wrong raises
 :class:`~recprep.errors.InvalidArgumentError` naming the field, never a foreign
 exception or a pass that silently skips or repeats data.
 
->>> remaining([(2, 5)], 10, 1, 4)  # positions 1..3 of what is left of 0..9 once 2..4 went
-[(1, 2), (5, 7)]
->>> slot_range(10, 1, 2, 0, 1), slot_range(10, 1, 2, 1, 2)
-((5, 10), (8, 10))
->>> merge([(5, 7), (0, 2), (2, 3), (6, 9)])
-[(0, 3), (5, 9)]
+A pass stopped anywhere resumes exactly:
+
+>>> from recprep import convert, RecordIO
+>>> _ = convert("memory://doc/state", list(range(6)), 2, "s")
+>>> read = RecordIO("memory://doc/state/s-*", shuffle=True, seed=3, shuffle_buffer=4)
+>>> stream = read()
+>>> head = [next(stream), next(stream)]
+>>> state = read.state_dict()
+>>> again = RecordIO("memory://doc/state/s-*", shuffle=True, shuffle_buffer=4)
+>>> again.load_state_dict(state)
+>>> rest = list(again())
+>>> rest == list(stream), sorted(head + rest)
+(True, [0, 1, 2, 3, 4, 5])
 """
 
 from __future__ import annotations
@@ -101,7 +108,7 @@ false), found 'no' (str)
         """Raise: ``key`` is not ``expected`` (``found``: its value, by default)."""
         value = self.state.get(key) if found is _MISSING else found
         raise InvalidArgumentError(
-            f"{self.what}'s {key!r} must be {expected}, found {_shown(value)}"
+            f"{self.what}'s {key!r} must be {expected}, found {_brief(value)}"
         )
 
     def integer(self, key: str, low: int = 0, high: int | None = None) -> int:
@@ -132,7 +139,7 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _shown(value: Any) -> str:
+def _brief(value: Any) -> str:
     if value is _MISSING:
         return "nothing (the key is missing)"
     text = repr(value)
@@ -249,7 +256,7 @@ def size(state: Mapping[str, Any]) -> int:
 
 
 @dataclass
-class Progress:
+class PassProgress:
     """Where the latest pass of a reader is: its epoch, the positions consumed before it
     started (``base``, shuffled passes) and the places it has handed out: ``counted`` of
     them, less what is left in ``items``, the iterator over the block being handed out
@@ -282,7 +289,7 @@ class Fingerprint:
 class PassState:
     """The passes of one reader: the epoch of the next one (``fixed`` by ``set_epoch``, or
     the count of ``passes`` made), a loaded state the next pass resumes (``resume``, once),
-    and the :class:`Progress` of the latest pass — what :meth:`state_dict` describes.
+    and the :class:`PassProgress` of the latest pass — what :meth:`state_dict` describes.
 
     >>> from recprep.read.passes import Share
     >>> passes = PassState()
@@ -297,7 +304,7 @@ class PassState:
         self.fixed: int | None = None
         self.passes = 0
         self.resume: dict[str, Any] | None = None
-        self.progress: Progress | None = None
+        self.progress: PassProgress | None = None
 
     @property
     def epoch(self) -> int:
@@ -315,8 +322,8 @@ class PassState:
         else:
             self.fixed, self.passes = None, check_seed(epoch, "epoch")
 
-    def start(self, check_split: Callable[[Mapping[str, Any]], None]) -> Progress:
-        """A pass begins: its :class:`Progress`, from the loaded state when it is of this
+    def start(self, check_split: Callable[[Mapping[str, Any]], None]) -> PassProgress:
+        """A pass begins: its :class:`PassProgress`, from the loaded state when it is of this
         epoch (``check_split`` checks it against the reader once more)."""
         epoch = self.epoch
         if self.fixed is None:
@@ -336,7 +343,7 @@ class PassState:
                 base, skip = [], 0
             else:
                 check_split(state)
-        self.progress = Progress(epoch, base, skip)
+        self.progress = PassProgress(epoch, base, skip)
         return self.progress
 
     def state_dict(self, fingerprint: Fingerprint) -> dict[str, Any]:
@@ -345,13 +352,13 @@ class PassState:
         resume, progress = self.resume, self.progress
         if resume is not None:
             split = resume.get("rank") is not None
-            return describe(fingerprint, resume["epoch"],
+            return state_of(fingerprint, resume["epoch"],
                             [tuple(i) for i in resume.get("base", [])],
                             resume["yielded"] if split else 0, resume["epoch_set"],
                             split and resume["done"])
         if progress is None:
-            return describe(fingerprint, self.epoch, [], 0, self.fixed is not None)
-        return describe(fingerprint, progress.epoch, progress.base, progress.yielded,
+            return state_of(fingerprint, self.epoch, [], 0, self.fixed is not None)
+        return state_of(fingerprint, progress.epoch, progress.base, progress.yielded,
                         self.fixed is not None, progress.done)
 
     def load(self, state: dict[str, Any]) -> None:
@@ -365,7 +372,7 @@ class PassState:
             self.fixed, self.passes = None, state["epoch"]
 
 
-def describe(
+def state_of(
     fingerprint: Fingerprint, epoch: int, base: Sequence[Sequence[int]], yielded: int,
     epoch_set: bool, done: bool = False,
 ) -> dict[str, Any]:
@@ -392,7 +399,7 @@ def checked_for(state: Any, fingerprint: Fingerprint, share_size: Callable[[], i
     :meth:`recprep.RecordIO.load_state_dict`), normalised; ``share_size()`` is the number
     of instances of an unshuffled pass of its share."""
     checked: dict[str, Any] = check_state(state)
-    mine = describe(fingerprint, 0, [], 0, False)
+    mine = state_of(fingerprint, 0, [], 0, False)
     differs = [
         f"{key} (the state's {checked[key]!r}, this reader's {mine[key]!r})"
         for key in ("shuffle", "records", "files", "block", "permuted")

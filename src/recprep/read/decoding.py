@@ -81,7 +81,7 @@ def decoded(
                 continue
             chunk, skipped = item
             with lock:
-                columns = _columns(codec, allow_pickle, chunk) if columnar else None
+                columns = _chunk_columns(codec, allow_pickle, chunk) if columnar else None
                 values: list[Any] | Columns = _decode_chunk(
                     codec, allow_pickle, chunk, skipped, path, written_with
                 ) if columns is None else columns
@@ -107,7 +107,7 @@ def decoded(
         yield pending
 
 
-def _columns(codec: Codec, allow_pickle: bool, chunk: Chunk) -> Columns | None:
+def _chunk_columns(codec: Codec, allow_pickle: bool, chunk: Chunk) -> Columns | None:
     """The chunk's columns, if the codec decodes it whole (``decode`` gives its
     instances, should a batch need them)."""
     records = chunk.records

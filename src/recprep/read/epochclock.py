@@ -57,10 +57,10 @@ __all__ = ["EpochClock"]
 
 #: the iterators a clock remembers, so that a worker that starts late finds its epoch
 ENTRIES = 32
-_HEAD = 7  # fixed?, the fixed epoch, the next epoch, entries written, a state taken up by
+_CLOCK_HEAD = 7  # fixed?, the fixed epoch, the next epoch, entries written, a state taken up by
 #            (its token, the iterator's base seed and passes before)
 _ENTRY = 5  # base seed, passes before, epoch, arrivals, parties (num_workers)
-_FORMAT = struct.Struct(f"<{_HEAD + ENTRIES * _ENTRY}q")
+_FORMAT = struct.Struct(f"<{_CLOCK_HEAD + ENTRIES * _ENTRY}q")
 _INT64 = 1 << 63
 
 _threads = threading.Lock()  # lockf doesn't exclude the threads of one process
@@ -87,7 +87,7 @@ class EpochClock:
     """
 
     def __init__(self, next_epoch: int = 0, fixed: int | None = None) -> None:
-        values = [0] * (_HEAD + ENTRIES * _ENTRY)
+        values = [0] * (_CLOCK_HEAD + ENTRIES * _ENTRY)
         values[0], values[1] = fixed is not None, _storable(fixed or 0)
         values[2] = _storable(next_epoch)
         self._fd: int | None = None
@@ -171,11 +171,11 @@ class EpochClock:
         """Where the remembered entries start, oldest first."""
         written = values[3]
         first = max(0, written - ENTRIES)
-        return [_HEAD + (k % ENTRIES) * _ENTRY for k in range(first, written)]
+        return [_CLOCK_HEAD + (k % ENTRIES) * _ENTRY for k in range(first, written)]
 
     @staticmethod
     def _add(values: list[int], entry: list[int]) -> None:
-        at = _HEAD + (values[3] % ENTRIES) * _ENTRY
+        at = _CLOCK_HEAD + (values[3] % ENTRIES) * _ENTRY
         values[at:at + _ENTRY] = entry
         values[3] += 1
 

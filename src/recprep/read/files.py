@@ -25,8 +25,7 @@ Example
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -43,60 +42,18 @@ from ..errors import (
     Remedy,
     warn,
 )
-from ..storage.discovery import ShardSet, resolve_shard_sets
-from ..storage.fs import display, resolve
+from ..storage.discovery import ShardSet
+from ..storage.fs import display
 from ..storage.manifest import Manifest, read_manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
-from .options import ReadOptions
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
 __all__ = ["SourceFile", "Sources"]
 
 log = logging.getLogger("recprep")
-
-
-@dataclass
-class Skipped:
-    """What a reader with ``on_corrupt="skip"`` has left out so far (every skip is also a
-    :class:`~recprep.errors.CorruptDataWarning`): ``events`` (damaged chunks, torn tails,
-    damaged manifests), ``records`` (records known lost) and ``unknown`` (events whose
-    loss could not be counted)."""
-
-    events: int = 0
-    records: int = 0
-    unknown: int = 0
-
-    def add(self, warning: CorruptDataWarning) -> None:
-        self.events += 1
-        if warning.records_lost is None:
-            self.unknown += 1
-        else:
-            self.records += warning.records_lost
-
-
-def open_sources(
-    pattern: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    storage_options: Mapping[str, Any] | None, options: ReadOptions,
-    on_skip: Callable[[CorruptDataWarning], None] | None = None,
-) -> Sources:
-    """The files a reader's ``pattern`` names (a glob, a directory, a file, ``dir/prefix``,
-    or a list of them; local or fsspec URLs), resolved into shard sets, their manifests
-    read (see :mod:`recprep.storage.discovery`)."""
-    given: list[Any] = [pattern] if isinstance(pattern, (str, os.PathLike)) else list(pattern)
-    if not given or not all(isinstance(p, (str, os.PathLike)) for p in given):
-        raise InvalidArgumentError(
-            f"pattern must be a path, URL or glob (str or pathlib.Path) or a non-empty "
-            f"list of them, got {pattern!r}"
-        )
-    patterns = [os.fspath(p) for p in given]
-    fs, _ = resolve(patterns[0], storage_options)
-    paths = [resolve(p, storage_options)[1] for p in patterns]
-    return Sources(fs, resolve_shard_sets(fs, paths), format=options.format,
-                   compressor=options.compressor, max_chunk_bytes=options.max_chunk_bytes,
-                   on_corrupt=options.on_corrupt, on_skip=on_skip, cache=options.cache)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def remaining(base: Sequence[Interval], total: int, lo: int, hi: int) -> list[In
     return out
 
 
-def _part(n: int, part: int, num_parts: int) -> Interval:
+def _cut_share(n: int, part: int, num_parts: int) -> Interval:
     return -(-part * n // num_parts), -(-(part + 1) * n // num_parts)
 
 
@@ -82,10 +82,10 @@ def slot_range(
     >>> slot_range(10, 0, 1, 0, 2, 4), slot_range(10, 0, 1, 1, 2, 4)
     ((0, 8), (8, 10))
     """
-    lo, hi = _part(n, rank, world_size)
+    lo, hi = _cut_share(n, rank, world_size)
     if align == 1:
-        a, b = _part(hi - lo, worker, num_workers)
+        a, b = _cut_share(hi - lo, worker, num_workers)
     else:
-        units = _part(-(-(hi - lo) // align), worker, num_workers)
+        units = _cut_share(-(-(hi - lo) // align), worker, num_workers)
         a, b = (min(u * align, hi - lo) for u in units)
     return lo + a, lo + b

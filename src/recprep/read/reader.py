@@ -32,7 +32,7 @@ from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .checkpoint import Fingerprint, PassState, check_split, checked_for, combine
 from .decoding import SetCodecs
-from .files import Skipped, open_sources
+from .opening import Skipped, open_sources
 from .options import ReadOptions
 from .passes import (
     DEFAULT_SHUFFLE_BUFFER,
@@ -384,19 +384,7 @@ class RecordIO:
         has ended, it says so (``"done"``), and a reader loaded with it goes on with the
         next epoch (when epochs are counted by passes; with :meth:`set_epoch`, by the
         epoch set). Shuffled states of all ranks combine (:meth:`combine_states`) into one that
-        any ``world_size`` resumes from.
-
-        >>> from recprep import convert, RecordIO
-        >>> _ = convert("memory://doc/state", list(range(6)), 2, "s")
-        >>> read = RecordIO("memory://doc/state/s-*", shuffle=True, seed=3, shuffle_buffer=4)
-        >>> stream = read()
-        >>> head = [next(stream), next(stream)]
-        >>> state = read.state_dict()
-        >>> again = RecordIO("memory://doc/state/s-*", shuffle=True, shuffle_buffer=4)
-        >>> again.load_state_dict(state)
-        >>> rest = list(again())
-        >>> rest == list(stream), sorted(head + rest)
-        (True, [0, 1, 2, 3, 4, 5])
+        any ``world_size`` resumes from. An example: :mod:`recprep.read.checkpoint`.
         """
         return self._passes.state_dict(self._fingerprint())
 
@@ -408,18 +396,10 @@ class RecordIO:
         the same ``shuffle`` and ``shuffle_buffer``. A state of one rank loads into the
         same ``rank``/``world_size`` (and worker); a combined state into any. Nothing is
         read here, and the next pass decodes nothing the interrupted one had consumed.
-
-        Every field of the state is checked (it is read back from a checkpoint: untrusted
-        input), against the others and against this reader: its type and range, the set
-        (records and files), the shuffle, the split, and that ``yielded`` is at most this
-        reader's share. A state that fails leaves the reader as it was.
-
-        Raises
-        ------
-        InvalidArgumentError
-            When the state is damaged, of another recprep version, or of another set,
-            shuffle or split; the message names the field, what was expected and what was
-            found.
+        Every field is checked (a checkpoint is untrusted input): its type and range, the
+        set, the shuffle, the split, and that ``yielded`` is at most this reader's share.
+        A state that fails (:class:`~recprep.errors.InvalidArgumentError`, naming the
+        field, what was expected and what was found) leaves the reader as it was.
         """
         state = self._checked_state(state)
         self.share = replace(self.share, seed=state["seed"])

@@ -16,7 +16,7 @@
       ├─ interleave() / pick()       read.blocks: the shards of a set round-robin, a run
       │                              at a time; a shuffle block's records picked
       └─ instances() / batches()     here: one instance at a time, or batches cut from the
-                                     blocks, each counted into the pass's Progress
+                                     blocks, each counted into the pass's PassProgress
 
 Every layer passes *blocks* (:mod:`recprep.read.blocks`), never single instances, until
 the last. :class:`Reading` is what the layers read with: the reader's files, each set's
@@ -35,7 +35,7 @@ from typing import Any
 from ..codecs import Codec
 from ..containers import Gap
 from .blocks import Block, cut, flatten, interleave, pick
-from .checkpoint import Progress
+from .checkpoint import PassProgress
 from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, decoded
 from .files import Sources
@@ -106,7 +106,7 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool
         yield prefetching
 
 
-def instances(runs: Iterator[Block], progress: Progress) -> Iterator[Any]:
+def instances(runs: Iterator[Block], progress: PassProgress) -> Iterator[Any]:
     """The instances of ``runs``, one at a time, counted in ``progress`` (with the places
     of records lost to damage, so that a resumed pass starts where this one was)."""
     try:
@@ -124,7 +124,7 @@ def instances(runs: Iterator[Block], progress: Progress) -> Iterator[Any]:
         runs.close()  # type: ignore[attr-defined]
 
 
-def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: Progress
+def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassProgress
             ) -> Iterator[Any]:
     """The batches of ``runs``, counted (by instance, and the places of records lost to
     damage among them) in ``progress``."""

@@ -41,7 +41,6 @@ methods (``handle.get.remote(...)``).
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections import deque
@@ -49,7 +48,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..errors import InvalidArgumentError, TaskAbandonedWarning, warn
-from .checkpoint import Fields, is_int
+from .checkpoint import is_int
+from .queuestate import (
+    ID_BITS,
+    ID_MASK,
+    KEPT_INCARNATIONS,
+    QUEUE_STATE_VERSION,
+    checked_queue_state,
+    incarnation,
+    task_of,
+)
 from .ranks import Task
 from .shuffling import rng
 
@@ -57,15 +65,8 @@ __all__ = ["Lease", "TaskAbandonedWarning", "TaskQueue"]
 
 log = logging.getLogger("recprep")
 
-#: version of :meth:`TaskQueue.state_dict`
-STATE_VERSION = 1
 #: a stream key of its own, so task orders don't repeat the reader's orders
 _QUEUE_STREAM = 0x7A5C
-#: a lease id is ``incarnation << ID_BITS | n``: the queue's random incarnation (1 to
-#: ``2**31 - 1``, so ids fit in 63 bits) and the ``n``-th lease it handed out
-ID_BITS = 32
-#: the incarnations of its ancestors a checkpoint keeps, so a restore draws none of them
-KEPT_INCARNATIONS = 32
 
 
 class Lease(NamedTuple):
@@ -85,7 +86,7 @@ class _Doing(NamedTuple):
     attempt: int
 
 
-def _positive(name: str, value: Any, kind: type | tuple[type, ...]) -> None:
+def _check_positive(name: str, value: Any, kind: type | tuple[type, ...]) -> None:
     wrong_type = isinstance(value, bool) or not isinstance(value, kind)
     if wrong_type or not value > 0:
         raise InvalidArgumentError(f"{name} must be a positive number, got {value!r}")
@@ -121,12 +122,12 @@ class TaskQueue:
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        _positive("lease_timeout", lease_timeout, (int, float))
-        _positive("max_attempts", max_attempts, int)
-        _positive("num_epochs", num_epochs, int)
+        _check_positive("lease_timeout", lease_timeout, (int, float))
+        _check_positive("max_attempts", max_attempts, int)
+        _check_positive("num_epochs", num_epochs, int)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise InvalidArgumentError(f"seed must be a non-negative int, got {seed!r}")
-        self._tasks = [_task(t, i) for i, t in enumerate(tasks)]
+        self._tasks = [task_of(t, i) for i, t in enumerate(tasks)]
         self.lease_timeout = float(lease_timeout)
         self.max_attempts = max_attempts
         self.num_epochs = num_epochs
@@ -136,7 +137,7 @@ class TaskQueue:
         self._lock = threading.RLock()
         self._ancestors: list[int] = []  # incarnations this queue was restored from
         self._restored = False
-        self._incarnation = _incarnation(())
+        self._incarnation = incarnation(())
         self._next_id = 0
         self._failed: list[dict[str, Any]] = []
         self._start_epoch(0)
@@ -154,7 +155,7 @@ class TaskQueue:
             attempt = self._attempts.get(index, 0)
             if self._next_id >> ID_BITS:  # 2**32 leases: go on in a new incarnation
                 self._ancestors = [*self._ancestors, self._incarnation][-KEPT_INCARNATIONS:]
-                self._incarnation, self._next_id = _incarnation(self._ancestors), 0
+                self._incarnation, self._next_id = incarnation(self._ancestors), 0
             lease_id = self._incarnation << ID_BITS | self._next_id
             lease = Lease(lease_id, self._tasks[index], self._epoch, attempt, str(worker))
             self._next_id += 1
@@ -238,7 +239,7 @@ class TaskQueue:
             self._expire()
             leased = sorted(self._doing.values(), key=lambda d: d.number)
             return {
-                "version": STATE_VERSION,
+                "version": QUEUE_STATE_VERSION,
                 "tasks": [list(t) for t in self._tasks],
                 "lease_timeout": self.lease_timeout, "max_attempts": self.max_attempts,
                 "num_epochs": self.num_epochs, "shuffle": self.shuffle, "seed": self.seed,
@@ -270,7 +271,7 @@ class TaskQueue:
             When the state is not a TaskQueue state of this version, or a field is
             damaged: the message names it, what was expected and what was found.
         """
-        checked = _checked_state(state)
+        checked = checked_queue_state(state)
         queue = cls(
             checked["tasks"], lease_timeout=checked["lease_timeout"],
             max_attempts=checked["max_attempts"], num_epochs=checked["num_epochs"],
@@ -278,7 +279,7 @@ class TaskQueue:
         )
         queue._ancestors = checked["incarnations"]
         queue._restored = True
-        queue._incarnation = _incarnation(queue._ancestors)
+        queue._incarnation = incarnation(queue._ancestors)
         queue._epoch = checked["epoch"]
         queue._todo = deque(checked["todo"])
         queue._done = set(checked["done"])
@@ -368,7 +369,7 @@ class TaskQueue:
         incarnation = lease_id >> ID_BITS if is_int(lease_id) and lease_id >= 0 else None
         ours = incarnation == self._incarnation
         if incarnation is None or lease_id >> 63 or (
-            (ours and lease_id & _ID_MASK >= self._next_id)
+            (ours and lease_id & ID_MASK >= self._next_id)
             or (not ours and not self._restored and incarnation not in self._ancestors)
         ):
             last = self._incarnation << ID_BITS | max(self._next_id - 1, 0)
@@ -378,141 +379,6 @@ class TaskQueue:
                 f"expected a lease id this queue handed out (lately: {handed}), got "
                 f"{lease_id!r}"
             )
-
-
-_ID_MASK = (1 << ID_BITS) - 1
-
-
-def _incarnation(taken: Iterable[int]) -> int:
-    """A random incarnation, none of ``taken``."""
-    taken = set(taken)
-    while (drawn := secrets.randbelow((1 << 31) - 1) + 1) in taken:
-        pass
-    return drawn
-
-
-def _indexes(fields: Fields, key: str, n: int) -> list[int]:
-    """A state's list of distinct task indexes (each ``0 <= i < n``)."""
-    values = fields.sequence(key)
-    if not all(is_int(i) and 0 <= i < n for i in values) or len(set(values)) != len(values):
-        fields.fail(key, f"a list of distinct task indexes (ints 0 to {n - 1})")
-    return [int(i) for i in values]
-
-
-def _checked_state(state: Any) -> dict[str, Any]:
-    """The fields of a :meth:`TaskQueue.state_dict`, each checked (see
-    :meth:`TaskQueue.from_state`), as the queue holds them."""
-    if not isinstance(state, Mapping) or not (
-        is_int(state.get("version")) and state["version"] == STATE_VERSION
-    ):
-        found = state.get("version") if isinstance(state, Mapping) else type(state).__name__
-        raise InvalidArgumentError(
-            f"expected a TaskQueue state of version {STATE_VERSION}, found {found!r}"
-        )
-    fields = Fields(state, "a TaskQueue state")
-    missing = [k for k in _STATE_KEYS if k not in state]
-    if missing:
-        raise InvalidArgumentError(f"a TaskQueue state lacks {missing}: it is damaged")
-    out: dict[str, Any] = {}
-    tasks = fields.sequence("tasks")
-    try:
-        out["tasks"] = [_task(t, i) for i, t in enumerate(tasks)]
-    except InvalidArgumentError as error:
-        raise InvalidArgumentError(f"a TaskQueue state's 'tasks': {error}") from None
-    n = len(tasks)
-    timeout = state["lease_timeout"]
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not (
-        timeout > 0
-    ):
-        fields.fail("lease_timeout", "a positive number of seconds")
-    out["lease_timeout"] = timeout
-    out["max_attempts"] = most = fields.integer("max_attempts", 1)
-    out["num_epochs"] = epochs = fields.integer("num_epochs", 1)
-    out["shuffle"] = fields.flag("shuffle")
-    out["seed"] = fields.integer("seed")
-    out["epoch"] = epoch = fields.integer("epoch", 0, epochs)
-    fields.integer("next_id", 0, _ID_MASK + 1)
-    kept = state.get("incarnations", [])  # absent in checkpoints of before incarnations
-    if not isinstance(kept, list) or not all(is_int(i) and 0 < i < 1 << 31 for i in kept):
-        fields.fail("incarnations", "a list of ints from 1 to 2**31 - 1", kept)
-    out["incarnations"] = [int(i) for i in kept][-KEPT_INCARNATIONS:]
-    todo, done, given_up = (_indexes(fields, key, n) for key in ("todo", "done", "given_up"))
-    held = sorted([*todo, *done, *given_up])
-    want = list(range(n)) if epoch < epochs else []
-    if held != want:
-        fields.fail("todo", f"with 'done' and 'given_up', each of the {n} task indexes "
-                    "once" if want else "empty, with 'done' and 'given_up', once every "
-                    f"epoch is over (epoch {epoch} of {epochs})",
-                    {"todo": todo, "done": done, "given_up": given_up})
-    out.update(todo=todo, done=done, given_up=given_up)
-    attempts: dict[int, int] = {}
-    for entry in fields.sequence("attempts"):
-        if not (isinstance(entry, list) and len(entry) == 2 and is_int(entry[0])
-                and 0 <= entry[0] < n and is_int(entry[1]) and 1 <= entry[1] <= most
-                and entry[0] not in attempts):
-            fields.fail("attempts", f"a list of [task index, attempts] pairs, one per task "
-                        f"at most, attempts from 1 to {most} (max_attempts)", entry)
-        attempts[int(entry[0])] = int(entry[1])
-    for i in given_up:
-        if attempts.get(i) != most:
-            fields.fail("attempts", f"{most} (max_attempts) for task {i}, which was given "
-                        "up", attempts.get(i, 0))
-    for i in todo:
-        if attempts.get(i, 0) >= most:
-            fields.fail("attempts", f"below {most} (max_attempts) for task {i}, which is "
-                        "to do", attempts[i])
-    errors: dict[int, list[str]] = {}
-    for entry in fields.sequence("errors"):
-        if not (isinstance(entry, list) and len(entry) == 2 and is_int(entry[0])
-                and isinstance(entry[1], list) and entry[0] not in errors
-                and len(entry[1]) == attempts.get(entry[0])
-                and all(isinstance(e, str) for e in entry[1])):
-            fields.fail("errors", "a list of [task index, [one error str per attempt]] "
-                        "pairs, for the tasks with attempts", entry)
-        errors[int(entry[0])] = list(entry[1])
-    if errors.keys() != attempts.keys():
-        fields.fail("errors", "one entry per task with attempts",
-                    sorted(set(errors) ^ set(attempts)))
-    out.update(attempts=attempts, errors=errors)
-    failed: list[dict[str, Any]] = []
-    for record in fields.sequence("failed"):
-        if not (isinstance(record, dict) and set(record) == {"task", "epoch", "attempts",
-                                                             "errors"}
-                and is_int(record["epoch"]) and 0 <= record["epoch"] <= epoch
-                and is_int(record["attempts"]) and record["attempts"] >= 1
-                and isinstance(record["errors"], list)
-                and all(isinstance(e, str) for e in record["errors"])):
-            fields.fail("failed", "a list of {task, epoch, attempts, errors} records of "
-                        f"epochs up to {epoch}", record)
-        try:
-            task = _task(record["task"], len(failed))
-        except InvalidArgumentError as error:
-            raise InvalidArgumentError(f"a TaskQueue state's 'failed': {error}") from None
-        failed.append(dict(record, task=task, errors=list(record["errors"])))
-    out["failed"] = failed
-    return out
-
-
-_STATE_KEYS = ("tasks", "lease_timeout", "max_attempts", "num_epochs", "shuffle", "seed",
-               "epoch", "next_id", "todo", "done", "given_up", "attempts", "errors",
-               "failed")
-
-
-def _task(value: Task | Sequence[Any], index: int) -> Task:
-    try:
-        path, start, end = value
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(
-            f"task {index}: expected Task(path, start, end), got {value!r}"
-        ) from None
-    if not isinstance(path, str) or any(
-        isinstance(v, bool) or not isinstance(v, int) for v in (start, end)
-    ) or not 0 <= start <= end:
-        raise InvalidArgumentError(
-            f"task {index}: expected Task(path: str, start: int, end: int) with "
-            f"0 <= start <= end, got {value!r}"
-        )
-    return Task(path, start, end)
 
 
 class _RayTaskQueue(TaskQueue):
