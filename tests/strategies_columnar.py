@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import fsspec
 import numpy as np
 from hypothesis import strategies as st
-from recprep._core.batching import NUMBERS
 
+from recprep._core.batching import NUMBERS
 from recprep.codecs.example import ExampleCodec
 from recprep.codecs.features import Feature
 from recprep.containers import available_formats, get_format

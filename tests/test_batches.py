@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from recprep._core.batching import NUMBERS, batched, collate, unbatch
 
 from recprep import InvalidArgumentError, RecordIO, convert
+from recprep._core.batching import NUMBERS, batched, collate, unbatch
 from recprep.errors import CorruptDataError, CorruptDataWarning
 
 INT64 = (-(2**63), 2**63 - 1)
@@ -308,7 +308,6 @@ def test_unbatched_batches_are_exactly_what_read_gives(
 # --------------------------------------------------------------------------- chunk columns
 
 from recprep.batching import Columns  # noqa: E402
-
 from recprep.codecs import get_codec  # noqa: E402
 from recprep.read.blocks import assemble, part, pick  # noqa: E402
 
