@@ -338,18 +338,18 @@ def test_sphinx_roles_become_code_linked_where_documented():
 
 
 def test_private_bases_give_way_to_their_public_bases():
-    """``CorruptDataError(LocatedError, ValueError)`` shows "Bases: RecprepError, ValueError"."""
+    """A class whose bases include a private class (``X(_Located, ValueError)``) shows "Bases: RecprepError, ValueError"."""
 
     class Cls:  # what the extension reads of a griffe Class
         def __init__(self, name, bases, resolved=()):
             self.name, self.bases, self.resolved_bases = name, bases, list(resolved)
 
-    located = Cls("LocatedError", ["RecprepError"])
-    deeper = Cls("_Deeper", ["LocatedError", "OSError"], [located])
+    located = Cls("_Located", ["RecprepError"])
+    deeper = Cls("_Deeper", ["_Located", "OSError"], [located])
     public_bases = _roles()._public_bases
-    assert public_bases(Cls("CorruptDataError", ["LocatedError", "ValueError"], [located])) == [
+    assert public_bases(Cls("CorruptDataError", ["_Located", "ValueError"], [located])) == [
         "RecprepError", "ValueError"]
-    assert public_bases(Cls("PickleRefusedError", ["LocatedError"], [located])) == ["RecprepError"]
+    assert public_bases(Cls("PickleRefusedError", ["_Located"], [located])) == ["RecprepError"]
     assert public_bases(Cls("X", ["_Deeper", "RecprepError"], [deeper])) == [
         "RecprepError", "OSError"]
 
