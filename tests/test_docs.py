@@ -338,7 +338,8 @@ def test_sphinx_roles_become_code_linked_where_documented():
 
 
 def test_private_bases_give_way_to_their_public_bases():
-    """A class whose bases include a private class (``X(_Located, ValueError)``) shows "Bases: RecprepError, ValueError"."""
+    """A class whose bases include a private class (``X(_Located, ValueError)``) shows
+    "Bases: RecprepError, ValueError"."""
 
     class Cls:  # what the extension reads of a griffe Class
         def __init__(self, name, bases, resolved=()):
