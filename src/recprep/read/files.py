@@ -424,13 +424,13 @@ class Sources:
     def _whole(
         self, number: int, handle: BinaryIO, container: Format, options: dict[str, Any]
     ) -> Iterator[tuple[Chunk, int] | Gap]:
-        """File ``number`` read front to back, its chunks placed at their numbers."""
+        """File ``number`` read front to back, its chunks placed at their numbers (an
+        iterator, not a generator of its own: one layer less per chunk)."""
         file = self.files[number]
-
         read = dict(options)
         if self.compressor is not None:
             read["compressor"] = self.compressor
-        yield from place_chunks(
+        return place_chunks(
             lambda note: container.read_chunks(handle, path=file.shown, on_skip=note, **read),
             path=file.shown, count=self._counts.get(number),
             count_of=lambda: self.count(number), anchors=lambda: self._anchors(number),
