@@ -3,11 +3,11 @@
 For a format with chunk headers
 (:attr:`~recprep.containers.base.Format.chunk_header_bytes`, RecordIO), reading a range of
 a shard, or one instance of it, needs the shard's chunk index
-(:class:`~recprep.containers.fileindex.FileIndex`): built without this file by hopping from chunk header
-to chunk header, one read per chunk. ``convert`` writes every shard's index into one hidden
-file beside the set, ``.{prefix}.chunks`` (hidden: never taken for data), committed with
-the shards before the manifest; opening a set of 10,000 shards then reads one file and no
-chunk header.
+(:class:`~recprep.containers.fileindex.FileIndex`): built without this file by hopping
+from chunk header to chunk header, one read per chunk. ``convert`` writes every shard's
+index into one hidden file beside the set, ``.{prefix}.chunks`` (hidden: never taken for
+data), committed with the shards before the manifest; opening a set of 10,000 shards then
+reads one file and no chunk header.
 
 The file is one line of JSON (version 1, see ``docs/format.md``) and a line with its
 CRC-32C in hex: per shard its name, its bytes and CRC-32C (as the manifest lists them),
