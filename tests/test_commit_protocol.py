@@ -27,7 +27,8 @@ from fsspec.implementations.local import LocalFileSystem
 from recprep import RecordIO, RecprepError, TaskFailedError, WriteError, convert
 from recprep.errors import SetChangedError, UncommittedSetWarning, UntrustedFileError
 from recprep.storage.locking import OutputLockedError
-from recprep.storage.staging import KEY_ENV, Staging, seal
+from recprep.storage.seals import KEY_ENV, seal
+from recprep.storage.staging import Staging
 from recprep.tools import verify
 
 ROOT = Path(__file__).parent.parent

@@ -449,9 +449,9 @@ def test_skip_past_garbage_to_the_end():
 
 from recprep.containers.recordio import (  # noqa: E402
     AT_ONCE_MIN_RECORDS,
-    _check_payload,
     split_payload,
 )
+from recprep.containers.recordio_framing import _check_payload  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)

@@ -55,7 +55,7 @@ def outside():
 
     outside_format.register()
     yield outside_format
-    recprep.containers._REGISTRY.pop(NAME)
+    recprep.containers._FORMATS.pop(NAME)
 
 
 def test_the_outside_format_is_registered(outside):

@@ -287,7 +287,7 @@ def test_side_indexes_survive_mutations():
     import google_crc32c
 
     from recprep.containers.tfrecord_index import index_path
-    from recprep.storage.sideindex import build_index, read_records
+    from recprep.storage.sideindex import build_side_index, read_records
 
     fs = fsspec.filesystem("memory")
     path = "/fuzz-tfindex/p.tfrecord"
@@ -297,7 +297,7 @@ def test_side_indexes_survive_mutations():
         writer.write(record)
     writer.close()
     fs.pipe(path, buf.getvalue())
-    build_index(fs, path)
+    build_side_index(fs, path)
     valid = fs.cat_file(index_path(path))
 
     @FUZZ

@@ -16,7 +16,7 @@ from recprep.write.loop import FileFacts, check_options
 
 writing = pytest.importorskip("recprep.spark.writing")
 reports_module = pytest.importorskip("recprep.spark.reports")
-from recprep.spark.pieces import Piece, TaskReport, WritePlan  # noqa: E402
+from recprep.spark.pieces import PieceFile, TaskReport, WritePlan  # noqa: E402
 
 
 def make_job(tmp_path: Path):
@@ -25,7 +25,7 @@ def make_job(tmp_path: Path):
     staging.mkdir()
     plan = WritePlan(fs, str(tmp_path), str(staging), check_options("tfrecord", None,
                                                                     "example", 1, None), ())
-    return writing.WriteJob(plan, "part", "overwrite", False)
+    return writing.SparkWriteJob(plan, "part", "overwrite", False)
 
 
 class Exploit:
@@ -39,7 +39,7 @@ class Exploit:
 def test_reports_round_trip_as_json(tmp_path):
     job = make_job(tmp_path)
     keys = [(1, "a", True, datetime.date(2026, 1, 2), None), (2, "b", False, None, None)]
-    reports = [TaskReport(t, [Piece(k, t, n, FileFacts(f"{job.plan.staging}/piece-{t}-{n}",
+    reports = [TaskReport(t, [PieceFile(k, t, n, FileFacts(f"{job.plan.staging}/piece-{t}-{n}",
                                                          3, 40, 7), None)
                               for n, k in enumerate(keys)], {keys[0]: {"v"}})
                for t in range(2)]

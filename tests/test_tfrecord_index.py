@@ -17,7 +17,7 @@ from recprep.containers.tfrecord import read_from, scan
 from recprep.containers.tfrecord_index import TFRecordIndex, chunk_infos, index_name, index_path
 from recprep.errors import CorruptDataError, InvalidArgumentError
 from recprep.storage.sideindex import (
-    build_index,
+    build_side_index,
     count_records,
     load_index,
     read_records,
@@ -56,7 +56,7 @@ def test_indexes_tensorflow_files(records, memfs, compressor):
     path = f"{root}/{GOLDEN[compressor]}"
     fs.pipe(path, (DATA / "tfrecord" / GOLDEN[compressor]).read_bytes())
     assert count_records(fs, path) == len(records)  # a scan: no index yet
-    index = build_index(fs, path)
+    index = build_side_index(fs, path)
     assert fs.exists(index_path(path)) and index.compressor == compressor
     assert index.offsets.tolist() == expected_offsets(records)
     assert index.lengths().tolist() == [len(r) for r in records]
@@ -72,7 +72,7 @@ def test_index_is_hidden_from_globs_and_directories(tmp_path):
     convert(str(tmp_path), [b"a", b"bb", b"ccc"], 2, "t", format="tfrecord", codec="raw")
     fs, root = fsspec.core.url_to_fs(str(tmp_path))
     for name in ("t-00000-of-00001", "t-00001-of-00001"):
-        build_index(fs, f"{root}/{name}")
+        build_side_index(fs, f"{root}/{name}")
     assert index_name("t-00000-of-00001") == ".t-00000-of-00001.tfindex"
     assert sorted(p.name for p in tmp_path.iterdir())[:2] == [
         ".t-00000-of-00001.tfindex", ".t-00001-of-00001.tfindex"]
@@ -86,7 +86,7 @@ def test_random_access_seeks_past_damage_before_the_range(memfs):
     path = f"{root}/seek.tfrecord"
     data = bytearray(tfrecord(records))
     fs.pipe(path, bytes(data))
-    build_index(fs, path)
+    build_side_index(fs, path)
     data[30] ^= 0xFF  # record 1 (at byte 16) has its data at 28..34: same size, index holds
     fs.pipe(path, bytes(data))
     assert read_records(fs, path, 10, 13) == records[10:13]  # never reads record 1
@@ -100,12 +100,12 @@ def test_stale_or_damaged_index_is_ignored_with_a_warning(memfs, caplog):
     fs, root = memfs
     path = f"{root}/stale.tfrecord"
     fs.pipe(path, tfrecord([b"x", b"yy"]))
-    build_index(fs, path)
+    build_side_index(fs, path)
     fs.pipe(path, tfrecord([b"x", b"yy", b"zzz"]))  # rewritten: another size
     with caplog.at_level(logging.WARNING, logger="recprep"):
         assert count_records(fs, path) == 3
     assert "stale" in caplog.text
-    build_index(fs, path)
+    build_side_index(fs, path)
     side = bytearray(fs.cat_file(index_path(path)))
     side[45] ^= 1
     fs.pipe(index_path(path), bytes(side))
@@ -124,7 +124,7 @@ def test_files_without_an_index_still_read(memfs):
     assert read_records(fs, path, 1, 3) == [b"", b"ccc"]
     empty = f"{root}/empty.tfrecord"
     fs.pipe(empty, b"")
-    assert count_records(fs, empty) == 0 and build_index(fs, empty).num_records == 0
+    assert count_records(fs, empty) == 0 and build_side_index(fs, empty).num_records == 0
     assert read_records(fs, empty, 0, 0) == []
 
 
@@ -175,7 +175,7 @@ def test_chunk_infos_and_read_from_give_a_seekable_chunk_index(memfs):
     records = [bytes([i % 256]) * (i % 50) for i in range(300)]
     path = f"{root}/chunks.tfrecord"
     fs.pipe(path, tfrecord(records))
-    index = build_index(fs, path)
+    index = build_side_index(fs, path)
     infos = chunk_infos(index, chunk_bytes=500)
     assert sum(i.num_records for i in infos) == 300 and len(infos) > 10
     assert all(i.stored_size <= 500 or i.num_records == 1 for i in infos)

@@ -28,7 +28,7 @@ from recprep.containers.tfrecord import masked_crc32c
 from recprep.containers.tfrecord_index import TFRecordIndex, index_path
 from recprep.errors import CorruptDataError, CorruptDataWarning, EncodeError
 from recprep.read.placing import read_range_chunks
-from recprep.storage.sideindex import build_index, read_records, write_index
+from recprep.storage.sideindex import build_side_index, read_records, write_index
 
 
 def header(size: int, count: int, crc: int = 0, compressor: int = 0) -> bytes:
@@ -167,7 +167,7 @@ def test_a_consistent_but_wrong_side_index_is_caught_as_it_is_read(tmp_path):
     records = [bytes([i]) * n for i, n in enumerate([5, 40, 7, 90, 3, 60])]
     path = raw_set(tmp_path, records, fmt="tfrecord")
     fs = fsspec.filesystem("file")
-    assert build_index(fs, path).lengths().tolist() == [len(r) for r in records]
+    assert build_side_index(fs, path).lengths().tolist() == [len(r) for r in records]
     # the index of another file of the same size: valid, consistent, and wrong here
     wrong = TFRecordIndex.from_lengths([40, 5, 90, 7, 60, 3], fs.size(path))
     write_index(fs, wrong, index_path(path))

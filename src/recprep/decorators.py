@@ -42,7 +42,7 @@ def _check_reader(reader: Any, name: str) -> None:
         )
 
 
-def _check_size(value: Any, name: str) -> int:
+def _positive_size(value: Any, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
     return value
@@ -73,7 +73,7 @@ def batch(reader: Reader[T], batch_size: int, drop_last: bool = False) -> Reader
     [[0, 1], [2, 3]]
     """
     _check_reader(reader, "batch")
-    _check_size(batch_size, "batch_size")
+    _positive_size(batch_size, "batch_size")
 
     def batch_reader() -> Iterator[list[T]]:
         stream = iter(reader())
@@ -113,7 +113,7 @@ def shuffle(reader: Reader[T], buf_size: int, seed: int | None = None) -> Reader
     (True, True)
     """
     _check_reader(reader, "shuffle")
-    _check_size(buf_size, "buf_size")
+    _positive_size(buf_size, "buf_size")
     if seed is not None:
         check_seed(seed)
     passes = 0

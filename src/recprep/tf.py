@@ -6,10 +6,11 @@ and raises :class:`~recprep.errors.MissingDependencyError` when it is missing.
 The dataset's output signature comes, in order of preference, from the ``output_signature``
 argument, from the manifest's ``schema`` (``{"features": [{"name", "dtype", "shape"}]}``,
 as the ``example`` codec writes it: a dict of tensors by feature name), or from the first
-instance, whose structure (tuples, dicts), dtypes and shapes :func:`describe` reads:
+instance, whose structure (tuples, dicts), dtypes and shapes :func:`describe_tensors` reads
+(``recprep.tf.describe``, its earlier name, still works):
 
 >>> import numpy as np
->>> describe((np.zeros((2, 3), np.float32), 7, "label"))
+>>> describe_tensors((np.zeros((2, 3), np.float32), 7, "label"))
 (((2, 3), 'float32'), ((), 'int64'), ((), 'string'))
 >>> features_from_schema({"features": [{"name": "x", "dtype": "float32", "shape": [-1]}]})
 {'x': ((None,), 'float32')}
@@ -30,7 +31,7 @@ import numpy as np
 from ._core.batching import batched, check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
 
-__all__ = ["describe", "features_from_schema", "to_tf_dataset"]
+__all__ = ["describe_tensors", "features_from_schema", "to_tf_dataset"]
 
 log = logging.getLogger("recprep")
 
@@ -45,11 +46,11 @@ def _import_tf() -> Any:
     return tf
 
 
-def _dtype_name(dtype: np.dtype) -> str:
+def _tensor_dtype_name(dtype: np.dtype) -> str:
     return "string" if dtype.kind in "OSUa" else dtype.name
 
 
-def describe(instance: Any) -> Any:
+def describe_tensors(instance: Any) -> Any:
     """The structure of ``instance`` with each leaf as ``(shape, dtype name)``.
 
     Tuples and dicts are structure; a list, an array, a scalar, a ``str`` or ``bytes`` is
@@ -57,9 +58,9 @@ def describe(instance: Any) -> Any:
     floats ``'float64'``, bools ``'bool'``).
     """
     if isinstance(instance, tuple):
-        return tuple(describe(x) for x in instance)
+        return tuple(describe_tensors(x) for x in instance)
     if isinstance(instance, dict):
-        return {k: describe(v) for k, v in instance.items()}
+        return {k: describe_tensors(v) for k, v in instance.items()}
     if instance is None:
         raise InvalidArgumentError(
             "an instance holds None, which has no tensor type; pass output_signature="
@@ -70,7 +71,7 @@ def describe(instance: Any) -> Any:
             f"a {type(instance).__qualname__} of dtype {array.dtype} has no tensor type; "
             "pass output_signature="
         )
-    return tuple(array.shape), _dtype_name(array.dtype)
+    return tuple(array.shape), _tensor_dtype_name(array.dtype)
 
 
 def _as_array(value: Any) -> np.ndarray:
@@ -109,7 +110,7 @@ def _schema_dtype(name: str) -> str:
     if name in _STRING_DTYPES:
         return "string"
     try:
-        return _dtype_name(np.dtype(name))
+        return _tensor_dtype_name(np.dtype(name))
     except TypeError:
         raise InvalidArgumentError(
             f"the manifest's schema has a feature of dtype {name!r}, which is not a numpy "
@@ -253,7 +254,7 @@ TensorSpec(shape=(), dtype=tf.int64, name=None))
                     "the reader yields nothing, so there is no instance to infer the "
                     "signature from; pass output_signature="
                 )
-            described = describe(_tensorable(first))
+            described = describe_tensors(_tensorable(first))
         if batch_size is not None:
             described = _batch_dims(described, batch_size if drop_last else None)
         output_signature = _to_specs(tf, described)
@@ -270,3 +271,9 @@ TensorSpec(shape=(), dtype=tf.int64, name=None))
             yield _tensorable(item)
 
     return tf.data.Dataset.from_generator(generate, output_signature=output_signature)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "describe":  # the name of describe_tensors until this release
+        return describe_tensors
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -245,7 +245,60 @@ def _token(state: dict[str, Any]) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") >> 1
 
 
-def _build() -> type:
+def _dataset_reader(source: RecordIO | str | Sequence[str], rank: int | None,
+                    world_size: int | None, options: dict[str, Any]) -> RecordIO:
+    """The reader of a :class:`RecordIODataset`: ``source`` (or a ``RecordIO`` of it and
+    ``options``), for the rank chosen (:func:`_choose_rank`)."""
+    if isinstance(source, RecordIO):
+        if options:
+            raise InvalidArgumentError(
+                f"options {sorted(options)} are RecordIO's: pass them to "
+                "RecordIO(...), or pass a pattern here instead of a reader"
+            )
+        reader = source
+    else:
+        reader = RecordIO(source, **options)
+    rank, world_size = _choose_rank(reader, rank, world_size)
+    if (rank, world_size) != (reader.rank, reader.world_size):
+        reader = reader.for_rank(rank, world_size)
+    return reader
+
+
+def _checked_batching(transform: Any, batch_size: int | None, drop_last: bool) -> int | None:
+    """``batch_size``, checked, with ``transform`` and ``drop_last`` checked against it."""
+    if transform is not None and not callable(transform):
+        raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
+    if batch_size is not None:
+        return check_batch_size(batch_size)
+    if drop_last:
+        raise InvalidArgumentError("drop_last=True needs a batch_size")
+    return None
+
+
+def _worker_share(dataset: Any, info: Any) -> tuple[RecordIO, tuple[int, int] | None, int]:
+    """The reader a pass of ``dataset`` reads in this process (``info``: the DataLoader
+    worker's, None in the main process), the pass's identity, and how many workers share
+    the pass.
+
+    Each worker's copy of the reader is kept: with ``persistent_workers=True`` the dataset
+    lives on in the worker, and makes a pass every epoch. The workers of one iterator
+    share its base seed: they take one epoch."""
+    if info is None:
+        return dataset.reader, None, 1
+    key = (info.id, info.num_workers)
+    cached = dataset.__dict__.get("_worker_reader")
+    if cached is None or cached[0] != key:
+        copy = dataset.reader.for_worker(*key, batch_size=dataset.batch_size)
+        cached = dataset._worker_reader = (key, copy)
+        dataset._worker_passes = 0
+    identity = (info.seed - info.id, dataset._worker_passes)
+    dataset._worker_passes += 1
+    return cached[1], identity, info.num_workers
+
+
+def _build_dataset_class() -> type:
+    """Make :class:`RecordIODataset` (a subclass of torch's ``IterableDataset``: torch is
+    imported here, on first use)."""
     torch = _import_torch()
 
     class RecordIODataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
@@ -303,27 +356,10 @@ def _build() -> type:
             **options: Any,
         ) -> None:
             super().__init__()
-            if isinstance(source, RecordIO):
-                if options:
-                    raise InvalidArgumentError(
-                        f"options {sorted(options)} are RecordIO's: pass them to "
-                        "RecordIO(...), or pass a pattern here instead of a reader"
-                    )
-                reader = source
-            else:
-                reader = RecordIO(source, **options)
-            rank, world_size = _choose_rank(reader, rank, world_size)
-            if (rank, world_size) != (reader.rank, reader.world_size):
-                reader = reader.for_rank(rank, world_size)
-            if transform is not None and not callable(transform):
-                raise InvalidArgumentError(f"transform must be callable, got {transform!r}")
-            if batch_size is not None:
-                batch_size = check_batch_size(batch_size)
-            elif drop_last:
-                raise InvalidArgumentError("drop_last=True needs a batch_size")
+            reader = _dataset_reader(source, rank, world_size, options)
             self.reader = reader
             self.transform = transform
-            self.batch_size = batch_size
+            self.batch_size = _checked_batching(transform, batch_size, drop_last)
             self.drop_last = bool(drop_last)
             self._clock = EpochClock(reader.epoch, reader._passes.fixed)
 
@@ -339,20 +375,7 @@ def _build() -> type:
 
         def __iter__(self) -> _Stream:
             info = torch.utils.data.get_worker_info()
-            reader, identity, parties = self.reader, None, 1
-            if info is not None:
-                # One copy per worker, kept: with persistent_workers=True this dataset
-                # lives on in the worker, and makes a pass every epoch
-                key = (info.id, info.num_workers)
-                cached = self.__dict__.get("_worker_reader")
-                if cached is None or cached[0] != key:
-                    copy = reader.for_worker(*key, batch_size=self.batch_size)
-                    cached = self._worker_reader = (key, copy)
-                    self._worker_passes = 0
-                reader = cached[1]
-                # the workers of one iterator share its base seed: they take one epoch
-                identity, parties = (info.seed - info.id, self._worker_passes), info.num_workers
-                self._worker_passes += 1
+            reader, identity, parties = _worker_share(self, info)
             if reader._passes.resume is not None and identity is not None and not (
                 self._clock.take_up(_token(reader._passes.resume), identity)
             ):  # a copy of a state an earlier iterator's workers resumed: not again
@@ -380,6 +403,6 @@ def _build() -> type:
 
 def __getattr__(name: str) -> Any:
     if name == "RecordIODataset":  # built on first use, so torch is imported only then
-        cls = globals()[name] = _build()
+        cls = globals()[name] = _build_dataset_class()
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -63,7 +63,7 @@ Run 'recprep COMMAND --help' for a command's options and examples.
 """
 
 
-def _check(name: str, module: ModuleType) -> None:
+def _check_command_module(name: str, module: ModuleType) -> None:
     missing = [a for a in ("HELP", "add_arguments", "run") if not hasattr(module, a)]
     if missing:
         raise InvalidArgumentError(
@@ -72,7 +72,8 @@ def _check(name: str, module: ModuleType) -> None:
         )
 
 
-_COMMANDS: Registry[ModuleType] = Registry("command", group="recprep.commands", check=_check)
+_COMMANDS: Registry[ModuleType] = Registry("command", group="recprep.commands",
+                                            check=_check_command_module)
 
 
 def register_command(name: str, module: str, *, replace: bool = False) -> None:
@@ -160,13 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logger.level
     handler = _configure_logging(args.debug, args.verbose)
     try:
-        return _run(args)
+        return _run_command(args)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

@@ -45,7 +45,7 @@ def _conf_item(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _positive(text: str) -> int:
+def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -86,9 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("mode", metavar="MODE", nargs="?", default="local",
                         choices=["local", "cluster"],
                         help="local (this machine, default) or cluster (Spark or Ray)")
-    parser.add_argument("--num-workers", type=_positive, metavar="N",
+    parser.add_argument("--num-workers", type=_positive_int, metavar="N",
                         help="parallel workers (default: this machine's CPU count)")
-    parser.add_argument("--num-shards", type=_positive, metavar="M",
+    parser.add_argument("--num-shards", type=_positive_int, metavar="M",
                         help="shards to write (default: 4 x num-workers)")
     parser.add_argument("--name-prefix", default="data",
                         help="shard name prefix (default: data)")

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-def _check(name: str, cls: type[Format]) -> None:
+def _check_format_class(name: str, cls: type[Format]) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Format)):
         raise InvalidArgumentError(
             f"format {name!r} must be a recprep.containers.Format subclass, got {cls!r}"
@@ -64,7 +64,8 @@ def _check(name: str, cls: type[Format]) -> None:
 
 
 #: registration order is detection order (the ``recprep.formats`` plug-ins come last)
-_REGISTRY: Registry[type[Format]] = Registry("format", group="recprep.formats", check=_check)
+_FORMATS: Registry[type[Format]] = Registry("format", group="recprep.formats",
+                                            check=_check_format_class)
 
 
 def register_format(
@@ -80,19 +81,19 @@ def register_format(
         if name is None:
             raise InvalidArgumentError(f"register_format({cls!r}) needs name=: the format's "
                                        "name, to register it without importing it")
-        _REGISTRY.register(name, cls, replace=replace)
+        _FORMATS.register(name, cls, replace=replace)
     else:
-        _REGISTRY.register(cls.name if name is None else name, cls, replace=replace)
+        _FORMATS.register(cls.name if name is None else name, cls, replace=replace)
 
 
 def available_formats() -> list[str]:
     """The registered format names, sorted (plug-ins too; none is imported)."""
-    return _REGISTRY.available()
+    return _FORMATS.available()
 
 
 def get_format(name: str) -> Format:
     """Return the format registered as ``name``."""
-    return _REGISTRY.get(name)()
+    return _FORMATS.get(name)()
 
 
 def indexing_formats() -> list[Format]:
@@ -102,12 +103,12 @@ def indexing_formats() -> list[Format]:
     >>> [f.name for f in indexing_formats()]
     ['tfrecord']
     """
-    return [cls() for cls in _REGISTRY.values() if cls.record_index is not None]
+    return [cls() for cls in _FORMATS.values() if cls.record_index is not None]
 
 
 def detect_format(head: bytes) -> Format | None:
     """The first registered format (in registration order) whose sniff accepts ``head``."""
-    for cls in _REGISTRY.values():
+    for cls in _FORMATS.values():
         if cls.sniff(head):
             return cls()
     return None

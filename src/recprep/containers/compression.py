@@ -67,7 +67,7 @@ class Compression:
         return out if len(out) < share * len(data) else None
 
 
-def _check(name: str, compression: Compression) -> None:
+def _check_compression(name: str, compression: Compression) -> None:
     if not isinstance(compression, Compression) or compression.name != name:
         raise InvalidArgumentError(
             f"compression {name!r} must be a recprep.containers.compression.Compression "
@@ -76,8 +76,8 @@ def _check(name: str, compression: Compression) -> None:
         )
 
 
-_REGISTRY: Registry[Compression] = Registry(
-    "compression", group="recprep.compressions", check=_check
+_COMPRESSIONS: Registry[Compression] = Registry(
+    "compression", group="recprep.compressions", check=_check_compression
 )
 
 
@@ -90,22 +90,22 @@ def register_compression(
     if isinstance(compression, str):
         if name is None:
             raise InvalidArgumentError(f"register_compression({compression!r}) needs name=")
-        _REGISTRY.register(name, compression, replace=replace)
+        _COMPRESSIONS.register(name, compression, replace=replace)
     else:
-        _REGISTRY.register(compression.name, compression, replace=replace)
+        _COMPRESSIONS.register(compression.name, compression, replace=replace)
 
 
 def available_compressions() -> list[str]:
     """The registered compression names, sorted (plug-ins too; none is imported)."""
-    return _REGISTRY.available()
+    return _COMPRESSIONS.available()
 
 
 def get_compression(name: str) -> Compression:
     """Return the compression called ``name``."""
-    return _REGISTRY.get(name)
+    return _COMPRESSIONS.get(name)
 
 
-def _check_size(size: int, limit: int) -> None:
+def _check_decompressed_size(size: int, limit: int) -> None:
     if size > limit:
         raise ChunkTooLargeError(size, limit)
 
@@ -122,7 +122,7 @@ def _identity(data: Buffer) -> bytes:
 
 
 def _identity_bounded(data: Buffer, limit: int) -> bytes:
-    _check_size(len(data), limit)
+    _check_decompressed_size(len(data), limit)
     return bytes(data)
 
 
@@ -143,7 +143,7 @@ def _snappy_raw_decompress(data: Buffer, limit: int) -> bytes:
         size = cramjam.snappy.decompress_raw_len(data)
     except Exception as err:  # cramjam raises its own DecompressionError
         raise _corrupt("snappy", err) from None
-    _check_size(size, limit)
+    _check_decompressed_size(size, limit)
     try:
         return bytes(cramjam.snappy.decompress_raw(data))
     except Exception as err:
@@ -155,7 +155,7 @@ def _snappy_raw_decompress(data: Buffer, limit: int) -> bytes:
 _STREAM_ID = b"\xff\x06\x00\x00sNaPpY"
 
 
-def _varint(data: Buffer, pos: int, end: int) -> int:
+def _frame_varint(data: Buffer, pos: int, end: int) -> int:
     """Decode the little-endian base-128 varint at ``pos`` (at most 5 bytes)."""
     result = shift = 0
     for i in range(pos, min(pos + 5, end)):
@@ -190,7 +190,7 @@ def framed_output_size(data: Buffer) -> int:
         if kind == 0x00:  # compressed: 4-byte masked CRC-32C, then a raw snappy block
             if length < 5:
                 raise CorruptDataError(f"snappy frame at payload byte {pos} is too short")
-            total += _varint(view, body + 4, body + length)
+            total += _frame_varint(view, body + 4, body + length)
         elif kind == 0x01:  # uncompressed: 4-byte masked CRC-32C, then the data
             if length < 4:
                 raise CorruptDataError(f"snappy frame at payload byte {pos} is too short")
@@ -253,7 +253,7 @@ def _snappy_framed_compress(data: Buffer) -> bytes:
 def _snappy_framed_decompress(data: Buffer, limit: int) -> bytes:
     if len(data) and data[0] != 0xFF:
         raise CorruptDataError("snappy payload does not start with the stream identifier")
-    _check_size(framed_output_size(data), limit)
+    _check_decompressed_size(framed_output_size(data), limit)
     try:
         return bytes(cramjam.snappy.decompress(data))
     except Exception as err:
@@ -281,7 +281,7 @@ def _inflate(data: Buffer, limit: int, wbits: int, what: str) -> bytes:
             inflater = zlib.decompressobj(wbits)
             piece = inflater.decompress(rest, limit - size + 1)
             size += len(piece)
-            _check_size(size, limit)
+            _check_decompressed_size(size, limit)
             out.append(piece)
             if not inflater.eof:
                 raise CorruptDataError(f"{what} payload ends before its stream does")

@@ -62,9 +62,9 @@ __all__ = ["FRAME_BYTES", "INDEX_SUFFIX", "TFRecordIndex", "chunk_infos", "index
 INDEX_SUFFIX = ".tfindex"
 FRAME_BYTES = 16  # length, its CRC, and the data CRC around each record
 _MAGIC = b"RPTFIDX1"
-_HEAD = struct.Struct("<8sQQQB7x")
+_INDEX_HEAD = struct.Struct("<8sQQQB7x")
 _CRC = struct.Struct("<I")
-_HEADER_BYTES = _HEAD.size + _CRC.size
+_HEADER_BYTES = _INDEX_HEAD.size + _CRC.size
 _COMPRESSION = ("none", "gzip", "zlib")
 
 
@@ -83,7 +83,7 @@ class TFRecordIndex(RecordIndex):
             raise InvalidArgumentError(
                 f"compression must be one of {list(_COMPRESSION)}, got {self.compressor!r}"
             )
-        head = _HEAD.pack(_MAGIC, self.file_size, self.stream_size, self.num_records,
+        head = _INDEX_HEAD.pack(_MAGIC, self.file_size, self.stream_size, self.num_records,
                           _COMPRESSION.index(self.compressor))
         body = head + self.offsets.astype("<u8").tobytes()
         return body + _CRC.pack(google_crc32c.value(body))
@@ -94,20 +94,20 @@ class TFRecordIndex(RecordIndex):
         def bad(detail: str) -> CorruptDataError:
             return CorruptDataError(f"not a valid TFRecord index: {detail}", path=path)
 
-        if len(data) < _HEAD.size + _CRC.size:
+        if len(data) < _INDEX_HEAD.size + _CRC.size:
             raise bad(f"{len(data)} bytes is too short")
-        magic, file_size, stream_size, count, compression = _HEAD.unpack_from(data)
+        magic, file_size, stream_size, count, compression = _INDEX_HEAD.unpack_from(data)
         if magic != _MAGIC:
             raise bad(f"magic {magic!r}, expected {_MAGIC!r}")
-        if len(data) != _HEAD.size + 8 * count + _CRC.size:
-            raise bad(f"{count} offsets need {_HEAD.size + 8 * count + _CRC.size} bytes, "
+        if len(data) != _INDEX_HEAD.size + 8 * count + _CRC.size:
+            raise bad(f"{count} offsets need {_INDEX_HEAD.size + 8 * count + _CRC.size} bytes, "
                       f"the file has {len(data)}")
         (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
         if google_crc32c.value(data[: -_CRC.size]) != crc:
             raise bad("CRC-32C mismatch")
         if compression >= len(_COMPRESSION):
             raise bad(f"unknown compression id {compression}")
-        offsets = np.frombuffer(data, "<u8", count, _HEAD.size).astype(np.int64)
+        offsets = np.frombuffer(data, "<u8", count, _INDEX_HEAD.size).astype(np.int64)
         steps = np.diff(np.append(offsets, stream_size))
         if count and (offsets[0] != 0 or (steps < FRAME_BYTES).any()):
             raise bad("offsets are not those of consecutive records")

@@ -103,9 +103,9 @@ def write(
         The directories written, with their manifests.
     """
     _require("recprep.spark.write")
-    from .jobs import write as _write
+    from .jobs import write_dataframe
 
-    return _write(
+    return write_dataframe(
         df, path, format=format, codec=codec, compressor=compressor,
         partition_by=partition_by, num_shards=num_shards,
         records_per_shard=records_per_shard, mode=mode,
@@ -155,9 +155,9 @@ def read(
         ``string`` inferred from the directory names when there is no manifest).
     """
     _require("recprep.spark.read")
-    from .jobs import read as _read
+    from .jobs import read_dataframe
 
-    return _read(spark, path, schema=schema, record_type=record_type,
+    return read_dataframe(spark, path, schema=schema, record_type=record_type,
                  storage_options=storage_options, columns=columns)
 
 
@@ -175,7 +175,7 @@ def register(spark: Any) -> None:
     """
     _require("recprep.spark.register")
     from ..executors.spark import check_workers
-    from .datasource import register as _register
+    from .datasource import register_data_sources
 
     check_workers(spark)  # the sources run in Spark's Python workers: they must import recprep
-    _register(spark)
+    register_data_sources(spark)

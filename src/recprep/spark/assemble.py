@@ -17,8 +17,9 @@ shards (:mod:`recprep.write.assembly`):
 
 Example
 -------
->>> from recprep.write.loop import FileFacts
->>> pieces = [Piece((), 0, 0, FileFacts("a", 5, 50, 0)), Piece((), 1, 0, FileFacts("b", 2, 20, 0))]
+>>> from recprep.storage.staging import FileFacts
+>>> pieces = [PieceFile((), 0, 0, FileFacts("a", 5, 50, 0)),
+...           PieceFile((), 1, 0, FileFacts("b", 2, 20, 0))]
 >>> [[(s.piece.facts.path, s.start, s.end) for s in shard] for shard in plan_shards(pieces, 3)]
 [[('a', 0, 2)], [('a', 2, 4)], [('a', 4, 5), ('b', 0, 2)]]
 >>> shard_count(7, num_shards=None, records_per_shard=3)
@@ -32,9 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..storage.staging import FileFacts
 from ..write.assembly import Run, assemble
-from ..write.loop import FileFacts, WriteOptions
-from .pieces import Piece
+from ..write.loop import WriteOptions
+from .pieces import PieceFile
 
 __all__ = ["Segment", "assemble_shard", "plan_shards", "shard_count"]
 
@@ -42,7 +44,7 @@ __all__ = ["Segment", "assemble_shard", "plan_shards", "shard_count"]
 class Segment:
     """Records ``start:end`` of one piece."""
 
-    piece: Piece
+    piece: PieceFile
     start: int
     end: int
 
@@ -59,7 +61,7 @@ def shard_count(records: int, *, num_shards: int | None, records_per_shard: int 
     return max(1, math.ceil(records / records_per_shard))
 
 
-def plan_shards(pieces: Sequence[Piece], num_shards: int) -> list[list[Segment]]:
+def plan_shards(pieces: Sequence[PieceFile], num_shards: int) -> list[list[Segment]]:
     """For each of ``num_shards`` shards, the runs of pieces (in order) it is made of."""
     total = sum(p.facts.records for p in pieces)
     bounds = [s * total // num_shards for s in range(num_shards + 1)]

@@ -311,12 +311,12 @@ def _value_type(value: Any) -> str | None:
     if isinstance(value, (bytes, bytearray)):
         return "binary"
     if isinstance(value, (list, tuple)):
-        inner = _merge(_value_type(v) for v in value)
+        inner = _merge_value_types(_value_type(v) for v in value)
         return None if inner is None else f"array<{inner}>"
     raise DecodeError(f"a {type(value).__name__} value has no Spark type here")
 
 
-def _merge(types: Iterable[str | None]) -> str | None:
+def _merge_value_types(types: Iterable[str | None]) -> str | None:
     found: str | None = None
     for t in types:
         if t is None or t == found:
@@ -342,7 +342,7 @@ def infer_value_columns(rows: Sequence[Any]) -> list[ColumnSpec]:
             )
         for name, value in row.items():
             order.setdefault(str(name), []).append(_value_type(value))
-    return [ColumnSpec(n, _merge(ts) or "string") for n, ts in order.items()]
+    return [ColumnSpec(n, _merge_value_types(ts) or "string") for n, ts in order.items()]
 
 
 def infer_partition_type(values: Iterable[str | None]) -> str:

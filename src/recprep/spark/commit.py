@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..storage.chunkindex import binding
-from ..storage.discovery import SUCCESS_NAME, Entry, Kind, list_entries
+from ..storage.listing import SUCCESS_NAME, DirectoryEntry, Kind, list_entries
 from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardnames import shard_name
-from ..storage.staging import Staging
-from ..write.loop import FileFacts, WriteOptions
+from ..storage.staging import FileFacts, Staging
+from ..write.loop import WriteOptions
 from .columns import ColumnSpec, features
 
 __all__ = ["DirectoryOutput", "commit_dataset", "manifest_schema"]
@@ -71,7 +71,7 @@ def manifest_schema(
     return schema
 
 
-def _files_of(fs: Any, directory: str) -> list[Entry]:
+def _files_of(fs: Any, directory: str) -> list[DirectoryEntry]:
     """Every file in ``directory`` but recprep's hidden staging and locks."""
     if not fs.isdir(directory):
         return []

@@ -1,6 +1,6 @@
 """pyspark Python Data Sources (pyspark >= 4.0): ``tfrecord`` and ``recordio``.
 
-After :func:`register`::
+After :func:`register_data_sources` (:func:`recprep.spark.register`)::
 
     spark.read.format("tfrecord").load(path)
     df.write.format("tfrecord").mode("overwrite").option("recordType", "Example") \\
@@ -64,17 +64,17 @@ from .pieces import TaskReport, write_pieces
 from .reading import ReadPlan, plan_read, record_codec
 from .reports import save_reports
 from .writing import (
-    WriteJob,
+    SparkWriteJob,
     check_arguments,
     finish,
     group_reports,
     job_from_option,
     outputs_as_pieces,
-    prepare,
+    prepare_job,
 )
 
 __all__ = ["PIECES_SOURCE", "SCAN_SOURCE", "RecordIODataSource", "TFRecordDataSource",
-           "register", "register_internal"]
+           "register_data_sources", "register_internal"]
 
 log = logging.getLogger("recprep")
 
@@ -126,7 +126,7 @@ class _ScanReader(DataSourceReader):
 class _PiecesWriter(DataSourceArrowWriter):
     """Writes pieces; its commit only saves the tasks' outcomes for the driver."""
 
-    def __init__(self, job: WriteJob) -> None:
+    def __init__(self, job: SparkWriteJob) -> None:
         self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskMessage:
@@ -176,10 +176,10 @@ def register_internal(spark: Any) -> None:
 # -- the public sources --------------------------------------------------------------------
 
 
-class _Writer(DataSourceArrowWriter):
+class _DataSourceWriter(DataSourceArrowWriter):
     """Each task's rows per partition value become one shard; the commit makes the sets."""
 
-    def __init__(self, job: WriteJob) -> None:
+    def __init__(self, job: SparkWriteJob) -> None:
         self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskMessage:
@@ -242,7 +242,7 @@ class TFRecordDataSource(DataSource):
         plan = plan_read(fs, root, schema=schema, record_type=self.options.get("recordType"))
         return _ScanReader(plan.select(self._columns()))
 
-    def writer(self, schema: Any, overwrite: bool) -> _Writer:
+    def writer(self, schema: Any, overwrite: bool) -> _DataSourceWriter:
         fs, root = self._location()
         compression = self.options.get("compression") or self.options.get("codec")
         if compression is not None:
@@ -260,10 +260,10 @@ class TFRecordDataSource(DataSource):
             name_prefix=prefix,
         )
         fs.makedirs(root, exist_ok=True)
-        job = prepare(schema, fs, root, options, columns, mode=mode,
+        job = prepare_job(schema, fs, root, options, columns, mode=mode,
                       partition_overwrite=partition_overwrite.lower(), name_prefix=prefix)
         log.info("recprep: writing %s (staging %s)", root, posixpath.basename(job.plan.staging))
-        return _Writer(job)
+        return _DataSourceWriter(job)
 
 
 class RecordIODataSource(TFRecordDataSource):
@@ -272,7 +272,7 @@ class RecordIODataSource(TFRecordDataSource):
     FORMAT = "recordio"
 
 
-def register(spark: Any) -> None:
+def register_data_sources(spark: Any) -> None:
     """Register the ``tfrecord`` and ``recordio`` data sources with ``spark``."""
     spark.dataSource.register(TFRecordDataSource)
     spark.dataSource.register(RecordIODataSource)

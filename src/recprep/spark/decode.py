@@ -65,7 +65,7 @@ def _fail(column: ColumnSpec, detail: str) -> DecodeError:
     return DecodeError(f"column {column.name!r} ({column.type}): {detail}")
 
 
-def _texts(values: list[Any], column: ColumnSpec) -> list[Any]:
+def _utf8_texts(values: list[Any], column: ColumnSpec) -> list[Any]:
     try:
         return [None if v is None else v.decode("utf-8") for v in values]
     except UnicodeDecodeError:
@@ -155,14 +155,14 @@ class RecordDecoder:
                                     f"column; read it as array<{element}> (schema=...)")
             values = [v[0] if v is not None and v.size else None for v in lists]
             if element == "string":
-                return pa.array(_texts(values, column), wanted)
+                return pa.array(_utf8_texts(values, column), wanted)
             if text:
                 return pa.array(values, wanted)
             return self._numbers(column, values, wanted)
         if text:
             rows = [None if v is None else v.tolist() for v in lists]
             if element == "string":
-                rows = [None if r is None else _texts(r, column) for r in rows]
+                rows = [None if r is None else _utf8_texts(r, column) for r in rows]
             return pa.array(rows, wanted)
         sizes = np.fromiter((0 if v is None else v.size for v in lists), np.int64, len(lists))
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)

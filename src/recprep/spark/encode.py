@@ -56,7 +56,7 @@ def _binary(arr: pa.Array) -> tuple[np.ndarray, bytes]:
     return starts, b"" if data is None else data.to_pybytes()
 
 
-def _numbers(arr: pa.Array, element: str) -> np.ndarray:
+def _arrow_numbers(arr: pa.Array, element: str) -> np.ndarray:
     """Numeric values as numpy (nulls as 0): floats as they are (float32 on the wire),
     bools and ints as int64 (varints on the wire)."""
     if pa.types.is_boolean(arr.type):
@@ -111,7 +111,7 @@ class ExampleEncoder(BatchEncoder):
             if element == "bytes":
                 starts, data = _binary(arr)
                 return bytes_payload(column.name, data, starts, absent)
-            return number_payload(column.name, _numbers(arr, element), None, absent)
+            return number_payload(column.name, _arrow_numbers(arr, element), None, absent)
         if arr.flatten().null_count:
             raise EncodeError(
                 f"column {column.name!r} ({column.type}) holds an array with a null "
@@ -123,7 +123,7 @@ class ExampleEncoder(BatchEncoder):
         if element == "bytes":
             data, starts = self._string_lists(arr.values, rows)
             return Payload(column.name, BYTES, LIST_BODY, data, starts, absent)
-        return number_payload(column.name, _numbers(arr.values, element), rows, absent)
+        return number_payload(column.name, _arrow_numbers(arr.values, element), rows, absent)
 
     @staticmethod
     def _string_lists(values: pa.Array, rows: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -172,16 +172,16 @@ class RawEncoder(BatchEncoder):
         return list(arr.to_pylist())
 
 
-_ENCODERS: dict[str, type[BatchEncoder]] = {
+_BATCH_ENCODERS: dict[str, type[BatchEncoder]] = {
     c.name: c for c in (ExampleEncoder, RecprepEncoder, RawEncoder)
 }
 
 
 def encodable_codecs() -> tuple[str, ...]:
     """The codecs a DataFrame's rows can be encoded with (each has a batch encoder)."""
-    return tuple(_ENCODERS)
+    return tuple(_BATCH_ENCODERS)
 
 
 def encoder_for(codec: str, columns: Sequence[ColumnSpec]) -> BatchEncoder:
     """A fresh encoder of ``columns`` for ``codec`` (``example``, ``recprep`` or ``raw``)."""
-    return _ENCODERS[codec](columns)
+    return _BATCH_ENCODERS[codec](columns)

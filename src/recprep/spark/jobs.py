@@ -1,9 +1,9 @@
 """``rs.write`` and ``rs.read`` on the driver: the Spark jobs they run.
 
-:func:`write` validates everything (:mod:`recprep.spark.writing`), runs the pieces job
+:func:`write_dataframe` validates everything (:mod:`recprep.spark.writing`), runs the pieces job
 through recprep's own data source (rows reach Python as Arrow batches, never through the
 driver), loads the tasks' reports (:mod:`recprep.spark.reports`), runs the job that
-assembles balanced shards when asked to, and commits. :func:`read` gives a DataFrame over
+assembles balanced shards when asked to, and commits. :func:`read_dataframe` gives a DataFrame over
 recprep's scan source. Every job is submitted through :mod:`recprep.executors.spark`
 (:func:`~recprep.executors.spark.run_job`, :func:`~recprep.executors.spark.run_tasks`):
 one job description in the Spark UI, and a failed job is a
@@ -32,18 +32,18 @@ from .assemble import assemble_shard, plan_shards, shard_count
 from .columns import check_columns
 from .commit import DirectoryOutput
 from .datasource import PIECES_SOURCE, PLAN_OPTION, SCAN_SOURCE, register_internal
-from .pieces import Piece
+from .pieces import PieceFile
 from .reading import plan_read
 from .reports import load_reports
-from .writing import SparkWriteResult, WriteJob
+from .writing import SparkWriteJob, SparkWriteResult
 
-__all__ = ["outputs_balanced", "read", "write"]
+__all__ = ["outputs_balanced", "read_dataframe", "write_dataframe"]
 
 log = logging.getLogger("recprep")
 
 
 def outputs_balanced(
-    job: WriteJob, pieces: Mapping[tuple[Any, ...], list[Piece]], spark: Any
+    job: SparkWriteJob, pieces: Mapping[tuple[Any, ...], list[PieceFile]], spark: Any
 ) -> list[DirectoryOutput]:
     """Assemble balanced shards from the pieces, one Spark task per shard."""
     plan = job.plan
@@ -78,7 +78,7 @@ def outputs_balanced(
     return list(outputs.values())
 
 
-def _remove(fs: Any, path: str) -> None:
+def _remove_quietly(fs: Any, path: str) -> None:
     try:
         if fs.exists(path):
             fs.rm(path, recursive=True)
@@ -86,7 +86,7 @@ def _remove(fs: Any, path: str) -> None:
         log.warning("recprep: could not remove %s", path, exc_info=True)
 
 
-def write(
+def write_dataframe(
     df: Any, path: str, *, format: str, codec: str, compressor: str | None,
     partition_by: str | Sequence[str] | None, num_shards: int | None,
     records_per_shard: int | None, mode: str, partition_overwrite: str,
@@ -108,10 +108,10 @@ def write(
     with ShardSetLock(fs, root, writing.LOCK_NAME) as lock:
         if lock.held:  # no other rs.write runs here: staging left behind was a killed run's
             for entry in fs.ls(root, detail=False):
-                if posixpath.basename(entry.rstrip("/")).startswith(writing.STAGING_PREFIX):
+                if posixpath.basename(entry.rstrip("/")).startswith(writing.SPARK_STAGING_PREFIX):
                     log.info("recprep: removing %s, left by a killed write", entry)
-                    _remove(fs, entry)
-        job = writing.prepare(df.schema, fs, root, options, columns, mode=mode,
+                    _remove_quietly(fs, entry)
+        job = writing.prepare_job(df.schema, fs, root, options, columns, mode=mode,
                               partition_overwrite=partition_overwrite, name_prefix=name_prefix,
                               num_shards=num_shards, records_per_shard=records_per_shard)
         try:
@@ -127,14 +127,14 @@ def write(
                 outputs = outputs_balanced(job, pieces, spark)
             manifests = writing.finish(job, outputs, nulls)
         finally:
-            _remove(fs, job.plan.staging)
+            _remove_quietly(fs, job.plan.staging)
     result = SparkWriteResult(display(fs, root), job.prefix, manifests,
                               time.perf_counter() - started)
     log.info("recprep: %s", result)
     return result
 
 
-def read(spark: Any, path: str, *, schema: Any, record_type: str | None,
+def read_dataframe(spark: Any, path: str, *, schema: Any, record_type: str | None,
          storage_options: Mapping[str, Any] | None, columns: Sequence[str] | None = None
          ) -> Any:
     """See :func:`recprep.spark.read`."""

@@ -8,7 +8,7 @@ value (or an empty string) is the directory ``number=__HIVE_DEFAULT_PARTITION__`
 manifests — with their partition values and files in reading order: the shards of each
 committed set (from its manifest), then any other data file (Spark-TFRecord's ``part-*``),
 sorted. ``_SUCCESS``, ``_``-prefixed, ``.crc`` and hidden files are never data (the rule
-is :mod:`recprep.storage.discovery`'s, the reader's).
+is :mod:`recprep.storage.listing`'s, the reader's).
 
 Examples
 --------
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, MissingShardsError, NotFoundError
-from ..storage.discovery import is_partition_dir, list_directory, list_entries
+from ..storage.listing import is_partition_dir, list_directory, list_entries
 from ..storage.manifest import Manifest, read_manifest
 
 __all__ = [
@@ -110,7 +110,7 @@ class Leaf:
         return tuple(k for k, _ in self.partition)
 
 
-def _leaf(fs: Any, directory: str, partition: tuple[tuple[str, str | None], ...],
+def _leaf_of(fs: Any, directory: str, partition: tuple[tuple[str, str | None], ...],
           files: list[str], manifest_paths: list[str]) -> Leaf:
     leaf = Leaf(directory, partition)
     present = set(files)
@@ -147,7 +147,7 @@ def discover(fs: Any, root: str) -> list[Leaf]:
     def walk(directory: str, partition: tuple[tuple[str, str | None], ...]) -> None:
         files, manifests, subdirs = list_directory(fs, directory)
         if files or manifests:
-            leaves.append(_leaf(fs, directory, partition, files, manifests))
+            leaves.append(_leaf_of(fs, directory, partition, files, manifests))
         for subdir in subdirs:
             parsed = parse_segment(posixpath.basename(subdir))
             assert parsed is not None

@@ -28,11 +28,12 @@ import pyarrow as pa
 
 from ..errors import WriteError
 from ..storage.fs import ChecksumWriter
-from ..write.loop import FileFacts, WriteOptions
+from ..storage.staging import FileFacts
+from ..write.loop import WriteOptions
 from .columns import ColumnSpec
 from .encode import encoder_for
 
-__all__ = ["Piece", "TaskReport", "WritePlan", "write_pieces"]
+__all__ = ["PieceFile", "TaskReport", "WritePlan", "write_pieces"]
 
 MAX_OPEN = 32
 
@@ -61,7 +62,7 @@ class WritePlan:
 
 
 @dataclass(frozen=True)
-class Piece:
+class PieceFile:
     """One piece file: its partition values, which task wrote it (and in which order)."""
 
     key: tuple[Any, ...]
@@ -76,7 +77,7 @@ class TaskReport:
     """What one task wrote."""
 
     task: int
-    pieces: list[Piece] = field(default_factory=list)
+    pieces: list[PieceFile] = field(default_factory=list)
     #: per partition key, the columns that held a null in this task's rows
     nulls: dict[tuple[Any, ...], set[str]] = field(default_factory=dict)
 
@@ -164,7 +165,7 @@ def write_pieces(plan: WritePlan, task: int, batches: Iterable[pa.RecordBatch]) 
     def finish(key: tuple[Any, ...]) -> None:
         number, piece = open_pieces.pop(key)
         facts, index = piece.finish()
-        report.pieces.append(Piece(key, task, number, facts, index))
+        report.pieces.append(PieceFile(key, task, number, facts, index))
 
     try:
         for batch in batches:

@@ -192,7 +192,7 @@ def _sample(fs: Any, path: str, shown: str, codec: str | None) -> tuple[str, lis
         raise DecodeError(f"{shown}: can't infer a schema: {err.detail}{hint}") from None
 
 
-def _columns(fs: Any, leaves: Sequence[Leaf], codec: str | None) -> tuple[list[ColumnSpec],
+def _data_columns(fs: Any, leaves: Sequence[Leaf], codec: str | None) -> tuple[list[ColumnSpec],
                                                                            str | None]:
     """The data columns from the manifests, else from a sample; and the codec of files
     without a manifest."""
@@ -264,7 +264,7 @@ def plan_read(
             sampled = _sample(fs, lone, display(fs, lone), None)
             codec = sampled[0] if sampled else "example"
     elif leaves:
-        columns, codec = _columns(fs, leaves, codec)
+        columns, codec = _data_columns(fs, leaves, codec)
     else:
         raise NotFoundError(display(fs, root), "no data file or manifest to read; pass "
                                                "schema= to read an empty dataset")

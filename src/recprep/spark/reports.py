@@ -22,13 +22,13 @@ from ..errors import CorruptDataError, InvalidArgumentError, TaskFailedError
 from ..executors.base import Outcome
 from ..storage.fs import display
 from ..storage.staging import FileFacts
-from .pieces import Piece, TaskReport
-from .writing import WriteJob
+from .pieces import PieceFile, TaskReport
+from .writing import SparkWriteJob
 
 __all__ = ["load_reports", "save_reports"]
 
 
-def save_reports(job: WriteJob, outcomes: Sequence[tuple[int, Outcome]]) -> None:
+def save_reports(job: SparkWriteJob, outcomes: Sequence[tuple[int, Outcome]]) -> None:
     """Save the tasks' outcomes (what the data source's commit received through Spark)
     for the driver, as JSON data: a file in the shared output directory is input, and
     unpickling it would run whatever it holds."""
@@ -39,7 +39,7 @@ def save_reports(job: WriteJob, outcomes: Sequence[tuple[int, Outcome]]) -> None
     fs.mv(path + ".tmp", path)
 
 
-def load_reports(job: WriteJob) -> list[TaskReport]:
+def load_reports(job: SparkWriteJob) -> list[TaskReport]:
     """The task reports the data source's commit saved (JSON, checked); a failed task
     raises :class:`~recprep.errors.TaskFailedError` carrying its error."""
     shown = display(job.plan.fs, job.reports_path)
@@ -156,7 +156,7 @@ def _outcome_from_json(item: dict[str, Any]) -> tuple[int, Outcome, BaseExceptio
         outcome = Outcome(error_type=kind, error_message=message, error_traceback=trace)
         return task, outcome, _error_from_json(item.get("original"))
     pieces = [
-        Piece(tuple(_value_from_json(v) for v in p["key"]), int(p["task"]), int(p["seq"]),
+        PieceFile(tuple(_value_from_json(v) for v in p["key"]), int(p["task"]), int(p["seq"]),
               _facts(p["facts"]),
               None if p["index"] is None else str(p["index"]))
         for p in item["pieces"]

@@ -5,7 +5,7 @@ The steps :func:`recprep.spark.jobs.write` runs (this module submits no Spark jo
 1. **Validate** everything on the driver before any job runs: arguments, column types
    (:func:`~recprep.spark.columns.check_columns`), and what the output already holds
    against ``mode`` — ``error`` refuses a non-empty path; ``append`` and a dynamic
-   ``overwrite`` refuse data partitioned by other columns (:func:`prepare`).
+   ``overwrite`` refuse data partitioned by other columns (:func:`prepare_job`).
 2. **Pieces** (:mod:`recprep.spark.pieces`): one Spark job, each task writing its rows,
    per partition directory, into the hidden staging directory. Rows reach Python as Arrow
    batches through recprep's internal Python data source, never through the driver; the
@@ -42,14 +42,14 @@ from .columns import check_columns
 from .commit import DirectoryOutput, commit_dataset, manifest_schema
 from .encode import encodable_codecs
 from .layout import existing_keys, partition_path, visible_entries
-from .pieces import Piece, TaskReport, WritePlan
+from .pieces import PieceFile, TaskReport, WritePlan
 
-__all__ = ["SparkWriteResult", "WriteJob", "check_arguments", "finish", "group_reports",
-           "job_from_option", "job_option", "outputs_as_pieces", "prepare"]
+__all__ = ["SparkWriteResult", "SparkWriteJob", "check_arguments", "finish", "group_reports",
+           "job_from_option", "job_option", "outputs_as_pieces", "prepare_job"]
 
 MODES = ("error", "overwrite", "append")
 PARTITION_OVERWRITE = ("dynamic", "static")
-STAGING_PREFIX = ".recprep-staging-spark-"
+SPARK_STAGING_PREFIX = ".recprep-staging-spark-"
 LOCK_NAME = "spark"
 REPORTS = "reports.json"
 
@@ -83,7 +83,7 @@ class SparkWriteResult:
 
 
 @dataclass(frozen=True)
-class WriteJob:
+class SparkWriteJob:
     """A validated write: the plan the tasks get, and how to finish it."""
 
     plan: WritePlan
@@ -98,7 +98,7 @@ class WriteJob:
         return posixpath.join(self.plan.staging, REPORTS)
 
 
-def _positive(name: str, value: Any) -> None:
+def _check_positive(name: str, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                               or value < 1):
         raise InvalidArgumentError(f"{name} must be an int >= 1 or None, got {value!r}")
@@ -119,8 +119,8 @@ def check_arguments(
     _choice("codec", codec, encodable_codecs())
     _choice("mode", mode, MODES)
     _choice("partition_overwrite", partition_overwrite, PARTITION_OVERWRITE)
-    _positive("num_shards", num_shards)
-    _positive("records_per_shard", records_per_shard)
+    _check_positive("num_shards", num_shards)
+    _check_positive("records_per_shard", records_per_shard)
     if num_shards is not None and records_per_shard is not None:
         raise InvalidArgumentError(
             "pass num_shards or records_per_shard, not both: they both decide how many "
@@ -140,11 +140,11 @@ def check_arguments(
     return options, partition_by
 
 
-def prepare(
+def prepare_job(
     schema: Any, fs: Any, root: str, options: WriteOptions, partition_by: Sequence[str], *,
     mode: str, partition_overwrite: str, name_prefix: str,
     num_shards: int | None = None, records_per_shard: int | None = None,
-) -> WriteJob:
+) -> SparkWriteJob:
     """Check the columns and what ``root`` holds against ``mode``; make the staging
     directory. Raises before anything is written."""
     data, parts = check_columns(schema, partition_by, options.codec.name)
@@ -169,16 +169,16 @@ def prepare(
         )
     run = uuid.uuid4().hex[:8]
     prefix = f"{name_prefix}-{run}" if mode == "append" else name_prefix
-    staging = posixpath.join(root, f"{STAGING_PREFIX}{run}")
+    staging = posixpath.join(root, f"{SPARK_STAGING_PREFIX}{run}")
     fs.makedirs(staging, exist_ok=True)
     plan = WritePlan(fs, root, staging, options, tuple(data), tuple(parts))
-    return WriteJob(plan, prefix, mode, mode == "overwrite" and partition_overwrite == "static",
-                    num_shards, records_per_shard)
+    static = mode == "overwrite" and partition_overwrite == "static"
+    return SparkWriteJob(plan, prefix, mode, static, num_shards, records_per_shard)
 
 
-def group_reports(reports: Sequence[TaskReport]) -> tuple[dict[tuple[Any, ...], list[Piece]],
+def group_reports(reports: Sequence[TaskReport]) -> tuple[dict[tuple[Any, ...], list[PieceFile]],
                                                     dict[tuple[Any, ...], set[str]]]:
-    pieces: dict[tuple[Any, ...], list[Piece]] = {}
+    pieces: dict[tuple[Any, ...], list[PieceFile]] = {}
     nulls: dict[tuple[Any, ...], set[str]] = {}
     for report in reports:
         for piece in report.pieces:
@@ -194,12 +194,12 @@ def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple((v is None, str(type(v)), v if v is not None else 0) for v in key)
 
 
-def partition_dir(job: WriteJob, key: tuple[Any, ...]) -> str:
+def partition_dir(job: SparkWriteJob, key: tuple[Any, ...]) -> str:
     """The directory (relative to the root) of the partition values ``key``."""
     return partition_path([c.name for c in job.plan.partitions], key) if key else ""
 
 
-def empty_shards(job: WriteJob, count: int) -> DirectoryOutput:
+def empty_shards(job: SparkWriteJob, count: int) -> DirectoryOutput:
     """The root's set when a DataFrame without partition columns has no rows."""
     fs = job.plan.fs
     shards: list[FileFacts] = []
@@ -213,7 +213,7 @@ def empty_shards(job: WriteJob, count: int) -> DirectoryOutput:
     return DirectoryOutput("", (), shards, indexes)
 
 
-def outputs_as_pieces(job: WriteJob, pieces: Mapping[tuple[Any, ...], list[Piece]]
+def outputs_as_pieces(job: SparkWriteJob, pieces: Mapping[tuple[Any, ...], list[PieceFile]]
                       ) -> list[DirectoryOutput]:
     """Each piece becomes a shard (no ``num_shards``/``records_per_shard``)."""
     outputs = [DirectoryOutput(partition_dir(job, key), key, [p.facts for p in found],
@@ -224,7 +224,7 @@ def outputs_as_pieces(job: WriteJob, pieces: Mapping[tuple[Any, ...], list[Piece
     return outputs
 
 
-def finish(job: WriteJob, outputs: Sequence[DirectoryOutput],
+def finish(job: SparkWriteJob, outputs: Sequence[DirectoryOutput],
            nulls: Mapping[tuple[Any, ...], set[str]]) -> dict[str, Manifest]:
     """Commit ``outputs`` (see :mod:`recprep.spark.commit`)."""
     plan = job.plan
@@ -235,13 +235,13 @@ def finish(job: WriteJob, outputs: Sequence[DirectoryOutput],
                           schemas, overwrite=job.mode == "overwrite", static=job.static)
 
 
-def job_option(job: WriteJob) -> str:
+def job_option(job: SparkWriteJob) -> str:
     """The job as a data source option (base64 of its pickle)."""
     return base64.b64encode(cloudpickle.dumps(job)).decode("ascii")
 
 
-def job_from_option(text: str) -> WriteJob:
+def job_from_option(text: str) -> SparkWriteJob:
     """The job :func:`job_option` made."""
     job = cloudpickle.loads(base64.b64decode(text))
-    assert isinstance(job, WriteJob)
+    assert isinstance(job, SparkWriteJob)
     return job

@@ -27,7 +27,7 @@ import google_crc32c
 from ..errors import CorruptDataError, InvalidArgumentError
 
 
-class Sink(Protocol):
+class Writable(Protocol):
     """What the CRC-32C helpers write to: anything with ``write`` (a file, a wrapper)."""
 
     def write(self, data: bytes, /) -> int: ...
@@ -183,7 +183,7 @@ def read_regular(fs: Any, path: str, limit: int, *, what: str = "a side file") -
 class ChecksumWriter:
     """A write-only file wrapper that counts bytes and keeps a running CRC-32C."""
 
-    def __init__(self, file: Sink) -> None:
+    def __init__(self, file: Writable) -> None:
         self._file = file
         self.crc32c = 0
         self.size = 0
@@ -197,7 +197,7 @@ class ChecksumWriter:
     def tell(self) -> int:
         return self.size
 
-    def retarget(self, file: Sink) -> None:
+    def retarget(self, file: Writable) -> None:
         """Write to ``file`` from now on (which already holds what was written)."""
         self._file = file
 
@@ -207,7 +207,7 @@ def checksum(
     *,
     start: int = 0,
     size: int | None = None,
-    out: Sink | None = None,
+    out: Writable | None = None,
     on_block: Callable[[bytes], None] | None = None,
 ) -> tuple[int, int]:
     """``(crc32c, bytes read)`` of ``size`` bytes of the open ``file`` from ``start`` (to

@@ -33,16 +33,11 @@ from typing import Any
 
 from ..errors import OutputLockedError, WriteError
 from . import failpoints
+from .fs import is_local
 
 LOCK_PREFIX = ".recprep-lock-"
 #: an empty or unreadable lock file this old (seconds) is a dead writer's
 UNREADABLE_GRACE = 5.0
-
-
-def is_local(fs: Any) -> bool:
-    """Whether ``fs`` is the local filesystem (where locks are taken)."""
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return protocol in ("file", "local")
 
 
 def _alive(pid: int) -> bool:
@@ -66,7 +61,7 @@ def _snapshot(path: str) -> tuple[bytes, int, float] | None:
     return data, stat.st_ino, time.time() - stat.st_mtime
 
 
-def _parse(data: bytes) -> dict[str, Any] | None:
+def _parse_lock_owner(data: bytes) -> dict[str, Any] | None:
     try:
         owner = json.loads(data)
     except (ValueError, RecursionError):
@@ -162,7 +157,7 @@ class ShardSetLock:
 
     def _owner(self) -> dict[str, Any] | None:
         snap = _snapshot(self.path)
-        return None if snap is None else _parse(snap[0])
+        return None if snap is None else _parse_lock_owner(snap[0])
 
     def _owner_text(self) -> str:
         owner = self._owner()
@@ -171,7 +166,7 @@ class ShardSetLock:
         return f"pid {owner.get('pid')} on {owner.get('host')}"
 
     def _stale(self, data: bytes, age: float) -> bool:
-        owner = _parse(data)
+        owner = _parse_lock_owner(data)
         if owner is None:  # empty or unreadable: a writer died before finishing it
             return age > UNREADABLE_GRACE
         if owner.get("host") != socket.gethostname():

@@ -41,7 +41,7 @@ MANIFEST_VERSION = 1
 MAX_MANIFEST_BYTES = 64 << 20
 #: how deeply the ``schema`` object may nest
 MAX_SCHEMA_DEPTH = 32
-_INT_LIMIT = 1 << 63
+_MANIFEST_INT_LIMIT = 1 << 63
 _CRC_HEX = re.compile(r"[0-9a-fA-F]{8}")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 #: the most one byte inflates to, per compressor
@@ -186,7 +186,7 @@ class Manifest:
                 raise _Invalid("the JSON nests too deeply") from None
             except ValueError as err:  # also UnicodeDecodeError, a too long int
                 raise _Invalid(f"not JSON ({err})") from None
-            return _parse(cls, doc)
+            return _parse_manifest(cls, doc)
         except _Invalid as err:
             raise CorruptDataError(f"not a valid recprep manifest: {err}", path=path) from None
 
@@ -202,17 +202,18 @@ def _no_constant(name: str) -> Any:
 def _text(doc: dict[str, Any], key: str, default: str | None = None) -> str:
     value = doc.get(key, default)
     if not isinstance(value, str) or not value or len(value) > 1024:
-        raise _Invalid(f"{key} must be a non-empty string, found {_shown(value)}")
+        raise _Invalid(f"{key} must be a non-empty string, found {_shown_value(value)}")
     return value
 
 
-def _int(value: Any, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _INT_LIMIT:
-        raise _Invalid(f"{what} must be an int in [0, 2**63), found {_shown(value)}")
+def _manifest_int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not (
+            0 <= value < _MANIFEST_INT_LIMIT):
+        raise _Invalid(f"{what} must be an int in [0, 2**63), found {_shown_value(value)}")
     return value
 
 
-def _shown(value: Any) -> str:
+def _shown_value(value: Any) -> str:
     text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) else (
         type(value).__name__
     )
@@ -234,10 +235,10 @@ def _depth_ok(value: Any, limit: int) -> bool:
     return True
 
 
-def _parse(cls: type[Manifest], doc: Any) -> Manifest:
+def _parse_manifest(cls: type[Manifest], doc: Any) -> Manifest:
     if not isinstance(doc, dict):
         raise _Invalid(f"expected a JSON object, found {type(doc).__name__}")
-    version = _int(doc.get("manifest_version", MANIFEST_VERSION), "manifest_version")
+    version = _manifest_int(doc.get("manifest_version", MANIFEST_VERSION), "manifest_version")
     if version > MANIFEST_VERSION:
         raise _Invalid(f"manifest_version {version} is newer than this recprep reads "
                        f"({MANIFEST_VERSION}): upgrade recprep")
@@ -256,19 +257,19 @@ def _parse(cls: type[Manifest], doc: Any) -> Manifest:
     )
     listed = doc.get("shards")
     if not isinstance(listed, list):
-        raise _Invalid(f"shards must be a list, found {_shown(listed)}")
+        raise _Invalid(f"shards must be a list, found {_shown_value(listed)}")
     for i, entry in enumerate(listed):
-        manifest.shards.append(_shard(manifest, entry, i, len(listed)))
+        manifest.shards.append(_shard_entry(manifest, entry, i, len(listed)))
     # the totals are informative (the properties add the shards up): checked for type,
     # and num_shards for agreement with the list, as always
     for key, value in (("num_shards", manifest.num_shards),
                        ("num_records", manifest.num_records),
                        ("total_bytes", manifest.total_bytes)):
-        if value >= _INT_LIMIT:
+        if value >= _MANIFEST_INT_LIMIT:
             raise _Invalid(f"the shards' {key} add up to {value}, past 2**63")
         if key in doc:
-            _int(doc[key], key)
-    if _int(doc.get("num_shards", len(listed)), "num_shards") != len(listed):
+            _manifest_int(doc[key], key)
+    if _manifest_int(doc.get("num_shards", len(listed)), "num_shards") != len(listed):
         raise _Invalid(f"num_shards is {doc['num_shards']}, but the shard list has "
                        f"{len(listed)}")
     schema = doc.get("schema")
@@ -276,28 +277,28 @@ def _parse(cls: type[Manifest], doc: Any) -> Manifest:
         schema = {}
     if not isinstance(schema, dict) or not _depth_ok(schema, MAX_SCHEMA_DEPTH):
         raise _Invalid(f"schema must be a JSON object at most {MAX_SCHEMA_DEPTH} levels "
-                       f"deep, found {_shown(schema)}")
+                       f"deep, found {_shown_value(schema)}")
     manifest.schema = schema
     pickled = doc.get("pickled") or []
     if not isinstance(pickled, list) or not all(isinstance(p, str) for p in pickled):
-        raise _Invalid(f"pickled must be a list of type names, found {_shown(pickled)}")
+        raise _Invalid(f"pickled must be a list of type names, found {_shown_value(pickled)}")
     manifest.pickled = list(pickled)
     sides = doc.get("side_files") or []
     if not isinstance(sides, list) or len(sides) > len(listed) + 1:
         raise _Invalid(f"side_files must be a list of at most one entry per shard and one "
-                       f"for the set, found {_shown(sides)}")
-    manifest.side_files = [_side(manifest, entry, i) for i, entry in enumerate(sides)]
+                       f"for the set, found {_shown_value(sides)}")
+    manifest.side_files = [_side_file_entry(manifest, entry, i) for i, entry in enumerate(sides)]
     if len({f.name for f in manifest.side_files}) != len(manifest.side_files):
         raise _Invalid("side_files lists a name twice")
     return manifest
 
 
-def _side(manifest: Manifest, entry: Any, index: int) -> SideFileInfo:
+def _side_file_entry(manifest: Manifest, entry: Any, index: int) -> SideFileInfo:
     """An entry of ``side_files``: a hidden file name of this set (``.{prefix}...`` or
     ``.{shard}...``, no directories), its size and CRC-32C."""
     where = f"side_files[{index}]"
     if not isinstance(entry, dict):
-        raise _Invalid(f"{where} must be an object, found {_shown(entry)}")
+        raise _Invalid(f"{where} must be an object, found {_shown_value(entry)}")
     name = entry.get("name")
     owners = [manifest.name_prefix, *(s.name for s in manifest.shards)]
     if not isinstance(name, str) or "/" in name or "\\" in name or len(name) > 1024 or not any(
@@ -305,29 +306,29 @@ def _side(manifest: Manifest, entry: Any, index: int) -> SideFileInfo:
     ):
         raise _Invalid(f"{where}.name must be a hidden side file of the set "
                        f"('.{manifest.name_prefix}.<kind>' or '.<shard>.<kind>'), found "
-                       f"{_shown(name)}")
-    size = _int(entry.get("bytes"), f"{where}.bytes")
+                       f"{_shown_value(name)}")
+    size = _manifest_int(entry.get("bytes"), f"{where}.bytes")
     digest = entry.get("sha256")
     if not isinstance(digest, str) or not _SHA256_HEX.fullmatch(digest):
         raise _Invalid(f"{where}.sha256 must be 64 lowercase hex digits, found "
-                       f"{_shown(digest)}")
+                       f"{_shown_value(digest)}")
     return SideFileInfo(name, size, digest)
 
 
-def _shard(manifest: Manifest, entry: Any, index: int, count: int) -> ShardInfo:
+def _shard_entry(manifest: Manifest, entry: Any, index: int, count: int) -> ShardInfo:
     where = f"shards[{index}]"
     if not isinstance(entry, dict):
-        raise _Invalid(f"{where} must be an object, found {_shown(entry)}")
+        raise _Invalid(f"{where} must be an object, found {_shown_value(entry)}")
     name = entry.get("name")
     expected = shard_name(manifest.name_prefix, index, count)
     if name != expected:
         raise _Invalid(f"{where}.name must be {expected!r} (shard {index} of {count} of "
-                       f"{manifest.name_prefix!r}), found {_shown(name)}")
-    records = _int(entry.get("records"), f"{where}.records")
-    size = _int(entry.get("bytes"), f"{where}.bytes")
+                       f"{manifest.name_prefix!r}), found {_shown_value(name)}")
+    records = _manifest_int(entry.get("records"), f"{where}.records")
+    size = _manifest_int(entry.get("bytes"), f"{where}.bytes")
     crc = entry.get("crc32c")
     if not isinstance(crc, str) or not _CRC_HEX.fullmatch(crc):
-        raise _Invalid(f"{where}.crc32c must be 8 hex digits, found {_shown(crc)}")
+        raise _Invalid(f"{where}.crc32c must be 8 hex digits, found {_shown_value(crc)}")
     most = manifest.max_records(size)
     if records > most:
         raise _Invalid(f"{where} claims {records} records in {size} bytes, which can hold at "

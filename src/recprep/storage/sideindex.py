@@ -22,7 +22,7 @@ Example
 ...     w.close()
 >>> count_records(fs, "/doc/tfindex/a.tfrecord")       # no index yet: a scan
 3
->>> index = build_index(fs, "/doc/tfindex/a.tfrecord")  # writes .a.tfrecord.tfindex
+>>> index = build_side_index(fs, "/doc/tfindex/a.tfrecord")  # writes .a.tfrecord.tfindex
 >>> index.offsets.tolist(), index.lengths().tolist()
 ([0, 17, 33], [1, 0, 2])
 >>> read_records(fs, "/doc/tfindex/a.tfrecord", 1, 3)   # seeks to record 1
@@ -45,9 +45,8 @@ from .fs import open_regular, read_regular
 from .manifest import SideFileInfo
 
 __all__ = [
-    "build_index",
+    "build_side_index",
     "count_records",
-    "index_path",
     "load_index",
     "read_records",
     "record_offsets",
@@ -69,12 +68,7 @@ def _kind(container: Format | None) -> tuple[Format, type[RecordIndex]]:
     return container, kind
 
 
-def index_path(path: str, container: Format | None = None) -> str:
-    """The side index's path for the file at ``path`` (same directory)."""
-    return _kind(container)[1].path_for(path)
-
-
-def build_index(
+def build_side_index(
     fs: Any,
     path: str,
     *,
@@ -86,7 +80,8 @@ def build_index(
     """Scan the file at ``path`` (:meth:`~recprep.containers.base.Format.index_records`)
     and write its side index.
 
-    The index goes to ``index_file``, by default :func:`index_path` of ``path``; a staged
+    The index goes to ``index_file``, by default beside ``path``
+    (:meth:`~recprep.containers.record_index.RecordIndex.path_for`); a staged
     file is indexed into the index's staged path, then both are moved to their final
     names. Returns the index. ``max_chunk_bytes`` ``None`` bounds no record: for a file
     recprep itself just wrote (a reader's bound is for files from elsewhere).
@@ -169,7 +164,9 @@ def _not_vouched(detail: str, path: str, on_corrupt: str) -> None:
                             records_lost=0))
 
 
-def _index(fs: Any, path: str, container: Format | None, max_chunk_bytes: int) -> RecordIndex:
+def _load_or_scan_index(fs: Any, path: str, container: Format | None,
+                        max_chunk_bytes: int) -> RecordIndex:
+    """The file's side index if it has a usable one, else its index by a scan."""
     fmt, _ = _kind(container)
     index = load_index(fs, path, fmt)
     if index is None:
@@ -185,7 +182,7 @@ def record_offsets(
 ) -> np.ndarray:
     """The offsets of the records of the file at ``path``, in its uncompressed stream
     (the file offsets, for a plain file): from the side index, else by a scan."""
-    return _index(fs, path, container, max_chunk_bytes).offsets
+    return _load_or_scan_index(fs, path, container, max_chunk_bytes).offsets
 
 
 def count_records(
@@ -194,7 +191,7 @@ def count_records(
 ) -> int:
     """The number of records of the file at ``path``: from the side index, else by a
     scan (which verifies every record's checksums)."""
-    return _index(fs, path, container, max_chunk_bytes).num_records
+    return _load_or_scan_index(fs, path, container, max_chunk_bytes).num_records
 
 
 def read_records(
@@ -214,7 +211,7 @@ def read_records(
     :class:`~recprep.errors.InvalidArgumentError` unless ``0 <= start <= end <= count``.
     """
     fmt, kind = _kind(container)
-    index = _index(fs, path, fmt, max_chunk_bytes)
+    index = _load_or_scan_index(fs, path, fmt, max_chunk_bytes)
     count = index.num_records
     if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= count):
         raise InvalidArgumentError(

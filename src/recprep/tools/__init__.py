@@ -13,7 +13,8 @@ Each tool is a function that returns a result object and prints nothing; the CLI
 from __future__ import annotations
 
 from .copy import CopiedFile, CopyResult, copy
-from .inspect import DatasetInfo, describe, head, list_datasets
+from .inspect import DatasetInfo, head, list_datasets
+from .inspect import render_value as describe
 from .verify import Problem, SetCheck, ShardCheck, VerifyReport, verify
 
 __all__ = [

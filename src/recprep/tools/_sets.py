@@ -4,7 +4,7 @@ A path given to ``recprep ls``, ``verify`` or ``cp`` is one of
 
 * a **directory**: every shard set in it (shards and/or a manifest);
 * a **glob**: the matching files, shards grouped into their set, other data files as
-  lone files (what is data, a set's file, or hidden is :mod:`recprep.storage.discovery`'s
+  lone files (what is data, a set's file, or hidden is :mod:`recprep.storage.listing`'s
   rule). A glob names one set: files of several sets (or of a set and other data files)
   raise :class:`~recprep.errors.AmbiguousPathError`, as for the reader;
 * a **prefix** ``dir/name``: the shard set ``name`` of ``dir`` (``dir/name-*-of-*`` and
@@ -41,17 +41,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptDataError, NotFoundError
-from ..storage.discovery import (
-    Entry,
-    Kind,
-    explained,
-    forget_listings,
-    list_entries,
-    one_set,
-)
+from ..storage.discovery import forget_listings, one_set
 from ..storage.fs import display
+from ..storage.listing import DirectoryEntry, Kind, list_entries
 from ..storage.manifest import Manifest, read_manifest
 from ..storage.shardnames import has_magic, manifest_name, parse_shard_name, shard_name
+from ..storage.writers import explained
 
 _SET_FILES = (Kind.SHARD, Kind.MANIFEST)
 
@@ -87,13 +82,14 @@ class FoundSet:
         return posixpath.join(self.directory, self.prefix)
 
 
-def visible_files(entries: Iterable[Entry]) -> dict[str, Entry]:
+def visible_files(entries: Iterable[DirectoryEntry]) -> dict[str, DirectoryEntry]:
     """The files of a listing that aren't hidden, by path."""
     return {e.path: e for e in entries if not e.is_dir and not e.hidden}
 
 
-def _build(
-    fs: Any, directory: str, prefix: str, entries: Sequence[Entry], chosen: set[str] | None
+def _set_of_prefix(
+    fs: Any, directory: str, prefix: str, entries: Sequence[DirectoryEntry],
+    chosen: set[str] | None,
 ) -> FoundSet:
     """The set ``prefix`` of ``directory`` (listed: ``entries``); ``chosen`` limits the
     shards to work on (a choice of every shard storage holds is the whole set)."""
@@ -132,8 +128,9 @@ def _build(
     return found
 
 
-def _group(
-    fs: Any, directory: str, entries: Sequence[Entry], named: Iterable[Entry], whole: bool
+def _sets_of_named(
+    fs: Any, directory: str, entries: Sequence[DirectoryEntry],
+    named: Iterable[DirectoryEntry], whole: bool,
 ) -> list[FoundSet]:
     """Sets of the shard and manifest files ``named`` (in ``directory``, whose listing is
     ``entries``)."""
@@ -147,7 +144,7 @@ def _group(
     result = []
     for prefix, paths in sorted(prefixes.items()):
         chosen = None if whole or prefix in manifests else paths
-        result.append(_build(fs, directory, prefix, entries, chosen))
+        result.append(_set_of_prefix(fs, directory, prefix, entries, chosen))
     return result
 
 
@@ -173,7 +170,7 @@ def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
 def _find(fs: Any, path: str, lone_files: bool) -> list[FoundSet]:
     shown = display(fs, path)
     if has_magic(path):
-        matched = visible_files(Entry.of({**info, "name": p})
+        matched = visible_files(DirectoryEntry.of({**info, "name": p})
                                 for p, info in fs.glob(path, detail=True).items())
         if not matched:
             raise NotFoundError(shown, "no file matches this pattern")
@@ -182,21 +179,22 @@ def _find(fs: Any, path: str, lone_files: bool) -> list[FoundSet]:
         result: list[FoundSet] = []
         for directory in sorted({posixpath.dirname(p) for p in matched}):
             here = [e for p, e in sorted(matched.items()) if posixpath.dirname(p) == directory]
-            result.extend(_group(fs, directory, list_entries(fs, directory), here, whole=False))
+            listed = list_entries(fs, directory)
+            result.extend(_sets_of_named(fs, directory, listed, here, whole=False))
             if lone_files:  # data files only: not _SUCCESS, .crc, ...
                 result.extend(_lone(e.path, e.size) for e in here if e.kind is Kind.DATA)
         return result
     if fs.isdir(path):
         entries = list_entries(fs, path)
-        sets = _group(fs, path, entries, entries, whole=True)
+        sets = _sets_of_named(fs, path, entries, entries, whole=True)
         if not sets:
             raise NotFoundError(shown, "the directory holds no shard set")
         return sets
     directory, name = posixpath.split(path)
     if fs.isfile(path):
-        named = Entry.of({"name": path, "type": "file"})
+        named = DirectoryEntry.of({"name": path, "type": "file"})
         if named.kind in _SET_FILES:
-            return _group(fs, directory, list_entries(fs, directory), [named], whole=False)
+            return _sets_of_named(fs, directory, list_entries(fs, directory), [named], whole=False)
         if not lone_files:
             raise NotFoundError(shown, "not a shard set, its manifest, or a directory of sets")
         return [_lone(path, int(fs.size(path)))]
@@ -205,7 +203,7 @@ def _find(fs: Any, path: str, lone_files: bool) -> list[FoundSet]:
         mine = [e for e in visible_files(entries).values()
                 if e.kind in _SET_FILES and e.prefix == name]
         if mine:
-            return _group(fs, directory, entries, mine, whole=True)
+            return _sets_of_named(fs, directory, entries, mine, whole=True)
     raise NotFoundError(shown, "no such file, directory, glob match or shard set prefix")
 
 
@@ -237,5 +235,5 @@ def find_all(
                 continue
             chosen = set(first.shards) | set(found.shards)
             entries = list_entries(fs, found.directory)
-            result[index] = (fs, _build(fs, found.directory, found.prefix, entries, chosen))
+            result[index] = (fs, _set_of_prefix(fs, found.directory, found.prefix, entries, chosen))
     return result

@@ -3,8 +3,8 @@
 :func:`list_datasets` takes its facts from manifests when there are any; a set without
 one is described from its chunk headers (hopping header to header, never decoding a
 record), so its codec is ``"unknown"``. :func:`head` reads the first instances with
-:class:`~recprep.RecordIO`, and :func:`describe` renders a value for people: arrays by
-dtype, shape and a short preview.
+:class:`~recprep.RecordIO`, and :func:`render_value` (public as ``recprep.tools.describe``)
+renders a value for people: arrays by dtype, shape and a short preview.
 
 Example
 -------
@@ -13,7 +13,7 @@ Example
 >>> _ = convert("memory://doc/inspect", [(np.arange(3.0), 7)], 1, "p")
 >>> [(d.prefix, d.num_shards, d.records, d.codec) for d in list_datasets("memory://doc/inspect")]
 [('p', 1, 1, 'recprep')]
->>> print(describe(head("memory://doc/inspect", 1)[0]))
+>>> print(render_value(head("memory://doc/inspect", 1)[0]))
 (ndarray float64 (3,) [0., 1., 2.], int 7)
 """
 
@@ -37,7 +37,7 @@ from ..storage.fs import display, open_regular, resolve
 from ..storage.shardnames import parse_shard_name
 from ._sets import FoundSet, find_all
 
-__all__ = ["DatasetInfo", "describe", "head", "list_datasets"]
+__all__ = ["DatasetInfo", "head", "list_datasets", "render_value"]
 
 UNKNOWN = "unknown"
 
@@ -259,17 +259,17 @@ _REPR.maxother = 60
 
 
 @checked
-def describe(value: Any, *, preview: int = 6) -> str:
+def render_value(value: Any, *, preview: int = 6) -> str:
     """One line describing ``value``: arrays by dtype, shape and their first items.
 
     Examples
     --------
     >>> import numpy as np
-    >>> describe(np.zeros((2, 3), np.float32))
+    >>> render_value(np.zeros((2, 3), np.float32))
     'ndarray float32 (2, 3) [0., 0., 0., 0., 0., 0.]'
-    >>> describe(np.arange(100))
+    >>> render_value(np.arange(100))
     'ndarray int64 (100,) [0, 1, 2, 3, 4, 5, ...]'
-    >>> describe((b"\\x00" * 40, "txt", np.float16(1.5), {"k": [1, 2]}))
+    >>> render_value((b"\\x00" * 40, "txt", np.float16(1.5), {"k": [1, 2]}))
     "(bytes[40] b'\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00\\\\x00'..., str 'txt', \
 float16 1.5, {'k': [int 1, int 2]})"
     """
@@ -282,15 +282,15 @@ float16 1.5, {'k': [int 1, int 2]})"
     if isinstance(value, np.generic):
         return f"{value.dtype} {value.item()!r}"
     if isinstance(value, tuple):
-        inner = ", ".join(describe(v, preview=preview) for v in value)
+        inner = ", ".join(render_value(v, preview=preview) for v in value)
         return f"({inner}{',' if len(value) == 1 else ''})"
     if isinstance(value, list):
-        shown = ", ".join(describe(v, preview=preview) for v in value[:preview])
+        shown = ", ".join(render_value(v, preview=preview) for v in value[:preview])
         more = f", ... ({len(value) - preview} more)" if len(value) > preview else ""
         return f"[{shown}{more}]"
     if isinstance(value, dict):
         pairs = list(value.items())
-        shown = ", ".join(f"{k!r}: {describe(v, preview=preview)}" for k, v in pairs[:preview])
+        shown = ", ".join(f"{k!r}: {render_value(v, preview=preview)}" for k, v in pairs[:preview])
         more = f", ... ({len(pairs) - preview} more)" if len(pairs) > preview else ""
         return "{" + shown + more + "}"
     if isinstance(value, (bytes, bytearray)):

@@ -536,7 +536,7 @@ def _record_indexes(
     """Record index side files of the shards, when the format keeps one and it gives
     random access with this compressor (a plain TFRecord shard's ``.{shard}.tfindex``):
     counts and ranges without a scan; hidden names, committed with the shards."""
-    from ..storage.sideindex import build_index
+    from ..storage.sideindex import build_side_index
 
     container = options.container()
     kind = container.record_index
@@ -546,7 +546,7 @@ def _record_indexes(
     for name, path in staged.items():
         side = staging.file(kind.name_for(name))
         try:
-            build_index(fs, path, container=container, index_file=side,
+            build_side_index(fs, path, container=container, index_file=side,
                         compressor=options.compressor)
         except WriteError:
             raise

@@ -1,0 +1,206 @@
+"""RecordIO's bytes: the chunk header of both variants, their checksums, and a payload's
+records.
+
+A chunk is a 20-byte header and a payload; the payload, decompressed, is ``num_records``
+times ``[uint32 length][bytes]`` (little-endian). A :class:`Dialect` is one variant's
+header layout, checksum and compressor ids (:data:`GO`, recprep's default, and
+:data:`LEGACY`, pyrecordio 0.0.4: the table is in :mod:`recprep.containers.recordio`).
+Nothing here reads or writes a file: :mod:`~recprep.containers.recordio_reading` walks
+chunks, :mod:`~recprep.containers.recordio` writes them.
+
+Example
+-------
+>>> payload = encode_payload([b"ab", b"", b"c"])
+>>> payload.hex(" ")
+'02 00 00 00 61 62 00 00 00 00 01 00 00 00 63'
+>>> list(split_payload(payload, 3))
+[b'ab', b'', b'c']
+>>> header = LEGACY.pack(crc=7, compressor=2, size=15, count=3)
+>>> len(header) == HEADER_SIZE, LEGACY.unpack(_HEADER.unpack(header))
+(True, (7, 2, 15, 3))
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import google_crc32c
+import numpy as np
+
+from .._core.records import Records
+from ..errors import CorruptDataError
+
+MAGIC = 0x01020304
+HEADER_SIZE = 20
+#: a record takes at least its 4-byte length in a decompressed payload
+MIN_RECORD_BYTES = 4
+#: the header's 32-bit size field: the most a chunk's stored payload can be
+MAX_PAYLOAD = 0xFFFFFFFF
+_HEADER = struct.Struct("<5I")
+_U32 = struct.Struct("<I")
+_u32_pack = _U32.pack
+_u32_unpack_from = _U32.unpack_from
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one RecordIO variant lays out and checks a chunk header."""
+
+    name: str
+    checksum: Callable[[bytes], int]
+    #: on-disk compressor id -> compression, and user-facing name -> id
+    ids: dict[int, str]
+    names: dict[str, int]
+
+    def pack(self, crc: int, compressor: int, size: int, count: int) -> bytes:
+        if self.name == "recordio":
+            return _HEADER.pack(MAGIC, crc, compressor, size, count)
+        return _HEADER.pack(MAGIC, count, crc, compressor, size)
+
+    def unpack(self, fields: tuple[int, ...]) -> tuple[int, int, int, int]:
+        """Return (checksum, compressor id, stored size, record count)."""
+        _, a, b, c, d = fields
+        if self.name == "recordio":
+            return a, b, c, d
+        return b, c, d, a
+
+
+def _crc32c(data: bytes) -> int:
+    return google_crc32c.value(data)
+
+
+def _fastest_crc32() -> Callable[[bytes], int]:
+    """CRC-32 (IEEE): isal's (PCLMUL/ARM CRC, ~10x CPython's zlib here: see
+    ``benchmarks/RESULTS.md``) where it is installed, else zlib's. Same values."""
+    try:
+        crc32: Callable[[bytes], int] = importlib.import_module("isal.isal_zlib").crc32
+    except ImportError:
+        return zlib.crc32
+    return crc32
+
+
+crc32 = _fastest_crc32()
+
+GO = Dialect(
+    "recordio",
+    crc32,
+    {0: "none", 1: "snappy-framed", 2: "gzip"},
+    {"none": 0, "snappy": 1, "gzip": 2},
+)
+LEGACY = Dialect(
+    "recordio-legacy",
+    _crc32c,
+    {1: "none", 2: "snappy-raw", 3: "gzip"},
+    {"none": 1, "snappy": 2, "gzip": 3},
+)
+
+
+def encode_payload(records: list[bytes]) -> bytes:
+    """``[uint32 length][bytes]`` for each record, joined."""
+    parts: list[bytes] = []
+    append = parts.append
+    for record in records:
+        append(_u32_pack(len(record)))
+        append(record)
+    return b"".join(parts)
+
+
+def split_payload(payload: bytes, count: int) -> Records:
+    """The ``count`` records of a decompressed payload; raises on any inconsistency.
+
+    >>> list(split_payload(encode_payload([b"ab", b"", b"c"]), 3))
+    [b'ab', b'', b'c']
+    """
+    if count >= AT_ONCE_MIN_RECORDS and len(payload) < AT_ONCE_BELOW_BYTES * count:
+        found = _split_at_once(payload, count)
+        if found is not None:
+            return found
+    ends: list[int] = []
+    append = ends.append
+    pos = 0
+    try:  # the sound case, record by record at the least cost; damage: the careful walk
+        for _ in range(count):
+            pos += 4 + _u32_unpack_from(payload, pos)[0]
+            append(pos)
+    except struct.error:
+        pos = -1
+    if pos != len(payload):
+        _check_payload(payload, count)
+    ends_array = np.array(ends, dtype=np.int64)
+    starts = np.empty_like(ends_array)
+    if count:
+        starts[0] = 4
+        starts[1:] = ends_array[:-1] + 4
+    return Records(payload, starts, ends_array)
+
+
+#: payloads of at least this many records averaging under this many bytes are first cut
+#: with numpy (:func:`_split_at_once`): for small records a walk costs more per byte
+AT_ONCE_MIN_RECORDS = 64
+AT_ONCE_BELOW_BYTES = 128
+
+
+def _split_at_once(payload: bytes, count: int) -> Records | None:
+    """The records of a sound payload whose records all begin with the first record's
+    first four bytes (records of one codec and layout do), found with numpy; None when
+    that guess doesn't hold exactly.
+
+    Every place where those four bytes follow a 4-byte word is a candidate record; the
+    guess holds only if the candidates are exactly a chain — the first at 0, each
+    record's length leading to the next candidate, the last ending the payload, ``count``
+    of them. A chain from 0 is the payload's one way of being cut, so a payload that
+    passes is cut exactly as the record-by-record walk cuts it; any other (stray matches
+    inside values, records that begin otherwise, damage) goes record by record.
+
+    >>> records = [b"ABCD" + b"x" * n for n in range(70)]
+    >>> list(_split_at_once(encode_payload(records), 70)) == records
+    True
+    >>> _split_at_once(encode_payload([b"ABCD" + b"ABCD" * n for n in range(70)]), 70)
+    >>> # ^ None: marks inside values (the walk cuts that one)
+    """
+    size = len(payload)
+    if size < 8 or _u32_unpack_from(payload, 0)[0] < 4:
+        return None
+    mark = _u32_unpack_from(payload, 4)[0]
+    found = []
+    for shift in range(4):  # the marks at positions 4 + shift + 4i, one word view each
+        words = np.frombuffer(payload, "<u4", (size - 4 - shift) // 4, 4 + shift)
+        found.append(np.flatnonzero(words == mark) * 4 + shift)
+    heads = np.sort(np.concatenate(found))
+    if len(heads) != count or heads[0] != 0:
+        return None
+    u8 = np.frombuffer(payload, np.uint8)
+    lengths = (u8[heads].astype(np.int64) | u8[heads + 1].astype(np.int64) << 8
+               | u8[heads + 2].astype(np.int64) << 16 | u8[heads + 3].astype(np.int64) << 24)
+    ends = heads + 4 + lengths
+    if int(ends[-1]) != size or not (ends[:-1] == heads[1:]).all():
+        return None
+    return Records(payload, heads + 4, ends)
+
+
+def _check_payload(payload: bytes, count: int) -> None:
+    """Raise what is wrong with a payload that doesn't hold ``count`` records exactly."""
+    end = len(payload)
+    pos = 0
+    for index in range(count):
+        if pos + 4 > end:
+            raise CorruptDataError(
+                f"the chunk says it holds {count} records, but its payload ends "
+                f"after {index}",
+                record_index=index,
+            )
+        start = pos + 4
+        pos = start + _u32_unpack_from(payload, start - 4)[0]
+        if pos > end:
+            raise CorruptDataError(
+                f"record length {pos - start} runs past the end of its chunk "
+                f"({end - start} bytes left)",
+                record_index=index,
+            )
+    raise CorruptDataError(
+        f"{end - pos} stray bytes after the chunk's {count} records (expected none)"
+    )
