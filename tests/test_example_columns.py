@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recprep.batching import collate
 
-from recprep.codecs._example_chunk import parse_chunk
-from recprep.codecs._example_columns import MIN_RECORDS
+from recprep.codecs.example import parse_chunk
+from recprep.codecs.example.columns import CHUNK_PARSE_MIN_RECORDS as MIN_RECORDS
 from recprep.codecs.example import ExampleCodec
 from recprep.codecs.features import Feature
 from recprep.errors import DecodeError
