@@ -83,7 +83,7 @@ with another codec
         except TypeError:  # a value was pickled by the fallback: its note is a piece
             return self._noting_pickles(out)
 
-    def _noting_pickles(self, out: list) -> bytes:
+    def _noting_pickles(self, out: list[Any]) -> bytes:
         """The record of the pieces ``out``, whose pickle notes this instance keeps for
         :meth:`drain_pickled`."""
         pieces, names = split_notes(out)
