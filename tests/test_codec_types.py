@@ -29,9 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from recprep.codecs import _recprep_packed as packed
-from recprep.codecs.base import PICKLE_FALLBACKS
-from recprep.codecs.recprep import MAX_DEPTH, RecprepCodec
+from recprep.codecs.recprep import MAX_DEPTH, RecprepCodec, packed
 from recprep.errors import DecodeError, EncodeError, PickleRefusedError, RecprepWarning
 
 CODEC = RecprepCodec()
@@ -107,9 +105,10 @@ def assert_same(a, b, path: str = "value") -> None:
 
 
 def roundtrip(value):
-    PICKLE_FALLBACKS.clear()
+    CODEC.drain_pickled()
     record = CODEC.encode(value)
-    assert PICKLE_FALLBACKS == [], f"pickled: {PICKLE_FALLBACKS}"
+    pickled = CODEC.drain_pickled()
+    assert pickled == [], f"pickled: {pickled}"
     assert b"\x14" not in record[:2]
     assert CODEC.encode(value) == record, "encoding is not deterministic"
     decoded = CODEC.decode(record)  # allow_pickle stays off: nothing is pickled
@@ -370,10 +369,9 @@ def test_named_tuple_with_instance_state_is_pickled():
 
     value = Stateful(1, 2)
     value.extra = 3
-    PICKLE_FALLBACKS.clear()
+    CODEC.drain_pickled()
     record = CODEC.encode(value)
-    assert PICKLE_FALLBACKS == [f"{__name__}.{Stateful.__qualname__}"]
-    PICKLE_FALLBACKS.clear()
+    assert CODEC.drain_pickled() == [f"{__name__}.{Stateful.__qualname__}"]
     assert CODEC.decode(record, allow_pickle=True).extra == 3
 
 
@@ -409,10 +407,9 @@ class OtherTZ(dt.tzinfo):
     ({"s": {OtherTZ()}}, f"{__name__}.OtherTZ"),
 ])
 def test_values_without_an_exact_encoding_are_pickled_and_noted(value, kind):
-    PICKLE_FALLBACKS.clear()
+    CODEC.drain_pickled()
     record = CODEC.encode(value)
-    assert PICKLE_FALLBACKS == [kind]
-    PICKLE_FALLBACKS.clear()
+    assert CODEC.drain_pickled() == [kind]
     with pytest.raises(PickleRefusedError):
         CODEC.decode(record)
     assert CODEC.decode(record, allow_pickle=True) == value
@@ -433,9 +430,9 @@ def test_pandas_timestamps_are_numpy_datetimes():
     ns = pd.Timestamp("2020-01-02 03:04:05.123456789")
     seconds = pd.Timestamp(np.datetime64("2020-01-02T03:04:05", "s"))
     values = [ns, seconds, pd.NaT, pd.Timedelta("1.5s"), {"t": ns}]
-    PICKLE_FALLBACKS.clear()
+    CODEC.drain_pickled()
     decoded = CODEC.decode(CODEC.encode(values))
-    assert PICKLE_FALLBACKS == []
+    assert CODEC.drain_pickled() == []
     assert type(decoded[0]) is np.datetime64 and decoded[0].dtype == "M8[ns]"
     assert decoded[0] == np.datetime64("2020-01-02T03:04:05.123456789")
     assert decoded[1].dtype == "M8[s]" and decoded[1] == np.datetime64("2020-01-02T03:04:05")

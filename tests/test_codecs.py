@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from recprep.codecs import Codec, available_codecs, get_codec, register_codec
-from recprep.codecs.base import PICKLE_FALLBACKS
 from recprep.codecs.pickle import PickleCodec
 from recprep.codecs.raw import RawCodec
 from recprep.codecs.recprep import FORMAT_TAG, MAX_DEPTH, RecprepCodec
@@ -288,11 +287,10 @@ def test_wire_format_is_pinned():
 ], ids=lambda v: type(v).__name__)
 def test_everything_else_is_pickled_and_needs_allow_pickle(value):
     for wrapped in (value, [1, {"k": value}]):
-        PICKLE_FALLBACKS.clear()
+        CODEC.drain_pickled()
         record = CODEC.encode(wrapped)
         kind = type(value)
-        assert PICKLE_FALLBACKS == [f"{kind.__module__}.{kind.__qualname__}"]
-        PICKLE_FALLBACKS.clear()
+        assert CODEC.drain_pickled() == [f"{kind.__module__}.{kind.__qualname__}"]
         with pytest.raises(PickleRefusedError):
             CODEC.decode(record)
         decoded = CODEC.decode(record, allow_pickle=True)
@@ -440,7 +438,7 @@ def test_corrupted_records_decode_or_fail_cleanly(record, data):
 
 
 def test_encode_error_for_too_long_values(monkeypatch):
-    import recprep.codecs.recprep as module
+    import recprep.codecs.recprep.encode as module
 
     def too_long(tag, n):
         if n > 3:
@@ -578,7 +576,7 @@ def test_register_a_custom_codec():
     finally:
         import recprep.codecs as registry
 
-        registry._REGISTRY.pop("test-upper", None)
+        registry._CODECS.pop("test-upper", None)
 
 
 def test_import_after_packages_that_extend_numpy():
@@ -614,3 +612,100 @@ def test_decode_many_matches_decode(name):
     if name == "recprep":
         with pytest.raises(DecodeError):
             codec.decode_many([records[0], records[0][:-1]])
+
+
+# ---------------------------------------------------------------- issue 23: codec packages
+
+
+def test_the_pickle_note_belongs_to_the_codec_instance():
+    """Each codec instance notes the types it pickled (no process global): another
+    instance's drain gives nothing, a drain empties the note, each type comes once."""
+    noting, other = RecprepCodec(), RecprepCodec()
+    assert not noting.pickled_pending and noting.drain_pickled() == []
+    record = noting.encode([range(2), {"k": range(3)}, {Color.RED, 2}])
+    assert noting.pickled_pending and not other.pickled_pending
+    assert other.drain_pickled() == []
+    assert noting.drain_pickled() == ["builtins.range", f"{__name__}.Color"]
+    assert not noting.pickled_pending and noting.drain_pickled() == []
+    assert noting.decode(record, allow_pickle=True)[1] == {"k": range(3)}
+    noting.encode((1, "a"))  # nothing pickled: nothing noted
+    assert not noting.pickled_pending and noting.drain_pickled() == []
+    for name in available_codecs():  # codecs without a fallback note nothing
+        if name != "recprep":
+            assert get_codec(name).drain_pickled() == []
+
+
+def test_a_pickle_noted_in_a_set_keeps_the_bytes_of_the_set():
+    """A set element pickled by the fallback: the note leaves the set's bytes (sorted by
+    the elements' bytes) as they are."""
+    codec = RecprepCodec()
+    value = frozenset({Color.RED, 2, "b", range(1)})
+    record = codec.encode(value)
+    assert sorted(codec.drain_pickled()) == ["builtins.range", f"{__name__}.Color"]
+    assert codec.encode(value) == record
+    assert codec.decode(record, allow_pickle=True) == value
+
+
+@pytest.mark.parametrize("name", ["recprep", "pickle", "raw", "example"])
+def test_with_features_is_a_capability(name):
+    """A codec that declares features answers with a codec checking them; the others with
+    themselves (nothing outside the codecs asks which codec it is)."""
+    codec = get_codec(name)
+    shaped = codec.with_features([("x", "int64", (2,))])
+    if name == "example":
+        assert shaped.schema() == {"features": [{"name": "x", "dtype": "int64", "shape": [2]}]}
+        assert shaped.decode(shaped.encode(([1, 2],)))["x"].tolist() == [1, 2]
+    else:
+        assert shaped is codec
+
+
+def test_the_example_package_has_the_columnar_api_spark_uses():
+    import recprep.codecs.example as example
+
+    records = [example.ExampleCodec().encode({"id": i, "w": f"w{i}"}) for i in range(4)]
+    parsed = example.parse_chunk(records)
+    assert isinstance(parsed["id"], example.Values) and parsed["id"].kind == example.INTS
+    assert parsed["w"].strings() == [b"w0", b"w1", b"w2", b"w3"]
+    starts = np.array([0, 2, 4, 6, 8])
+    payloads = [example.number_payload("id", np.arange(4)),
+                example.bytes_payload("w", b"w0w1w2w3", starts)]
+    assert example.ExampleBuilder().records(payloads) == records
+    assert {"LIST_BODY", "Payload", "FLOATS", "BYTES"} <= set(example.__all__)
+
+
+OLD_CODEC_PATHS = {
+    "recprep.codecs.example_wire": "recprep.codecs.example.wire",
+    "recprep.codecs._example_chunk": "recprep.codecs.example.chunk",
+    "recprep.codecs._example_columns": "recprep.codecs.example.columns",
+    "recprep.codecs._example_encode_columns": "recprep.codecs.example.encode_columns",
+    "recprep.codecs._example_parse": "recprep.codecs.example.parse",
+    "recprep.codecs._recprep_base": "recprep.codecs.recprep.wire",
+    "recprep.codecs._recprep_columns": "recprep.codecs.recprep.columns",
+    "recprep.codecs._recprep_decode": "recprep.codecs.recprep.decode",
+    "recprep.codecs._recprep_encode_columns": "recprep.codecs.recprep.encode_columns",
+    "recprep.codecs._recprep_numpy": "recprep.codecs.recprep.arrays",
+    "recprep.codecs._recprep_packed": "recprep.codecs.recprep.packed",
+    "recprep.codecs._recprep_types": "recprep.codecs.recprep.types",
+    "recprep.codecs._segments": "recprep.codecs.recprep.segments",
+}
+
+
+@pytest.mark.parametrize("old", sorted(OLD_CODEC_PATHS))
+def test_old_codec_module_paths_import_with_a_warning(old):
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib, warnings\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    module = importlib.import_module({old!r})\n"
+        f"assert module is importlib.import_module({OLD_CODEC_PATHS[old]!r}), module\n"
+        "assert any(type(w.message).__name__ == 'MovedModuleWarning' for w in seen), seen\n"
+        "import recprep.codecs.recprep as r, recprep.codecs.example as e\n"
+        "assert r.RecprepCodec and r.FORMAT_TAG == 0xF1 and r.MAX_DEPTH\n"
+        "assert e.ExampleCodec and e.key_order and e.varint and e.ExampleMergeWarning\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.stdout.strip() == "ok", proc.stderr

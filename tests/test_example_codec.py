@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 from recprep.codecs import get_codec
 from recprep.codecs.example import ExampleCodec, ExampleMergeWarning, key_order
-from recprep.codecs.example_wire import unvarints, varints
+from recprep.codecs.example.wire import unvarints, varints
 from recprep.codecs.features import Feature, SchemaMismatchError, as_features, check_instance
 from recprep.containers import get_format
 from recprep.errors import DecodeError, EncodeError, InvalidArgumentError, RecprepError

@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from recprep.batching import collate
 
-from recprep.codecs._example_chunk import parse_chunk
-from recprep.codecs._example_columns import MIN_RECORDS
-from recprep.codecs.example import ExampleCodec
+from recprep.batching import collate
+from recprep.codecs.example import ExampleCodec, parse_chunk
+from recprep.codecs.example.columns import CHUNK_PARSE_MIN_RECORDS as MIN_RECORDS
 from recprep.codecs.features import Feature
 from recprep.errors import DecodeError
 

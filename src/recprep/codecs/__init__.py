@@ -3,6 +3,19 @@
 Built in: ``"recprep"`` (typed, exact, the default), ``"pickle"`` (PaddlePaddle v2's
 records), ``"raw"`` (bytes as they are) and ``"example"`` (``tf.train.Example``).
 
+======================  ==========================================================
+module or package       what it holds
+======================  ==========================================================
+``base``                :class:`Codec`, the contract and its capability hooks
+``recprep/``            the ``"recprep"`` codec (a package: its docstring maps it)
+``example/``            the ``"example"`` codec, and the columnar API Spark uses
+``pickle``, ``raw``     the ``"pickle"`` and ``"raw"`` codecs
+``features``            :class:`~recprep.codecs.features.Feature` and checking
+                        instances against features
+``schema``              a codec configured from a manifest's ``schema``
+``guess``               which codec a record's first byte points to (error advice)
+======================  ==========================================================
+
 Example
 -------
 >>> from recprep.codecs import available_codecs, get_codec
@@ -23,7 +36,7 @@ from .base import Codec
 __all__ = ["Codec", "available_codecs", "get_codec", "register_codec"]
 
 
-def _check(name: str, factory: Callable[[], Codec]) -> None:
+def _check_codec_factory(name: str, factory: Callable[[], Codec]) -> None:
     if not callable(factory):
         raise InvalidArgumentError(
             f"codec {name!r} must be a Codec subclass or a function returning a Codec, "
@@ -31,8 +44,8 @@ def _check(name: str, factory: Callable[[], Codec]) -> None:
         )
 
 
-_REGISTRY: Registry[Callable[[], Codec]] = Registry(
-    "codec", group="recprep.codecs", check=_check,
+_CODECS: Registry[Callable[[], Codec]] = Registry(
+    "codec", group="recprep.codecs", check=_check_codec_factory,
     hint=" (or pass a recprep.codecs.Codec instance)",
 )
 
@@ -44,25 +57,25 @@ def register_codec(
     its dotted path (``"package.module:MyCodec"``, imported on first use). A name already
     registered raises :class:`~recprep.errors.InvalidArgumentError` unless ``replace=True``.
     """
-    _REGISTRY.register(name, factory, replace=replace)
+    _CODECS.register(name, factory, replace=replace)
 
 
 def available_codecs() -> list[str]:
     """The registered codec names, sorted (plug-ins too; none is imported)."""
-    return _REGISTRY.available()
+    return _CODECS.available()
 
 
 def get_codec(codec: str | Codec) -> Codec:
     """Return the codec named ``codec`` (a :class:`Codec` instance is returned as is)."""
     if isinstance(codec, Codec):
         return codec
-    return _REGISTRY.get(codec)()
+    return _CODECS.get(codec)()
 
 
 for _name, _path in (
-    ("recprep", "recprep:RecprepCodec"),
+    ("recprep", "recprep.codec:RecprepCodec"),
     ("pickle", "pickle:PickleCodec"),
     ("raw", "raw:RawCodec"),
-    ("example", "example:ExampleCodec"),
+    ("example", "example.codec:ExampleCodec"),
 ):
     register_codec(_name, f"{__name__}.{_path}")

@@ -15,41 +15,46 @@ Rules every codec keeps:
   raises :class:`~recprep.errors.PickleRefusedError`.
 * Codec objects pickle (they travel to workers).
 
+The rest of recprep asks a codec what it can do, never what it is called:
+
+=====================================  ===================================================
+hook                                   what it says (default)
+=====================================  ===================================================
+:meth:`~Codec.encode_columns`          the records of a block of rows given as columns,
+                                       made at once (``None``: row by row)
+:meth:`~Codec.decode_many`             a chunk's instances (``decode`` of each)
+:meth:`~Codec.decode_columns`          a chunk's records as batch columns, decoded at once
+                                       (``None``: one by one)
+:meth:`~Codec.schema`                  what the manifest's ``schema`` records (``{}``)
+:meth:`~Codec.with_schema`             the codec configured from a manifest's ``schema``
+                                       (itself)
+:meth:`~Codec.with_features`           the codec checking instances against declared
+                                       features, which its ``schema`` then records
+                                       (itself: it declares none)
+:meth:`~Codec.drain_pickled`           the types it stored as pickles by a fallback the
+                                       user didn't ask for, since the last call (``[]``)
+:attr:`~Codec.pickled_pending`         whether ``drain_pickled`` has names to give
+                                       (``False``)
+=====================================  ===================================================
+
 Example
 -------
 >>> from recprep.codecs import get_codec
 >>> codec = get_codec("raw")
 >>> codec.decode(codec.encode(b"abc"))
 b'abc'
+>>> codec.with_features([("x", "int64")]) is codec, codec.pickled_pending, codec.drain_pickled()
+(True, False, [])
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from .._core.batching import Columns
-
-#: Qualified names of the types that codecs of this process stored as pickles because they
-#: have no encoding of their own for them (a fallback the user didn't ask for), appended by
-#: :func:`note_pickle_fallback`. The write loop checks it after each ``encode``, notes the
-#: instance index and clears it, so that ``convert`` warns
-#: (:class:`~recprep.errors.PickleFallbackWarning`) and records the types in the manifest.
-#: Codecs whose whole point is pickle (``"pickle"``) don't note anything.
-PICKLE_FALLBACKS: list[str] = []
-
-
-def note_pickle_fallback(value: object) -> None:
-    """Record that ``value`` is being stored as a pickle by a codec's fallback.
-
-    >>> note_pickle_fallback(object()); PICKLE_FALLBACKS
-    ['builtins.object']
-    >>> PICKLE_FALLBACKS.clear()
-    """
-    kind = type(value)
-    PICKLE_FALLBACKS.append(f"{kind.__module__}.{kind.__qualname__}")
 
 
 class Codec(abc.ABC):
@@ -58,6 +63,11 @@ class Codec(abc.ABC):
 
     #: the name the codec is registered under and recorded in manifests
     name: ClassVar[str] = ""
+    #: whether :meth:`drain_pickled` has names to give: a codec with a pickle fallback
+    #: sets it on the instance when it notes a type, and ``drain_pickled`` clears it. A
+    #: caller encoding many instances (the write loop) reads it after each ``encode`` and
+    #: drains only when it is set: reading an attribute costs a fraction of a call.
+    pickled_pending: bool = False
 
     @abc.abstractmethod
     def encode(self, instance: Any) -> bytes:
@@ -100,6 +110,24 @@ class Codec(abc.ABC):
     def with_schema(self, schema: dict[str, Any]) -> Codec:
         """Return a codec configured from a manifest's ``schema`` (for reading)."""
         return self
+
+    def with_features(self, features: Iterable[Any]) -> Codec:
+        """Return a codec that checks instances against ``features`` (anything
+        :func:`~recprep.codecs.features.as_features` takes) and records them in its
+        :meth:`schema`; a codec that declares no features (the default) returns itself
+        and ignores them."""
+        return self
+
+    def drain_pickled(self) -> list[str]:
+        """The qualified names of the types this codec instance stored as pickles by a
+        fallback the user didn't ask for (values it has no encoding of its own for) since
+        the last call, then forgotten; ``[]`` (the default) for a codec with no such
+        fallback. The write loop asks after each ``encode``: ``convert`` warns
+        (:class:`~recprep.errors.PickleFallbackWarning`) and records the types in the
+        manifest. A codec whose whole point is pickle (``"pickle"``) notes nothing. A
+        codec that notes types sets :attr:`pickled_pending` when it does, and clears it
+        here."""
+        return []
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

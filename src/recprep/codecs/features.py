@@ -62,7 +62,8 @@ __all__ = [
 ]
 
 Shape = tuple[int | None, ...]
-_KINDS = "biufcUSO"  # what a feature may hold: numbers, str, bytes, object (str or bytes)
+#: what a feature may hold: numbers, str, bytes, object (str or bytes)
+_FEATURE_KINDS = "biufcUSO"
 
 
 def as_dtype(dtype: Any) -> np.dtype:
@@ -79,14 +80,14 @@ def as_dtype(dtype: Any) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError:
         raise InvalidArgumentError(f"{source!r} is not a dtype") from None
-    if dt.kind not in _KINDS or dt.fields is not None or dt.subdtype is not None:
+    if dt.kind not in _FEATURE_KINDS or dt.fields is not None or dt.subdtype is not None:
         raise InvalidArgumentError(
             f"a feature holds numbers, str or bytes; {source!r} (numpy {dt}) is none of them"
         )
     return dt.newbyteorder("=") if dt.byteorder not in "=|" else dt
 
 
-def _dtype_name(dt: np.dtype) -> str:
+def _dtype_label(dt: np.dtype) -> str:
     """``float32``, ``str``, ``U5``...: a name ``np.dtype()`` reads back as ``dt``."""
     try:
         if np.dtype(dt.name) == dt:
@@ -141,14 +142,14 @@ class Feature:
 
     def describe(self) -> str:
         """``dtype[dims]``, as error messages show it."""
-        return _dtype_name(self.dtype) + _describe_shape(self.shape)
+        return _dtype_label(self.dtype) + _describe_shape(self.shape)
 
     def to_json(self) -> dict[str, Any]:
         """The feature as a manifest's ``schema`` stores it."""
-        return {"name": self.name, "dtype": _dtype_name(self.dtype), "shape": list(self.shape)}
+        return {"name": self.name, "dtype": _dtype_label(self.dtype), "shape": list(self.shape)}
 
     def __repr__(self) -> str:
-        return f"Feature({self.name!r}, {_dtype_name(self.dtype)!r}, {self.shape!r})"
+        return f"Feature({self.name!r}, {_dtype_label(self.dtype)!r}, {self.shape!r})"
 
 
 def _as_feature(column: Any) -> Feature:
@@ -197,7 +198,7 @@ def as_features(columns: Iterable[Any]) -> list[Feature]:
 
 
 def _found(arr: np.ndarray) -> str:
-    name = {"U": "str", "S": "bytes"}.get(arr.dtype.kind) or _dtype_name(arr.dtype)
+    name = {"U": "str", "S": "bytes"}.get(arr.dtype.kind) or _dtype_label(arr.dtype)
     return name + _describe_shape(arr.shape)
 
 
@@ -209,7 +210,7 @@ def _mismatch(feature: Feature, arr: np.ndarray | str, reason: str = "") -> Sche
     return err
 
 
-def _strings(feature: Feature, arr: np.ndarray) -> np.ndarray:
+def _as_declared_strings(feature: Feature, arr: np.ndarray) -> np.ndarray:
     """``arr`` as the declared string feature: ``str`` for U, ``bytes`` for S, either for O."""
     dt = feature.dtype
     if arr.dtype.kind == "O":
@@ -232,10 +233,10 @@ def _from_numpy(feature: Feature, value: np.ndarray | np.generic) -> np.ndarray:
     arr = np.asarray(value)
     dt = feature.dtype
     if dt.kind in "USO":
-        return _strings(feature, arr)
+        return _as_declared_strings(feature, arr)
     if arr.dtype.kind not in "biufc" or not np.can_cast(arr.dtype, dt, "safe"):
         raise _mismatch(
-            feature, arr, f"{_dtype_name(arr.dtype)} can't be cast safely to {_dtype_name(dt)}"
+            feature, arr, f"{_dtype_label(arr.dtype)} can't be cast safely to {_dtype_label(dt)}"
         )
     return arr.astype(dt, copy=False)
 
@@ -254,10 +255,10 @@ def _from_python(feature: Feature, value: Any) -> np.ndarray:
     except ValueError as err:  # ragged nested lists
         raise _mismatch(feature, type(value).__name__, str(err)) from None
     if dt.kind in "USO":
-        return _strings(feature, arr)
+        return _as_declared_strings(feature, arr)
     if arr.dtype.kind not in _PY_KINDS[dt.kind]:
         raise _mismatch(
-            feature, arr, f"Python {type(value).__name__} for a {_dtype_name(dt)} feature"
+            feature, arr, f"Python {type(value).__name__} for a {_dtype_label(dt)} feature"
         )
     with np.errstate(all="ignore"):
         cast = arr.astype(dt)
@@ -266,7 +267,7 @@ def _from_python(feature: Feature, value: Any) -> np.ndarray:
     else:  # floats into the declared float dtype: rounding as declared, no overflow
         lost = not np.array_equal(np.isfinite(cast), np.isfinite(arr))
     if lost:
-        raise _mismatch(feature, arr, f"a value doesn't fit in {_dtype_name(dt)}")
+        raise _mismatch(feature, arr, f"a value doesn't fit in {_dtype_label(dt)}")
     return cast
 
 

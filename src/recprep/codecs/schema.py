@@ -17,18 +17,18 @@ __all__ = ["MAX_DIMS", "codec_with_schema"]
 
 #: the most dimensions a feature's shape in a schema may have
 MAX_DIMS = 32
-_INT_LIMIT = 1 << 63
+_INT_BOUND = 1 << 63
 
 
-def _shown(value: Any) -> str:
+def _schema_repr(value: Any) -> str:
     text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) else (
         type(value).__name__)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _int(value: Any, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _INT_LIMIT:
-        raise ValueError(f"{what} must be an int in [0, 2**63), found {_shown(value)}")
+def _schema_int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _INT_BOUND:
+        raise ValueError(f"{what} must be an int in [0, 2**63), found {_schema_repr(value)}")
     return value
 
 
@@ -43,12 +43,12 @@ def _check_shapes(schema: dict[str, Any]) -> None:
             continue
         if not isinstance(shape, list) or len(shape) > MAX_DIMS:
             raise ValueError(f"a feature's shape must be a list of at most {MAX_DIMS} "
-                             f"dimensions, found {_shown(shape)}")
+                             f"dimensions, found {_schema_repr(shape)}")
         size = 1
         for dim in shape:
             if dim is not None:
-                size *= _int(dim, "a dimension")
-        if size >= _INT_LIMIT:
+                size *= _schema_int(dim, "a dimension")
+        if size >= _INT_BOUND:
             raise ValueError(f"a feature's shape {shape} has {size} elements, past 2**63")
 
 

@@ -1,7 +1,7 @@
 """Arrow arrays straight from a chunk's columns: numpy buffers in, no Python object per value.
 
 :class:`~recprep.spark.decode.RecordDecoder` parses a chunk at once —
-:func:`~recprep.codecs._example_chunk.parse_chunk` for Examples,
+:func:`~recprep.codecs.example.parse_chunk` for Examples,
 ``RecprepCodec.decode_columns`` for dicts of values — and asks these functions for each
 column's Arrow array. Numbers become arrays over the parsed numpy values, byte strings
 become string/binary arrays over the joined bytes and their offsets
@@ -11,8 +11,7 @@ another list kind, a value that doesn't fit the column's type, text that isn't U
 they give ``None`` and the decoder reads that column record by record, which gives the
 same values, or the error it always gave.
 
->>> from recprep.codecs._example_chunk import parse_chunk
->>> from recprep.codecs.example import ExampleCodec
+>>> from recprep.codecs.example import ExampleCodec, parse_chunk
 >>> from recprep.spark.columns import ColumnSpec
 >>> words = [np.array([b"a", b"bc"][: i % 3], dtype=object) for i in range(4)]
 >>> records = [ExampleCodec().encode({"w": w, "n": i}) for i, w in enumerate(words)]
@@ -32,8 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..codecs._example_chunk import Values
-from ..codecs.example_wire import BYTES, FLOATS, INTS
+from ..codecs.example import BYTES, FLOATS, INTS, Values
 from .columns import INTEGRAL, ColumnSpec
 
 __all__ = ["arrow_type", "example_array", "value_array"]

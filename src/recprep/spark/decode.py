@@ -6,7 +6,7 @@ is verified, and each chunk of records becomes one record batch of the requested
 columns, with the file's partition values added as constant columns.
 
 A chunk is decoded at once where its records share one layout — Examples parsed by
-:func:`~recprep.codecs._example_chunk.parse_chunk`, recprep records by the codec's
+:func:`~recprep.codecs.example.parse_chunk`, recprep records by the codec's
 ``decode_columns`` — and each column's Arrow array is made from numpy buffers
 (:mod:`recprep.spark.arrays`); only the requested columns' values are read. Columns that
 can't be made so (other layouts, a value that doesn't fit) are decoded record by record,
@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import get_codec
-from ..codecs._example_chunk import parse_chunk
+from ..codecs.example import parse_chunk
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, sniff
 from ..errors import DecodeError
 from ..storage.fs import open_regular

@@ -2,9 +2,9 @@
 
 * ``example`` — one ``tf.train.Example`` per row, byte for byte what
   :class:`~recprep.codecs.example.ExampleCodec` gives for the row's values as arrays
-  (entries in TensorFlow's key order, :func:`~recprep.codecs.example_wire.key_order`;
+  (entries in TensorFlow's key order, :func:`~recprep.codecs.example.wire.key_order`;
   packed lists), built a column at a time by the codecs' one column encoder
-  (``recprep.codecs._example_encode_columns``, which ``ExampleCodec.encode_columns``
+  (:class:`recprep.codecs.example.ExampleBuilder`, which ``ExampleCodec.encode_columns``
   uses too): numbers are turned into float32 bytes and varints by numpy for the whole
   batch, and each row's entry is a cached header plus a slice. A null
   value leaves its feature out of that row's Example (as Spark-TFRecord does); a null
@@ -34,14 +34,15 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import get_codec
-from ..codecs._example_encode_columns import (
+from ..codecs.example import (
+    BYTES,
     LIST_BODY,
     ExampleBuilder,
     Payload,
     bytes_payload,
     number_payload,
 )
-from ..codecs.example_wire import BYTES, field_head
+from ..codecs.example.wire import field_head
 from ..errors import EncodeError
 from .columns import ColumnSpec
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..codecs import Codec, get_codec
-from ..codecs.base import PICKLE_FALLBACKS
 from ..containers import Format, RecordWriter, get_format
 from ..errors import EncodeError, InvalidArgumentError, RecprepError, WriteError, add_note
 from ..storage.fs import ChecksumWriter
@@ -276,8 +275,8 @@ def write_round_robin(
     n = len(writes)
     index = -1
     reported = 0
-    fallbacks = PICKLE_FALLBACKS
-    fallbacks.clear()
+    codec = options.codec
+    codec.drain_pickled()  # what an earlier use of the codec left
     input_failed = True  # until encoding or writing fails: then the error is ours
     try:
         try:
@@ -334,10 +333,9 @@ def write_round_robin(
                     except BaseException:
                         input_failed = False
                         raise
-                    if fallbacks:
-                        for type_name in fallbacks:
+                    if codec.pickled_pending:
+                        for type_name in codec.drain_pickled():
                             pickled.setdefault(type_name, index)
-                        fallbacks.clear()
                     if tick is not None and not index % PROGRESS_EVERY:
                         tick(index + 1 - reported)
                         reported = index + 1

@@ -10,11 +10,11 @@ message exactly. Anything else — a feature more or fewer, another kind or orde
 fields, unpacked numbers, a repeated key, a malformed varint — gives ``None``, and the
 caller decodes the records one by one (which reads every protobuf form, warns and raises
 where it should). A chunk that passes is read exactly as
-:func:`~recprep.codecs._example_parse.parse` reads each of its records, with no warning.
+:func:`~recprep.codecs.example.parse.parse` reads each of its records, with no warning.
 
 :func:`parse_chunk` gives each feature's :class:`Values` over the chunk: how many values
 each record holds, the numbers as one array, the byte strings as one buffer and their
-sizes — what :mod:`recprep.codecs._example_columns` makes batch columns of and
+sizes — what :mod:`recprep.codecs.example.columns` makes batch columns of and
 :mod:`recprep.spark.arrays` makes Arrow arrays of.
 
 >>> from recprep.codecs.example import ExampleCodec
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from .example_wire import BYTES, FLOATS, INTS, WireError, read_len, unvarints
+from .wire import BYTES, FLOATS, INTS, WireError, read_len, unvarints
 
 __all__ = ["MAX_STRING_STEPS", "Values", "parse_chunk"]
 
@@ -81,7 +81,7 @@ class Values:
 # ------------------------------------------------------------------------- the walk
 
 
-def _template(first: bytes) -> _Template | None:
+def _features_of_first(first: bytes) -> _Template | None:
     """The features of the first record, ``(key, name, kind)`` in order, if it is laid
     out as the walk expects (the walk checks the rest, this record included)."""
     end = len(first)
@@ -115,12 +115,12 @@ def _template(first: bytes) -> _Template | None:
     return found
 
 
-def _tag(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray, byte: int) -> bool:
+def _all_tagged(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray, byte: int) -> bool:
     """Whether every record has ``byte`` at ``pos`` (before ``limit``)."""
     return bool((pos < limit).all()) and bool((u8[pos] == byte).all())
 
 
-def _varint(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray
+def _length_varints(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray] | None:
     """Each record's varint at ``pos`` (a length: at most 5 bytes) and the position after
     it; None if one runs past ``limit`` or is longer."""
@@ -146,13 +146,13 @@ def _varint(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray
     return None if more.any() else (value, after)
 
 
-def _field(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray, byte: int
+def _length_delimited(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray, byte: int
            ) -> tuple[np.ndarray, np.ndarray] | None:
     """Each record's length-delimited field with tag ``byte`` at ``pos``: where its data
     starts, and where it ends (within ``limit``)."""
-    if not _tag(u8, pos, limit, byte):
+    if not _all_tagged(u8, pos, limit, byte):
         return None
-    got = _varint(u8, pos + 1, limit)
+    got = _length_varints(u8, pos + 1, limit)
     if got is None:
         return None
     size, start = got
@@ -160,7 +160,7 @@ def _field(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray, byte: int
     return (start, stop) if bool((stop <= limit).all()) else None
 
 
-def _segments(u8: np.ndarray, start: np.ndarray, size: np.ndarray) -> np.ndarray:
+def _joined_segments(u8: np.ndarray, start: np.ndarray, size: np.ndarray) -> np.ndarray:
     """The bytes ``u8[start:start + size]`` of every segment, joined; ``(n, k)`` when every
     segment is ``k`` bytes (a read-only view of ``u8`` when they are evenly spaced)."""
     total = int(size.sum())
@@ -182,38 +182,38 @@ def _segments(u8: np.ndarray, start: np.ndarray, size: np.ndarray) -> np.ndarray
     return u8[np.cumsum(mark[:-1], dtype=np.int8).view(bool)]
 
 
-def _packed(u8: np.ndarray, pos: np.ndarray, end: np.ndarray
+def _packed_field(u8: np.ndarray, pos: np.ndarray, end: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray] | None:
     """Where each record's packed field starts and how long it is: a list's body is empty
     or one packed field filling it."""
     start, size = pos.copy(), np.zeros(len(pos), np.int64)
     idx = np.flatnonzero(pos < end)
     if idx.size:
-        got = _field(u8, pos[idx], end[idx], 0x0A)
+        got = _length_delimited(u8, pos[idx], end[idx], 0x0A)
         if got is None or not (got[1] == end[idx]).all():
             return None
         start[idx], size[idx] = got[0], got[1] - got[0]
     return start, size
 
 
-def _floats(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
-    got = _packed(u8, pos, end)
+def _float_values(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
+    got = _packed_field(u8, pos, end)
     if got is None or (got[1] % 4).any():
         return None
-    data = _segments(u8, *got)
+    data = _joined_segments(u8, *got)
     floats = data.view("<f4").astype(np.float32, copy=False)
     return Values(FLOATS, got[1] // 4, floats)
 
 
-def _ints(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
-    got = _packed(u8, pos, end)
+def _int_values(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
+    got = _packed_field(u8, pos, end)
     if got is None:
         return None
     start, size = got
     used = size > 0
     if (u8[(start + size - 1)[used]] & 0x80).any():
         return None  # a record's varints cut off
-    data = _segments(u8, start, size).reshape(-1)
+    data = _joined_segments(u8, start, size).reshape(-1)
     ends = np.concatenate(([0], np.cumsum(data < 0x80)))
     bounds = np.cumsum(size)
     counts = ends[bounds] - ends[bounds - size]
@@ -224,7 +224,7 @@ def _ints(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
     return Values(INTS, counts, ints)
 
 
-def _strings(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
+def _byte_string_values(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
     """A list's byte strings: one field each, read a string per record per step."""
     counts = np.zeros(len(pos), np.int64)
     owners, starts, sizes = [], [], []
@@ -233,7 +233,7 @@ def _strings(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
     for _ in range(MAX_STRING_STEPS):
         if not idx.size:
             break
-        got = _field(u8, at, stop, 0x0A)
+        got = _length_delimited(u8, at, stop, 0x0A)
         if got is None:
             return None
         owners.append(idx)
@@ -250,13 +250,14 @@ def _strings(u8: np.ndarray, pos: np.ndarray, end: np.ndarray) -> Values | None:
     if len(owners) > 1:  # step by step -> record by record (a stable sort keeps the order)
         order = np.argsort(np.concatenate(owners), kind="stable")
         start, size = start[order], size[order]
-    return Values(BYTES, counts, _segments(u8, start, size).reshape(-1), size)
+    return Values(BYTES, counts, _joined_segments(u8, start, size).reshape(-1), size)
 
 
-_READ = {FLOATS: _floats, INTS: _ints, BYTES: _strings}
+_VALUES_OF_KIND = {FLOATS: _float_values, INTS: _int_values, BYTES: _byte_string_values}
 
 
-def _spans(records: Sequence[bytes | memoryview]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _record_spans(records: Sequence[bytes | memoryview]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The records' bytes as one uint8 array, and where each record starts and ends."""
     payload = getattr(records, "payload", None)
     if payload is not None:  # spans of one payload (a container's Records): nothing joined
@@ -275,35 +276,35 @@ def parse_chunk(records: Sequence[bytes | memoryview], wanted: Collection[str] |
     n = len(records)
     if not n:
         return None
-    template = _template(bytes(records[0]))
+    template = _features_of_first(bytes(records[0]))
     if template is None:
         return None
-    u8, starts, ends = _spans(records)
-    got = _field(u8, starts, ends, 0x0A)
+    u8, starts, ends = _record_spans(records)
+    got = _length_delimited(u8, starts, ends, 0x0A)
     if got is None or not (got[1] == ends).all():
         return None
     pos = got[0]
     found: dict[str, Values] = {}
     for key, name, kind in template:
-        entry = _field(u8, pos, ends, 0x0A)
+        entry = _length_delimited(u8, pos, ends, 0x0A)
         if entry is None:
             return None
         pos, stop = entry
-        got = _field(u8, pos, stop, 0x0A)
+        got = _length_delimited(u8, pos, stop, 0x0A)
         if got is None or not (got[1] - got[0] == len(key)).all():
             return None
         if key and not (sliding_window_view(u8, len(key))[got[0]] == np.frombuffer(
                 key, np.uint8)).all():
             return None
-        got = _field(u8, got[1], stop, 0x12)
+        got = _length_delimited(u8, got[1], stop, 0x12)
         if got is None or not (got[1] == stop).all():
             return None
         if kind:
-            got = _field(u8, got[0], stop, _LIST_TAG[kind])
+            got = _length_delimited(u8, got[0], stop, _LIST_TAG[kind])
             if got is None or not (got[1] == stop).all():
                 return None
             if wanted is None or name in wanted:
-                values = _READ[kind](u8, got[0], stop)
+                values = _VALUES_OF_KIND[kind](u8, got[0], stop)
                 if values is None:
                     return None
                 found[name] = values

@@ -4,8 +4,9 @@ Varints (one, or a numpy array of them at once), length-delimited fields, unknow
 fields skipped, and the framing of a feature-map entry in TensorFlow's key order
 (:func:`key_order`). The message structure is in :mod:`recprep.codecs.example`; what
 the values mean is that codec's business. :class:`~recprep.codecs.example.ExampleCodec`
-(an instance at a time) and :mod:`recprep.spark.encode` (a column at a time) build their
-records from these same pieces, so both give the same bytes.
+(an instance at a time), :mod:`~recprep.codecs.example.encode_columns` and
+:mod:`recprep.spark.encode` (a column at a time) build their records from these same
+pieces, so all give the same bytes.
 
 Example
 -------
@@ -27,6 +28,7 @@ import numpy as np
 
 __all__ = [
     "BYTES",
+    "ExampleEntry",
     "FLOATS",
     "INTS",
     "KIND_NAME",
@@ -48,7 +50,7 @@ __all__ = [
 BYTES, FLOATS, INTS = 1, 2, 3  # the Feature oneof's field numbers
 KIND_NAME = {BYTES: "bytes_list", FLOATS: "float_list", INTS: "int64_list"}
 #: an Example's entries: (feature name as UTF-8, Feature kind, the list message's pieces)
-Entry = tuple[bytes, int, list[bytes]]
+ExampleEntry = tuple[bytes, int, list[bytes]]
 _SMALL = 8  # arrays up to this many ints take the plain Python varint path
 _MAX_NESTING = 64  # protobuf groups nested deeper than this are refused
 _LEN_TAG = {field: bytes(((field << 3) | 2,)) for field in (1, 2, 3)}  # length-delimited
@@ -179,11 +181,11 @@ def entry_head(key: bytes, kind: int, list_size: int) -> bytes:
     return b"".join(_entry(key, kind, list_size)[1])
 
 
-def _entry_order(entry: Entry) -> bytes:
+def _entry_order(entry: ExampleEntry) -> bytes:
     return entry[0] + b"\xff"  # key_order, inlined
 
 
-def example(entries: Iterable[Entry]) -> bytes:
+def example(entries: Iterable[ExampleEntry]) -> bytes:
     """The Example bytes of ``(key, kind, list message pieces)`` entries, written in
     :func:`key_order`."""
     parts: list[bytes] = []

@@ -4,8 +4,8 @@
 ``read_*`` functions turn a list message into values (numpy for numbers). Where
 ``tf.io.parse_example`` would read a record otherwise than protobuf does, an
 :class:`~recprep.errors.ExampleMergeWarning` says so. Malformed bytes raise
-:class:`~recprep.codecs.example_wire.WireError`; what the values mean is
-:mod:`recprep.codecs.example`'s business.
+:class:`~recprep.codecs.example.wire.WireError`; what the values mean is
+:class:`~recprep.codecs.example.ExampleCodec`'s business.
 
 Example
 -------
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ExampleMergeWarning, warn
-from .example_wire import (
+from ...errors import ExampleMergeWarning, warn
+from .wire import (
     BYTES,
     FLOATS,
     INTS,
@@ -93,10 +93,10 @@ def parse(buf: bytes) -> dict[str, Found]:
             if vstart < 0:
                 value = NO_KIND
             elif more is None:
-                value = _parse_feature(buf, vstart, vstop) or _merge(buf, [(vstart, vstop)],
+                value = _parse_feature(buf, vstart, vstop) or _merged_lists(buf, [(vstart, vstop)],
                                                                      name)
             else:
-                value = _merge(buf, more, name)
+                value = _merged_lists(buf, more, name)
             if keys > 1 or unknown:  # rare: one test on the usual path
                 if keys > 1:
                     _warn(name, f"its map entry holds {keys} keys (the last one counts)")
@@ -110,7 +110,7 @@ def parse(buf: bytes) -> dict[str, Found]:
 
 
 def _parse_feature(buf: bytes, pos: int, end: int) -> Found | None:
-    """A Feature holding at most one list field; None when it holds more (see _merge)."""
+    """A Feature holding at most one list field; None when it holds more (see _merged_lists)."""
     found = NO_KIND
     while pos < end:
         tag, pos = read_tag(buf, pos, end)
@@ -125,7 +125,7 @@ def _parse_feature(buf: bytes, pos: int, end: int) -> Found | None:
     return found
 
 
-def _merge(buf: bytes, values: list[tuple[int, int]], name: str) -> Found:
+def _merged_lists(buf: bytes, values: list[tuple[int, int]], name: str) -> Found:
     """The Feature that protobuf makes of several value fields (or list fields): the last
     kind set wins, and that kind's lists in a row are joined (joining list messages'
     bytes merges them)."""

@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RecprepWarning, warn
-from ._recprep_base import (
+from ...errors import RecprepWarning, warn
+from .pickles import enc_pickle
+from .wire import (
     T_DATE,
     T_DATETIME,
     T_DECIMAL,
@@ -42,7 +43,6 @@ from ._recprep_base import (
     T_UUID,
     Fail,
     cache_put,
-    enc_pickle,
     pack_tag_u32,
     read_sized,
     u32,
@@ -302,7 +302,7 @@ def _parse_namedtuple_header(header: bytes) -> tuple[str, str, tuple[str, ...]]:
     return names[0], names[1], tuple(names[2:])
 
 
-def _resolve(module: str, qualname: str, fields: tuple[str, ...]) -> type | str:
+def _loaded_namedtuple(module: str, qualname: str, fields: tuple[str, ...]) -> type | str:
     """The loaded named tuple type ``module.qualname`` with ``fields``, or why not.
 
     Nothing is imported, and only dicts are read: no code named by data runs.
@@ -322,7 +322,7 @@ def _resolve(module: str, qualname: str, fields: tuple[str, ...]) -> type | str:
     return obj
 
 
-def _builder(info: list) -> Callable[[list], Any]:
+def _namedtuple_of_items(info: list) -> Callable[[list], Any]:
     module, qualname, fields, cls = info
     n = len(fields)
 
@@ -350,8 +350,8 @@ def namedtuple_builder(buf: bytes, off: int) -> tuple[Callable[[list], Any], int
     if hit is not None:
         return hit, end
     module, qualname, fields = _parse_namedtuple_header(header)
-    cls = _resolve(module, qualname, fields)
-    build = _builder([module, qualname, fields, cls])
+    cls = _loaded_namedtuple(module, qualname, fields)
+    build = _namedtuple_of_items([module, qualname, fields, cls])
     if type(cls) is type:  # a type not found yet may be imported later: don't cache
         cache_put(_NT_READ, header, build)
     return build, end
@@ -386,13 +386,13 @@ def pandas_value(x: Any) -> np.generic | None:
 
 
 #: exact type -> encoder, for the types of this module
-ENCODERS: dict[type, Callable[[Any, list], None]] = {
+TAGGED_TYPE_ENCODERS: dict[type, Callable[[Any, list], None]] = {
     _dt.date: enc_date, _dt.time: enc_time, _dt.datetime: enc_datetime,
     _dt.timedelta: enc_timedelta, decimal.Decimal: enc_decimal, uuid.UUID: enc_uuid,
     fractions.Fraction: enc_fraction,
 }
-#: tag -> decoder
-DECODERS: dict[int, Callable[[bytes, int], tuple[Any, int]]] = {
+#: tag -> decoder, for the types of this module
+TAGGED_TYPE_DECODERS: dict[int, Callable[[bytes, int], tuple[Any, int]]] = {
     T_DATE: dec_date, T_TIME: dec_time, T_DATETIME: dec_datetime, T_TIMEDELTA: dec_timedelta,
     T_DECIMAL: dec_decimal, T_UUID: dec_uuid, T_FRACTION: dec_fraction,
 }

@@ -1,10 +1,9 @@
-"""What the modules of the ``"recprep"`` codec share: tags, struct layouts, caches, pickles.
+"""The ``"recprep"`` record's vocabulary, shared by the codec's modules.
 
-The codec is split by concern: ``recprep.py`` (the record, the iterative encoder and
-decoder, the codec class), ``_recprep_packed.py`` (packed tuples/lists/dicts),
-``_recprep_numpy.py`` (arrays and numpy scalars) and ``_recprep_types.py`` (datetimes,
-decimals, UUIDs, fractions, named tuples, pandas values). Tags are listed in
-``docs/format.md``.
+The format byte, the type tags (listed in ``docs/format.md``), the ``u32``-sized fields,
+how a dict is rebuilt from its items, :class:`Fail` (a malformed record, raised inside the
+decoders and turned into a :class:`~recprep.errors.DecodeError` with its offset), and the
+bounded caches every module keeps. The package's docstring says which module holds what.
 
 >>> hex(T_NAMEDTUPLE), hex(T_PICKLE)
 ('0x1e', '0x14')
@@ -15,11 +14,6 @@ from __future__ import annotations
 import reprlib
 import struct
 from typing import Any
-
-import cloudpickle
-
-from ..errors import EncodeError
-from .base import note_pickle_fallback
 
 #: the first byte of every record: 0xF0 | format version 1
 FORMAT_TAG = 0xF1
@@ -62,7 +56,7 @@ def build_dict(items: list) -> dict:
     >>> build_dict(["a", 1, "a", 2])
     Traceback (most recent call last):
     ...
-    recprep.codecs._recprep_base.Fail: a dict of 2 entries holds the key 'a' twice (recprep \
+    recprep.codecs.recprep.wire.Fail: a dict of 2 entries holds the key 'a' twice (recprep \
 never writes that: the record is damaged or was not written by recprep)
     """
     it = iter(items)
@@ -95,21 +89,3 @@ def read_sized(buf: bytes, off: int) -> tuple[bytes, int]:
     if end > len(buf):
         raise Fail(f"a value needs {end - start} bytes, the record has {len(buf) - start}")
     return buf[start:end], end
-
-
-def enc_pickle(x: Any, out: list) -> None:
-    """The pickle fallback (tag 0x14) for a value recprep has no tag for.
-
-    Notes the fallback (:func:`~recprep.codecs.base.note_pickle_fallback`): ``convert``
-    warns about it.
-    """
-    try:
-        body = cloudpickle.dumps(x, protocol=5)
-    except Exception as e:
-        raise EncodeError(
-            f"recprep can't encode a {type(x).__qualname__} and pickling it failed "
-            f"({type(e).__name__}: {e})"
-        ) from e
-    note_pickle_fallback(x)
-    out.append(pack_tag_u32(T_PICKLE, len(body)))
-    out.append(body)

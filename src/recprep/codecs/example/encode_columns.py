@@ -6,18 +6,18 @@ DataFrame's Arrow batches). Each feature comes as a :class:`Payload`: the bytes 
 row's list values back to back (float32 bytes, varints, or the bytes list body) and where
 each row's start; :class:`ExampleBuilder` puts a cached entry header before each row's
 slice and the record head before the row's entries, in TensorFlow's key order
-(:func:`~recprep.codecs.example_wire.key_order`). The wire pieces are
-:mod:`~recprep.codecs.example_wire`'s, as the codec's, so the records are byte for byte
+(:func:`~recprep.codecs.example.wire.key_order`). The wire pieces are
+:mod:`~recprep.codecs.example.wire`'s, as the codec's, so the records are byte for byte
 what :meth:`ExampleCodec.encode` gives for each row.
 
 A row whose feature is *absent* (Spark's nulls) has no entry for it. For the codec,
-:func:`encode_columns` says which columns it can make (numbers of an Example kind, one
-str or bytes value per row, numeric arrays of one dtype); others give ``None``, and the
-rows are encoded one by one, which raises where ``encode`` does.
+:func:`example_encode_columns` says which columns it can make (numbers of an Example kind,
+one str or bytes value per row, numeric arrays of one dtype); others give ``None``, and
+the rows are encoded one by one, which raises where ``encode`` does.
 
 >>> from recprep.codecs.example import ExampleCodec
 >>> columns = {"id": np.array([3, 300]), "w": ["ab", "c"]}
->>> records = encode_columns(ExampleBuilder(), columns, 2)
+>>> records = example_encode_columns(ExampleBuilder(), columns, 2)
 >>> records == [ExampleCodec().encode({"id": i, "w": w}) for i, w in zip(*columns.values())]
 True
 """
@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from .example_wire import BYTES, FLOATS, INTS, entry_head, field_head, key_order, varints_sized
+from .wire import BYTES, FLOATS, INTS, entry_head, field_head, key_order, varints_sized
 
 __all__ = ["LIST_BODY", "ONE_VALUE", "PACKED", "ExampleBuilder", "Payload", "bytes_payload",
-           "encode_columns", "number_payload"]
+           "example_encode_columns", "number_payload"]
 
 #: what a payload holds per row: packed numbers (a ``0a len`` before them, none when
 #: empty), one str/bytes value (``0a len`` before it), or a bytes list's whole body
@@ -154,30 +154,30 @@ def bytes_payload(name: str, data: bytes, starts: np.ndarray,
 # ------------------------------------------------------------------ the codec's columns
 
 
-class _Unsupported(Exception):
+class _ColumnNeedsRows(Exception):
     """Internal: a column only ``ExampleCodec.encode`` handles (or refuses) exactly."""
 
 
-def encode_columns(builder: ExampleBuilder, columns: Mapping[Any, Any], n: int
+def example_encode_columns(builder: ExampleBuilder, columns: Mapping[Any, Any], n: int
                    ) -> list[bytes] | None:
     """The records ``ExampleCodec().encode`` (no features) gives for the rows
     ``{name: column[i]}``, or None where a column is not one this encoder makes."""
     if not n or not columns or not all(type(k) is str for k in columns):
         return None
     try:
-        payloads = [_payload(name, values, n) for name, values in columns.items()]
+        payloads = [_column_payload(name, values, n) for name, values in columns.items()]
         return builder.records(payloads)
-    except (_Unsupported, OverflowError, UnicodeEncodeError):
+    except (_ColumnNeedsRows, OverflowError, UnicodeEncodeError):
         return None
 
 
-def _payload(name: str, values: Any, n: int) -> Payload:
+def _column_payload(name: str, values: Any, n: int) -> Payload:
     name.encode("utf-8")  # a lone surrogate: encode says which feature
     if isinstance(values, np.ndarray):
-        return _numbers(name, values, n)
+        return _array_payload(name, values, n)
     types = set(map(type, values))
     if len(types) != 1:
-        raise _Unsupported
+        raise _ColumnNeedsRows
     (kind,) = types
     if kind is str or kind is bytes:
         if kind is str:
@@ -187,26 +187,26 @@ def _payload(name: str, values: Any, n: int) -> Payload:
         np.cumsum(lengths, out=starts[1:])
         return bytes_payload(name, b"".join(values), starts)
     if kind is int or kind is bool:  # np.asarray of each: int64 (or bool)
-        return _numbers(name, np.array(values, dtype=np.int64 if kind is int else bool), n)
+        return _array_payload(name, np.array(values, dtype=np.int64 if kind is int else bool), n)
     if kind is np.ndarray:
         dtypes = set(map(attrgetter("dtype"), values))
         if len(dtypes) != 1:
-            raise _Unsupported
+            raise _ColumnNeedsRows
         sizes = np.fromiter(map(attrgetter("size"), values), np.int64, n)
         flat = np.concatenate(list(map(methodcaller("reshape", -1), values)))
         rows = np.zeros(n + 1, np.int64)
         np.cumsum(sizes, out=rows[1:])
-        return _numbers(name, flat.astype(dtypes.pop(), copy=False), len(flat), rows)
-    raise _Unsupported  # floats (float64), None, lists, other objects
+        return _array_payload(name, flat.astype(dtypes.pop(), copy=False), len(flat), rows)
+    raise _ColumnNeedsRows  # floats (float64), None, lists, other objects
 
 
-def _numbers(name: str, values: np.ndarray, n: int, rows: np.ndarray | None = None
+def _array_payload(name: str, values: np.ndarray, n: int, rows: np.ndarray | None = None
              ) -> Payload:
     """A numpy column of an Example kind (bool, int, uint, float16/32): rows are its
     scalars, or its sub-arrays flattened in C order."""
     kind = values.dtype.kind
     if kind not in "biuf" or (kind == "f" and values.dtype.itemsize > 4):
-        raise _Unsupported  # encode refuses float64 and non-numbers: it says why
+        raise _ColumnNeedsRows  # encode refuses float64 and non-numbers: it says why
     if rows is None and values.ndim > 1:
         per_row = int(np.prod(values.shape[1:]))
         rows = np.arange(n + 1, dtype=np.int64) * per_row

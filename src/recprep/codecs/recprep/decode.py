@@ -1,5 +1,10 @@
 """Decoding a value of the ``"recprep"`` codec: iterative, so nesting costs no stack.
 
+:func:`decode_value` reads the value at an offset of a record: ints, strings, floats and
+packed containers inline, other tags through a table of decoders (numpy values from
+:mod:`~recprep.codecs.recprep.arrays`, datetimes and the like from
+:mod:`~recprep.codecs.recprep.types`), containers through a stack of open ones.
+
 Every malformed input is a :class:`~recprep.errors.DecodeError` giving the byte offset in
 the record where the bad value starts; nothing is unpickled without ``allow_pickle``.
 
@@ -20,8 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DecodeError, PickleRefusedError
-from ._recprep_base import (
+from ...errors import DecodeError, PickleRefusedError
+from .arrays import dec_ndarray, dec_npscalar
+from .packed import DPLANS, packed_decoder
+from .types import TAGGED_TYPE_DECODERS, namedtuple_builder
+from .wire import (
     MAX_DEPTH,
     T_BIGINT,
     T_BYTEARRAY,
@@ -48,24 +56,20 @@ from ._recprep_base import (
     T_TUPLE,
     Fail,
     build_dict,
+    u32,
 )
-from ._recprep_numpy import dec_ndarray, dec_npscalar
-from ._recprep_packed import DPLANS, packed_decoder
-from ._recprep_types import DECODERS as TYPE_DECODERS
-from ._recprep_types import namedtuple_builder
 
 __all__ = ["decode_error", "decode_value"]
 
-_u32 = struct.Struct("<I").unpack_from
-_q = struct.Struct("<q").unpack_from
-_d = struct.Struct("<d").unpack_from
-_dd = struct.Struct("<dd").unpack_from
+_unpack_i64 = struct.Struct("<q").unpack_from
+_unpack_f64 = struct.Struct("<d").unpack_from
+_unpack_2f64 = struct.Struct("<dd").unpack_from
 
 
 def _dec_sized(convert: Callable[[bytes], Any]) -> Callable[[bytes, int], tuple[Any, int]]:
     def dec(buf: bytes, off: int) -> tuple[Any, int]:
         start = off + 5
-        end = start + _u32(buf, off + 1)[0]
+        end = start + u32(buf, off + 1)[0]
         if end > len(buf):
             raise Fail(f"a value needs {end - start} bytes, the record has {len(buf) - start}")
         return convert(buf[start:end]), end
@@ -91,10 +95,10 @@ _DECODERS: list[Callable[[bytes, int], tuple[Any, int]] | None] = [None] * 256
 _DECODERS[T_NONE] = lambda buf, off: (None, off + 1)
 _DECODERS[T_FALSE] = lambda buf, off: (False, off + 1)
 _DECODERS[T_TRUE] = lambda buf, off: (True, off + 1)
-_DECODERS[T_INT] = lambda buf, off: (_q(buf, off + 1)[0], off + 9)
+_DECODERS[T_INT] = lambda buf, off: (_unpack_i64(buf, off + 1)[0], off + 9)
 _DECODERS[T_BIGINT] = _dec_sized(lambda b: int.from_bytes(b, "little", signed=True))
-_DECODERS[T_FLOAT] = lambda buf, off: (_d(buf, off + 1)[0], off + 9)
-_DECODERS[T_COMPLEX] = lambda buf, off: (complex(*_dd(buf, off + 1)), off + 17)
+_DECODERS[T_FLOAT] = lambda buf, off: (_unpack_f64(buf, off + 1)[0], off + 9)
+_DECODERS[T_COMPLEX] = lambda buf, off: (complex(*_unpack_2f64(buf, off + 1)), off + 17)
 _DECODERS[T_STR] = _dec_sized(_str)
 _DECODERS[T_BYTES] = _dec_sized(bytes)
 _DECODERS[T_BYTEARRAY] = _dec_sized(bytearray)
@@ -102,8 +106,9 @@ _DECODERS[T_NDARRAY] = dec_ndarray
 _DECODERS[T_NPSCALAR] = dec_npscalar
 _DECODERS[T_NPSTR] = _dec_sized(lambda b: np.str_(_str(b)))
 _DECODERS[T_NPBYTES] = _dec_sized(np.bytes_)
-_DECODERS[T_PICKLE] = _dec_sized(bytes)  # unpickled by decode_value after the policy check
-for _tag, _dec in TYPE_DECODERS.items():
+# T_PICKLE has none: decode_value reads it after the policy check (_pickled_value)
+_PICKLE_BODY = _dec_sized(bytes)
+for _tag, _dec in TAGGED_TYPE_DECODERS.items():
     _DECODERS[_tag] = _dec
 # containers of counted values: tag -> (values per count, builder)
 _COUNTED: dict[int, tuple[int, Callable[[list], Any]]] = {
@@ -130,54 +135,39 @@ def decode_value(buf: bytes, off: int, allow_pickle: bool) -> tuple[Any, int]:
         while True:
             tag = buf[off]
             if tag == T_INT:
-                value = _q(buf, off + 1)[0]
-                off += 9
+                value, off = _unpack_i64(buf, off + 1)[0], off + 9
             elif tag == T_STR:
-                end = off + 5 + _u32(buf, off + 1)[0]
+                end = off + 5 + u32(buf, off + 1)[0]
                 if end > size:
                     raise Fail("truncated string")
-                value = buf[off + 5 : end].decode("utf-8", "surrogatepass")
-                off = end
+                value, off = buf[off + 5 : end].decode("utf-8", "surrogatepass"), end
             elif tag == T_FLOAT:
-                value = _d(buf, off + 1)[0]
-                off += 9
-            elif T_PLIST <= tag <= T_PDICT:
+                value, off = _unpack_f64(buf, off + 1)[0], off + 9
+            elif T_LIST <= tag <= T_PDICT or T_SET <= tag <= T_NAMEDTUPLE:  # a container
                 if len(stack) >= MAX_DEPTH:
                     raise Fail(f"containers nest deeper than {MAX_DEPTH} levels")
-                n = _u32(buf, off + 1)[0] * (2 if tag == T_PDICT else 1)
-                p = off + 5 + n
-                codes = buf[off + 5 : p]
-                value, off = (DPLANS[tag].get(codes) or packed_decoder(codes, n, tag))(buf, p)
-            else:
-                counted = _COUNTED.get(tag)
-                if counted is not None or tag == T_NAMEDTUPLE:
-                    if len(stack) >= MAX_DEPTH:
-                        raise Fail(f"containers nest deeper than {MAX_DEPTH} levels")
+                if T_PLIST <= tag <= T_PDICT:  # packed: its items decoded at once
+                    n = u32(buf, off + 1)[0] * (2 if tag == T_PDICT else 1)
+                    codes = buf[off + 5 : (p := off + 5 + n)]
+                    value, off = (DPLANS[tag].get(codes) or packed_decoder(codes, n, tag))(buf, p)
+                else:  # its items decoded next, one level deeper
+                    counted = _COUNTED.get(tag)
                     if counted is not None:
-                        count = _u32(buf, off + 1)[0] * counted[0]
-                        opened, p = counted[1], off + 5
+                        count, opened, p = u32(buf, off + 1)[0] * counted[0], counted[1], off + 5
                     else:
                         count, (opened, p) = 1, namedtuple_builder(buf, off)
                     if count:
                         if count > size - p:
                             raise Fail(f"a container claims {count} values, the record has less")
                         stack.append((build, items, remaining))
-                        build, items, remaining = opened, [], count
+                        build, items, remaining, off = opened, [], count, p
                         append = items.append
-                        off = p
                         continue
-                    value = opened([])
-                    off = p
-                else:
-                    dec = _DECODERS[tag]
-                    if dec is None:
-                        raise Fail(f"unknown type tag 0x{tag:02x}")
-                    if tag == T_PICKLE and not allow_pickle:
-                        raise PickleRefusedError()
-                    value, end = dec(buf, off)
-                    if tag == T_PICKLE:
-                        value = _unpickle(value, off)
-                    off = end
+                    value, off = opened([]), p
+            else:
+                dec = _DECODERS[tag]
+                value, off = dec(buf, off) if dec is not None else _pickled_value(
+                    buf, off, allow_pickle)
             if build is None:
                 return value, off
             append(value)
@@ -193,11 +183,28 @@ def decode_value(buf: bytes, off: int, allow_pickle: bool) -> tuple[Any, int]:
     except _BAD_INPUT as e:
         if isinstance(e, DecodeError):
             raise
-        if isinstance(e, Fail):
-            raise decode_error(str(e), off) from None
-        if isinstance(e, (struct.error, IndexError)):
-            raise decode_error("the record is truncated", off) from None
-        raise decode_error(f"malformed value ({type(e).__name__}: {e})", off) from None
+        raise _bad_input(e, off) from None
+
+
+def _bad_input(e: Exception, off: int) -> DecodeError:
+    """The error of a value that failed to decode at ``off`` with ``e``."""
+    if isinstance(e, Fail):
+        return decode_error(str(e), off)
+    if isinstance(e, (struct.error, IndexError)):
+        return decode_error("the record is truncated", off)
+    return decode_error(f"malformed value ({type(e).__name__}: {e})", off)
+
+
+def _pickled_value(buf: bytes, off: int, allow_pickle: bool) -> tuple[Any, int]:
+    """The pickled value (tag 0x14) at ``off``, if ``allow_pickle``; any tag without a
+    decoder but that one is unknown."""
+    tag = buf[off]
+    if tag != T_PICKLE:
+        raise Fail(f"unknown type tag 0x{tag:02x}")
+    if not allow_pickle:
+        raise PickleRefusedError()
+    body, end = _PICKLE_BODY(buf, off)
+    return _unpickle(body, off), end
 
 
 def _unpickle(body: bytes, start: int) -> Any:

@@ -1,12 +1,12 @@
 """A block of rows given as columns, encoded at once by the ``"recprep"`` codec.
 
-The mirror image of ``_recprep_columns`` (which decodes a chunk into columns): each row
-is the dict ``{name: column[i], ...}`` and its record is exactly what
+The mirror image of :mod:`~recprep.codecs.recprep.columns` (which decodes a chunk into
+columns): each row is the dict ``{name: column[i], ...}`` and its record is exactly what
 :meth:`RecprepCodec.encode` gives for it, but the records of the whole block are built
-by numpy (:mod:`._segments`): the bytes every record shares (format byte, dict head,
-keys, tags, array headers), each row's fixed-width values (numpy columns as their bytes,
-Python ints/floats packed by numpy, bool tags, equal arrays stacked) and its str/bytes
-data. Rows whose values are all ``bool``/``int``/``float``/``str``/``bytes`` take the
+by numpy (:mod:`~recprep.codecs.recprep.segments`): the bytes every record shares (format
+byte, dict head, keys, tags, array headers), each row's fixed-width values (numpy columns
+as their bytes, Python ints/floats packed by numpy, bool tags, equal arrays stacked) and
+its str/bytes data. Rows whose values are all ``bool``/``int``/``float``/``str``/``bytes`` take the
 packed dict form (tag 0x0F), the others the plain one (tag 0x0C), as ``encode`` does.
 
 A column the block can't encode exactly gives ``None`` (the caller encodes the block row
@@ -19,7 +19,7 @@ supported types (``str`` and ``None``, say) are encoded per type and merged.
 >>> codec = RecprepCodec()
 >>> columns = {"n": np.arange(3), "s": ["a", None, "ccc"]}
 >>> rows = [{"n": n, "s": s} for n, s in zip(columns["n"], columns["s"])]
->>> encode_columns(columns, 3, codec.encode) == [codec.encode(r) for r in rows]
+>>> recprep_encode_columns(columns, 3, codec.encode) == [codec.encode(r) for r in rows]
 True
 """
 
@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ._recprep_base import (
+from .arrays import ARRAY_HEADS, ND_KINDS, dtype_body
+from .segments import Segments, merge_rows, ragged_of
+from .wire import (
     F1,
     T_BYTES,
     T_DICT,
@@ -48,10 +50,8 @@ from ._recprep_base import (
     T_STR,
     pack_tag_u32,
 )
-from ._recprep_numpy import ND_KINDS, dtype_body
-from ._segments import Segments, merge_rows, ragged_of
 
-__all__ = ["encode_columns"]
+__all__ = ["recprep_encode_columns"]
 
 _NONE, _BOOL, _INT, _FLOAT, _STR, _BYTES, _ARRAY, _OTHER = range(8)
 _TYPE_ID: dict[type, int] = {type(None): _NONE, bool: _BOOL, int: _INT, float: _FLOAT,
@@ -59,30 +59,29 @@ _TYPE_ID: dict[type, int] = {type(None): _NONE, bool: _BOOL, int: _INT, float: _
 #: the packed item code of each type a packed container holds
 _CODE = {_BOOL: b"?", _INT: b"q", _FLOAT: b"d", _STR: b"s", _BYTES: b"y"}
 _KEY_TYPES = (str, int, float, bool, bytes)
-_SHAPE = [struct.Struct(f"<BB{n}QQ") for n in range(65)]  # as _recprep_numpy writes it
 _U32_MAX = 2**32 - 1
 
 
-class _Unsupported(Exception):
+class _BlockNeedsRows(Exception):
     """Internal: the block holds something only ``encode`` does exactly."""
 
 
-def encode_columns(columns: Mapping[Any, Any], n: int,
-                   encode: Callable[[Any], bytes]) -> list[bytes] | None:
+def recprep_encode_columns(columns: Mapping[Any, Any], n: int,
+                           encode: Callable[[Any], bytes]) -> list[bytes] | None:
     """The records of the ``n`` rows ``{name: column[i]}``, or None (see the module docs);
     ``encode`` (the codec's) encodes the keys, once each."""
     if not n or not columns or not all(type(k) in _KEY_TYPES for k in columns):
         return None
     try:
-        kinds = [_kinds(values, n) for values in columns.values()]
+        kinds = [_kinds_of_column(values, n) for values in columns.values()]
         packed = _rows_packable(kinds, n)
         if packed.all():
-            segments = _packed(columns, kinds, n)
+            segments = _packed_dict_segments(columns, kinds, n)
         elif packed.any():
-            raise _Unsupported  # some rows would be packed, others not
+            raise _BlockNeedsRows  # some rows would be packed, others not
         else:
-            segments = _plain(columns, kinds, n, encode)
-    except (_Unsupported, OverflowError, struct.error):  # ints beyond int64 among them
+            segments = _plain_dict_segments(columns, kinds, n, encode)
+    except (_BlockNeedsRows, OverflowError, struct.error):  # ints beyond int64 among them
         return None
     return segments.records()
 
@@ -92,7 +91,7 @@ def encode_columns(columns: Mapping[Any, Any], n: int,
 Kinds = int | np.ndarray | None
 
 
-def _kinds(values: Any, n: int) -> Kinds:
+def _kinds_of_column(values: Any, n: int) -> Kinds:
     if isinstance(values, np.ndarray):
         return None
     types = set(map(type, values))
@@ -115,13 +114,13 @@ def _rows_packable(kinds: list[Kinds], n: int) -> np.ndarray:
 # ---------------------------------------------------------------------- packed dicts
 
 
-def _packed(columns: Mapping[Any, Any], kinds: list[Kinds], n: int) -> Segments:
+def _packed_dict_segments(columns: Mapping[Any, Any], kinds: list[Kinds], n: int) -> Segments:
     """Rows of bool/int/float/str/bytes values: the packed dict (tag 0x0F)."""
     codes, fields = [], Segments(n)
     data = Segments(n)
     for (key, values), kind in zip(columns.items(), kinds, strict=True):
         if not isinstance(kind, int):  # a column of two types: the codes differ by row
-            raise _Unsupported
+            raise _BlockNeedsRows
         key_kind = _TYPE_ID[type(key)]
         codes += [_CODE[key_kind], _CODE[kind]]
         if key_kind in (_STR, _BYTES):
@@ -131,11 +130,11 @@ def _packed(columns: Mapping[Any, Any], kinds: list[Kinds], n: int) -> Segments:
         else:
             fields.const(struct.pack("<" + _CODE[key_kind].decode(), key))
         if kind in (_STR, _BYTES):
-            lengths, raw_values = _texts(values, kind == _STR)
+            lengths, raw_values = _text_bytes(values, kind == _STR)
             fields.fixed(_u32s(lengths))
             data.ragged(lengths, raw_values)
         else:
-            fields.fixed(_numbers(values, kind))
+            fields.fixed(_number_bytes(values, kind))
     head = Segments(n)
     head.const(F1 + pack_tag_u32(T_PDICT, len(columns)) + b"".join(codes))
     head.extend(fields)
@@ -146,7 +145,7 @@ def _packed(columns: Mapping[Any, Any], kinds: list[Kinds], n: int) -> Segments:
 # ---------------------------------------------------------------------- plain dicts
 
 
-def _plain(columns: Mapping[Any, Any], kinds: list[Kinds], n: int,
+def _plain_dict_segments(columns: Mapping[Any, Any], kinds: list[Kinds], n: int,
            encode: Callable[[Any], bytes]) -> Segments:
     """The plain dict (tag 0x0C): each key's encoding, then its value's."""
     out = Segments(n)
@@ -162,14 +161,14 @@ def _numpy_column(values: np.ndarray, n: int) -> Segments:
     out = Segments(n)
     dt = values.dtype
     if dt.char in "gG" or dt.kind not in ND_KINDS:
-        raise _Unsupported  # longdouble padding, objects, structured dtypes
+        raise _BlockNeedsRows  # longdouble padding, objects, structured dtypes
     if values.ndim > 1:
         cell = values[0]
         if cell.flags.f_contiguous and not cell.flags.c_contiguous:
-            raise _Unsupported  # such rows are written in Fortran order: row by row
+            raise _BlockNeedsRows  # such rows are written in Fortran order: row by row
         out.extend(_arrays(values.dtype, cell.shape, np.ascontiguousarray(values), n))
     elif dt.kind in "US":  # numpy str/bytes scalars (their trailing NULs dropped)
-        lengths, raw = _texts(values.tolist(), dt.kind == "U")
+        lengths, raw = _text_bytes(values.tolist(), dt.kind == "U")
         out.const(bytes((T_NPSTR if dt.kind == "U" else T_NPBYTES,)))
         out.fixed(_u32s(lengths))
         out.ragged(lengths, raw)
@@ -177,7 +176,7 @@ def _numpy_column(values: np.ndarray, n: int) -> Segments:
         native = dt.newbyteorder("=")
         body = dtype_body(native)
         if body is None:
-            raise _Unsupported
+            raise _BlockNeedsRows
         if dt.kind == "b":  # a scalar is True or False, whatever byte the array held
             data = (values.view(np.uint8) != 0).view(np.uint8)
         else:
@@ -192,10 +191,10 @@ def _arrays(dt: np.dtype, shape: tuple[int, ...], data: np.ndarray, n: int) -> S
     (anything numpy reshapes to ``n`` rows)."""
     body = dtype_body(dt)
     if body is None or dt.char in "gG" or len(shape) > 64:
-        raise _Unsupported  # pickled or padded by encode
+        raise _BlockNeedsRows  # pickled or padded by encode
     out = Segments(n)
     nbytes = math.prod(shape) * dt.itemsize
-    out.const(bytes((T_NDARRAY,)) + body + _SHAPE[len(shape)].pack(len(shape), 0, *shape,
+    out.const(bytes((T_NDARRAY,)) + body + ARRAY_HEADS[len(shape)].pack(len(shape), 0, *shape,
                                                                     nbytes))
     out.fixed(np.frombuffer(data, np.uint8).reshape(n, nbytes) if isinstance(data, bytes)
               else data.reshape(n, -1).view(np.uint8))
@@ -222,19 +221,19 @@ def _typed(values: list[Any], kind: int, n: int) -> Segments:
     if kind == _NONE:
         out.const(b"\x00")
     elif kind == _BOOL:
-        out.fixed(_numbers(values, kind) + np.uint8(1))  # tags 0x01 / 0x02
+        out.fixed(_number_bytes(values, kind) + np.uint8(1))  # tags 0x01 / 0x02
     elif kind in (_INT, _FLOAT):
         out.const(bytes((T_INT if kind == _INT else T_FLOAT,)))
-        out.fixed(_numbers(values, kind))
+        out.fixed(_number_bytes(values, kind))
     elif kind in (_STR, _BYTES):
-        lengths, raw = _texts(values, kind == _STR)
+        lengths, raw = _text_bytes(values, kind == _STR)
         out.const(bytes((T_STR if kind == _STR else T_BYTES,)))
         out.fixed(_u32s(lengths))
         out.ragged(lengths, raw)
     elif kind == _ARRAY:
         out.extend(_array_cells(values, n))
     else:
-        raise _Unsupported
+        raise _BlockNeedsRows
     return out
 
 
@@ -242,7 +241,7 @@ def _array_cells(values: list[np.ndarray], n: int) -> Segments:
     """Arrays of one dtype and shape (else the block goes row by row)."""
     dtypes, ndims = set(map(attrgetter("dtype"), values)), set(map(attrgetter("ndim"), values))
     if len(dtypes) != 1 or len(ndims) != 1:
-        raise _Unsupported
+        raise _BlockNeedsRows
     ((dt,), (ndim,)) = dtypes, ndims
     if ndim == 1:  # (the cheap check: a length is an attribute lookup less than a shape)
         sizes = set(map(len, values))
@@ -250,18 +249,18 @@ def _array_cells(values: list[np.ndarray], n: int) -> Segments:
     else:
         shapes = set(map(attrgetter("shape"), values))
     if len(shapes) != 1:
-        raise _Unsupported
+        raise _BlockNeedsRows
     (shape,) = shapes
     try:  # C-contiguous arrays export their bytes: joined with no per-array call
         data: Any = b"".join(values)  # type: ignore[arg-type]  # arrays are buffers
     except (BufferError, TypeError, ValueError):  # not C-contiguous, or datetimes
         if ndim > 1 and any(map(attrgetter("flags.f_contiguous"), values)):
-            raise _Unsupported from None  # Fortran order is kept: row by row
+            raise _BlockNeedsRows from None  # Fortran order is kept: row by row
         data = np.stack(values, dtype=dt)
     return _arrays(dt, shape, data, n)
 
 
-def _numbers(values: list[Any], kind: int) -> np.ndarray:
+def _number_bytes(values: list[Any], kind: int) -> np.ndarray:
     """Python bools, ints or floats as ``(n, width)`` bytes of ``?``, ``<q``, ``<d``."""
     dt = {_BOOL: "|b1", _INT: "<i8", _FLOAT: "<f8"}[kind]
     array = np.array(values, dtype=dt)  # an int beyond int64: OverflowError
@@ -270,11 +269,11 @@ def _numbers(values: list[Any], kind: int) -> np.ndarray:
 
 def _u32s(lengths: np.ndarray) -> np.ndarray:
     if len(lengths) and int(lengths.max()) > _U32_MAX:
-        raise _Unsupported  # encode refuses it: the row path says so
+        raise _BlockNeedsRows  # encode refuses it: the row path says so
     return lengths.astype("<u4").view(np.uint8).reshape(len(lengths), 4)
 
 
-def _texts(values: list[Any], is_str: bool) -> tuple[np.ndarray, np.ndarray]:
+def _text_bytes(values: list[Any], is_str: bool) -> tuple[np.ndarray, np.ndarray]:
     """The UTF-8 (surrogates kept) or raw bytes of str/bytes ``values``: each one's
     length and all of them back to back."""
     n = len(values)

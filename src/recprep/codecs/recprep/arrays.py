@@ -27,11 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from ._recprep_base import Fail, cache_put, enc_pickle
+from .pickles import enc_pickle
+from .wire import Fail, cache_put
 
-__all__ = ["SCALAR_ENCODERS", "dec_ndarray", "dec_npscalar", "enc_ndarray"]
+__all__ = ["ARRAY_HEADS", "SCALAR_ENCODERS", "dec_ndarray", "dec_npscalar", "enc_ndarray"]
 
-_SHAPE = [struct.Struct(f"<BB{n}QQ") for n in range(65)]  # ndim, order, dims, nbytes
+#: the struct of an array's header after its dtype, by ndim: ndim, order, dims, nbytes
+ARRAY_HEADS = [struct.Struct(f"<BB{n}QQ") for n in range(65)]
 _u8u8 = struct.Struct("<BB").unpack_from
 ND_KINDS = "biufcmMUS"
 _DT_BODY: dict[int, tuple[np.dtype, bytes | None]] = {}  # id(dtype) -> (dtype, body)
@@ -86,7 +88,7 @@ def enc_ndarray(a: np.ndarray, out: list) -> None:
         order, data = 0, np.ascontiguousarray(a)
     if body in _LD_BODIES:
         data = _zero_ld_padding(data)
-    out.append(b"\x10" + body + _SHAPE[a.ndim].pack(a.ndim, order, *a.shape, a.nbytes))
+    out.append(b"\x10" + body + ARRAY_HEADS[a.ndim].pack(a.ndim, order, *a.shape, a.nbytes))
     out.append(data)  # join reads the array's buffer: no intermediate copy
     return None
 
@@ -159,8 +161,8 @@ def dec_ndarray(buf: bytes, off: int) -> tuple[np.ndarray, int]:
     ndim, order = _u8u8(buf, p)
     if ndim > 64 or order > 1:
         raise Fail(f"array header has ndim={ndim}, order flag={order}")
-    *shape, nbytes = _SHAPE[ndim].unpack_from(buf, p)[2:]
-    p += _SHAPE[ndim].size
+    *shape, nbytes = ARRAY_HEADS[ndim].unpack_from(buf, p)[2:]
+    p += ARRAY_HEADS[ndim].size
     count = math.prod(shape)
     if count * dt.itemsize != nbytes:  # Python ints: no overflow
         raise Fail(f"an array of shape {tuple(shape)} and dtype {dt.str} isn't {nbytes} bytes")

@@ -24,7 +24,7 @@ from functools import partial
 from itertools import chain
 from typing import Any
 
-from ._recprep_base import (
+from .wire import (
     F1,
     T_PDICT,
     T_PLIST,
@@ -179,7 +179,7 @@ def _enc_packed_long(pack: Callable, var: list[int], is_dict: bool, x: Any, head
 
 _EPLANS: dict[type, dict[tuple[type, ...], tuple]] = {tuple: {}, list: {}, dict: {}}
 # the generated plan used last for each container length, tried first
-_RECENT: dict[type, list] = {t: [None] * (GEN_ITEMS + 1) for t in (tuple, list, dict)}
+_RECENT_ENCODE_PLANS: dict[type, list] = {t: [None] * (GEN_ITEMS + 1) for t in (tuple, list, dict)}
 
 
 def encode_packed(x: Any, t: type, top: bool) -> bytes | None:
@@ -187,7 +187,7 @@ def encode_packed(x: Any, t: type, top: bool) -> bytes | None:
     n = len(x)
     try:
         if n <= GEN_ITEMS:
-            plan = _RECENT[t][n]
+            plan = _RECENT_ENCODE_PLANS[t][n]
             if plan is not None:
                 b = plan[0](x, plan[2] if top else plan[1])
                 if b is not None:
@@ -197,7 +197,7 @@ def encode_packed(x: Any, t: type, top: bool) -> bytes | None:
         if plan[0] is None:
             return None
         if plan[3]:
-            _RECENT[t][n] = plan
+            _RECENT_ENCODE_PLANS[t][n] = plan
         return plan[0](x, plan[2] if top else plan[1])
     except struct.error:  # an int beyond int64, or too long: the plain form
         return None

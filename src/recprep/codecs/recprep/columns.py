@@ -1,0 +1,296 @@
+"""A whole chunk of ``"recprep"`` records decoded at once into columns (numpy, no per-record call).
+
+The chunk's first record is walked into a layout (:mod:`~recprep.codecs.recprep.layout`),
+unless one of the layouts used last fits. Every record of the chunk is then checked
+against the layout at once — shared bytes equal, ``True``/``False`` tags valid, sizes
+within the record, nothing left over — and the values are cut out as strided views of the
+joined records. A layout that every record passes decodes each one exactly as
+:meth:`RecprepCodec.decode` would, so anything else (mixed layouts, damage, pickles, named
+tuples, lists, sets, 0-d or empty arrays, non-UTF-8 strings) gives ``None``: the caller
+decodes record by record, which raises where it should.
+
+>>> from recprep.codecs.recprep import RecprepCodec
+>>> codec = RecprepCodec()
+>>> records = [codec.encode((i, float(i), "w" * i)) for i in range(5)]
+>>> recprep_decode_columns(records, codec.decode).tree
+(array([0, 1, 2, 3, 4]), array([0., 1., 2., 3., 4.]), array(['', 'w', 'ww', 'www', \
+'wwww'], dtype=object))
+>>> mixed = [codec.encode((1, 2)), codec.encode((1, "2"))]
+>>> recprep_decode_columns(mixed, codec.decode) is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..._core.batching import Columns
+from ..._core.records import Records
+from .layout import Layout, layout_of, layout_segments
+from .wire import FORMAT_TAG, T_FALSE, T_TRUE
+
+__all__ = ["LAYOUT_MIN_RECORDS", "recprep_decode_columns", "recprep_decode_rows"]
+
+LAYOUT_MIN_RECORDS = 4  # fewer: decoding them one by one costs less than a layout check
+
+#: the layouts used last (most recent first), tried before walking a chunk's first record
+_RECENT_LAYOUTS: list[Layout] = []
+LAYOUTS_KEPT = 2
+
+
+def _stacked(dt: np.dtype) -> np.dtype:
+    """The dtype ``np.stack`` gives arrays of ``dt`` (non-native byte order: native)."""
+    return np.stack([np.zeros(1, dt)]).dtype
+
+
+def recprep_decode_columns(records: Sequence[Any], decode: Callable[[bytes], Any]
+                           ) -> Columns | None:
+    """The records' values as columns, or None where they don't share one layout.
+
+    ``decode`` (the ``"recprep"`` codec's) decodes one record, the first, to learn its
+    layout.
+    """
+    found = _columns_and_layout(records, decode)
+    return None if found is None else found[0]
+
+
+def _columns_and_layout(records: Sequence[Any], decode: Callable[[bytes], Any]
+                        ) -> tuple[Columns, Layout] | None:
+    n = len(records)
+    if n < LAYOUT_MIN_RECORDS:
+        return None
+    first = bytes(records[0])
+    if not first or first[0] != FORMAT_TAG:
+        return None
+    if isinstance(records, Records):  # spans of the chunk's payload: nothing is copied
+        buf, starts, ends = records.payload, records.starts, records.ends
+    else:
+        buf = b"".join(records)
+        lens = np.fromiter(map(len, records), np.int64, n)
+        ends = np.cumsum(lens)
+        starts = ends - lens
+    for recent in list(_RECENT_LAYOUTS):  # a layout every record passes decodes them all
+        cols = _cut_columns(recent, buf, starts, ends, n)
+        if cols is not None:
+            return cols, recent
+    try:
+        value = decode(first)
+    except Exception:
+        return None
+    lay = layout_of(first, value)
+    if lay is None:
+        return None
+    _RECENT_LAYOUTS.insert(0, lay)
+    del _RECENT_LAYOUTS[LAYOUTS_KEPT:]
+    cols = _cut_columns(lay, buf, starts, ends, n)
+    return None if cols is None else (cols, lay)
+
+
+#: leaf kinds whose column gives back the decoded values themselves (``tolist``)
+_ROW_KINDS = frozenset({"int", "float", "complex", "bool", "str", "bytes", "none"})
+
+
+def _rowwise(kind: Any) -> bool:
+    """Whether a leaf of this kind gives, row by row, what ``decode`` gives: Python
+    values, numpy scalars, and arrays in C order and the machine's byte order (each row
+    copied into an array of its own)."""
+    if type(kind) is not tuple:
+        return kind in _ROW_KINDS
+    if kind[0] == "np":
+        return True
+    return kind[3] == 0 and np.dtype(kind[1]).isnative  # ("nd", dtype, shape, order)
+
+
+def recprep_decode_rows(records: Sequence[Any], decode: Callable[[bytes], Any]
+                        ) -> list[Any] | None:
+    """The records' values — exactly what ``decode`` gives for each — made from their
+    columns, or None unless they share one layout of numbers, strings, bytes, ``None``,
+    numpy scalars and arrays (C order, native byte order: each row is copied into an
+    array of its own, as ``decode`` makes it).
+
+    >>> from recprep.codecs.recprep import RecprepCodec
+    >>> codec = RecprepCodec()
+    >>> records = [codec.encode({"i": i, "s": "ab"[:i]}) for i in range(4)]
+    >>> recprep_decode_rows(records, codec.decode)
+    [{'i': 0, 's': ''}, {'i': 1, 's': 'a'}, {'i': 2, 's': 'ab'}, {'i': 3, 's': 'ab'}]
+    """
+    found = _columns_and_layout(records, decode)
+    if found is None:
+        return None
+    cols, lay = found
+    if lay.rowwise is None:
+        lay.rowwise = all(map(_rowwise, lay.kinds))
+    if not lay.rowwise:
+        return None
+    return _rows(cols.tree, lay.template, lay.kinds)
+
+
+def _rows(tree: Any, template: Any, kinds: list[Any]) -> list[Any]:
+    """The values of a column tree, one per record (numpy scalars stay numpy, array rows
+    are copied out)."""
+    if template[0] == "leaf":
+        if isinstance(tree, list):
+            return tree
+        kind = kinds[template[1]]
+        if type(kind) is not tuple:
+            return tree.tolist()
+        return list(tree) if kind[0] == "np" else list(map(np.array, tree))
+    if template[0] == "tuple":
+        rows = (_rows(t, c, kinds) for t, c in zip(tree, template[1], strict=True))
+        return list(zip(*rows, strict=False))  # equal lengths: one row per record
+    names = template[1]
+    columns = [_rows(tree[k], t, kinds) for k, t in zip(names, template[2], strict=True)]
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=False)]
+
+
+def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, n: int
+                 ) -> Columns | None:
+    """The columns of the ``n`` records ``buf[starts[i]:ends[i]]`` if all pass ``lay``."""
+    u8 = np.frombuffer(buf, np.uint8)
+    lens = ends - starts
+    width = int(lens[0])
+    rows = None
+    if bool((lens == width).all()):  # one row per record, if they are evenly spaced
+        stride = int(starts[1] - starts[0]) if n > 1 else width
+        if stride >= width and bool((np.diff(starts) == stride).all()):
+            rows = as_strided(u8[int(starts[0]):], (n, width), (stride, 1), writeable=False)
+    off = 0
+    extra: np.ndarray | None = None  # per record, what sized values moved the cursor
+    leaves: list[Any] = [None] * lay.slots
+    lengths: list[Any] = [None] * lay.lslots
+
+    def take(size: int) -> np.ndarray | None:
+        """The next ``size`` bytes of every record, one row each."""
+        if rows is not None and extra is None:
+            return rows[:, off : off + size] if off + size <= width else None
+        pos = starts + off if extra is None else starts + off + extra
+        if not (pos + size <= ends).all():
+            return None
+        if size > 256:
+            return np.stack([u8[p : p + size] for p in pos.tolist()])
+        return u8[pos[:, None] + np.arange(size)]
+
+    for size, consts, ops, data in layout_segments(lay):
+        if size:
+            got = take(size)
+            if got is None or not all(
+                    (got[:, at : at + len(want)] == want).all() for at, want in consts):
+                return None
+            if not _cut_fixed(got, ops, leaves, lengths, n):
+                return None
+            off += size
+        else:
+            for op, _ in ops:  # only Nones: no bytes of their own
+                leaves[op[1]] = [None] * n
+        if data is None:
+            break
+        _, slot, lslot, is_str = data
+        sizes = lengths[lslot]
+        pos = starts + off if extra is None else starts + off + extra
+        if not (pos + sizes <= ends).all():
+            return None
+        leaves[slot] = _string_column(u8, pos, sizes, is_str, n)
+        if leaves[slot] is None:
+            return None
+        extra = sizes if extra is None else extra + sizes
+    final = starts + off if extra is None else starts + off + extra
+    if not (final == ends).all():
+        return None
+    return Columns(_filled(lay.template, leaves), n, lay.signature)
+
+
+def _cut_fixed(got: np.ndarray, ops: list[tuple[tuple, int]], leaves: list[Any],
+               lengths: list[Any], n: int) -> bool:
+    """Fill ``leaves`` and ``lengths`` from ``got``, a segment's fixed-width bytes of
+    every record (one row each), as its operations say; False if a value isn't valid."""
+    for op, at in ops:
+        name = op[0]
+        if name == "fixed":
+            _, slot, nbytes, dt, shape, fortran, kind = op
+            leaf = _leaf_column(got[:, at : at + nbytes], dt, shape, fortran, kind, n)
+            if leaf is None:
+                return False
+            leaves[slot] = leaf
+        elif name == "tagbool":
+            tags = got[:, at]
+            if not ((tags == T_TRUE) | (tags == T_FALSE)).all():
+                return False
+            leaves[op[1]] = tags == T_TRUE
+        elif name == "len":
+            lengths[op[1]] = np.ascontiguousarray(got[:, at : at + 4]).view(
+                "<u4")[:, 0].astype(np.int64)
+        else:  # none
+            leaves[op[1]] = [None] * n
+    return True
+
+
+def _leaf_column(got: np.ndarray, dt: np.dtype, shape: tuple, fortran: bool, kind: str,
+                 n: int) -> Any:
+    """The column of a fixed-width leaf from its bytes ``got`` (a row per record), as
+    ``collate`` makes it of the decoded values; None if a value isn't valid."""
+    if kind == "bool" or dt.kind == "b":  # any byte but 0 is True, as the decoder reads it
+        flat = got != 0
+    else:
+        flat = got.view(dt)
+    if dt.kind == "U":
+        points = got.view(dt.str[0] + "u4")
+        if points.size and points.max() > 0x10FFFF:
+            return None
+    if kind == "np":
+        native = dt.newbyteorder("=")
+        return flat[:, 0].astype(native) if native != flat.dtype else flat[:, 0]
+    if kind == "nd" and flat.dtype.byteorder == ">" and _stacked(flat.dtype) != flat.dtype:
+        flat = flat.astype(_stacked(flat.dtype))  # as np.stack gives them: native order
+    if not shape:
+        return flat[:, 0]
+    if fortran:
+        return flat.reshape((n, *shape[::-1])).transpose((0, *range(len(shape), 0, -1)))
+    return flat.reshape((n, *shape))
+
+
+def _string_column(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bool,
+                   n: int) -> np.ndarray | None:
+    """An object array of the ``n`` str (or bytes) values at ``pos`` of ``size`` bytes."""
+    total = int(size.sum())
+    out = np.empty(n, dtype=object)
+    if not total:
+        out[:] = [""] * n if is_str else [b""] * n
+        return out
+    placed = np.cumsum(size) - size
+    data = u8[np.repeat(pos - placed, size) + np.arange(total)]
+    counts = np.bincount(data, minlength=256)[:128 if is_str else 256]
+    free = np.flatnonzero(counts == 0)
+    if free.size:  # join with a byte no value holds, split in C
+        sep = int(free[0])
+        joined = np.insert(data, placed[1:], sep).tobytes()
+        try:
+            parts: list[Any] = (joined.decode("utf-8", "surrogatepass").split(chr(sep))
+                                if is_str else joined.split(bytes((sep,))))
+        except UnicodeDecodeError:
+            return None
+    else:
+        blob = data.tobytes()
+        cuts = placed.tolist() + [total]
+        try:
+            parts = [blob[a:b].decode("utf-8", "surrogatepass") if is_str else blob[a:b]
+                     for a, b in zip(cuts, cuts[1:], strict=False)]
+        except UnicodeDecodeError:
+            return None
+    if len(parts) != n:
+        return None
+    out[:] = parts
+    return out
+
+
+def _filled(template: Any, leaves: list[Any]) -> Any:
+    """The column tree of ``template`` with its leaves' columns."""
+    if template[0] == "leaf":
+        return leaves[template[1]]
+    if template[0] == "tuple":
+        return tuple(_filled(t, leaves) for t in template[1])
+    return {k: _filled(t, leaves) for k, t in zip(template[1], template[2], strict=True)}
+
