@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..codecs import get_codec
 from ..storage.chunkindex import binding
 from ..storage.listing import SUCCESS_NAME, DirectoryEntry, Kind, list_entries
 from ..storage.manifest import Manifest, ShardInfo
@@ -62,8 +63,8 @@ def manifest_schema(
 ) -> dict[str, Any]:
     """The manifest ``schema`` of a directory's set (see the module docstring)."""
     schema: dict[str, Any] = {}
-    if codec == "example" and not set(nulls):
-        schema["features"] = [f.to_json() for f in features(data)]
+    if not set(nulls):  # what a codec declaring features records of them
+        schema.update(get_codec(codec).with_features(features(data)).schema())
     schema["spark"] = {
         "columns": [c.to_json() for c in data],
         "partition_columns": [{"name": c.name, "type": c.type} for c in partitions],
