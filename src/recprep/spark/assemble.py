@@ -17,7 +17,7 @@ shards (:mod:`recprep.write.assembly`):
 
 Example
 -------
->>> from recprep.write.loop import FileFacts
+>>> from recprep.storage.staging import FileFacts
 >>> pieces = [Piece((), 0, 0, FileFacts("a", 5, 50, 0)), Piece((), 1, 0, FileFacts("b", 2, 20, 0))]
 >>> [[(s.piece.facts.path, s.start, s.end) for s in shard] for shard in plan_shards(pieces, 3)]
 [[('a', 0, 2)], [('a', 2, 4)], [('a', 4, 5), ('b', 0, 2)]]
@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..write.assembly import Run, assemble
-from ..write.loop import FileFacts, WriteOptions
+from ..storage.staging import FileFacts
+from ..write.assembly import PieceSlice, build_shard
+from ..write.loop import WriteOptions
 from .pieces import Piece
 
 __all__ = ["Segment", "assemble_shard", "plan_shards", "shard_count"]
@@ -86,8 +87,8 @@ def assemble_shard(
     options: WriteOptions,
     index_path: str | None = None,
 ) -> tuple[FileFacts, str | None]:
-    """Write the shard ``path`` from ``segments`` (:func:`recprep.write.assembly.assemble`);
+    """Write the shard ``path`` from ``segments`` (:func:`recprep.write.assembly.build_shard`);
     with ``index_path`` (a format with a record index), its record index too. Returns the
     shard's facts and the index's path."""
-    runs = [Run(s.piece.facts, s.start, s.end, s.piece.index) for s in segments]
-    return assemble(fs, path, runs, options, index_path=index_path), index_path
+    runs = [PieceSlice(s.piece.facts, s.start, s.end, s.piece.index) for s in segments]
+    return build_shard(fs, path, runs, options, index_path=index_path), index_path

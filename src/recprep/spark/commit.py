@@ -35,8 +35,8 @@ from ..storage.chunkindex import binding
 from ..storage.discovery import SUCCESS_NAME, Entry, Kind, list_entries
 from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardnames import shard_name
-from ..storage.staging import Staging
-from ..write.loop import FileFacts, WriteOptions
+from ..storage.staging import FileFacts, Staging
+from ..write.loop import WriteOptions
 from .columns import ColumnSpec, features
 
 __all__ = ["DirectoryOutput", "commit_dataset", "manifest_schema"]

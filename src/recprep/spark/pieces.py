@@ -28,7 +28,8 @@ import pyarrow as pa
 
 from ..errors import WriteError
 from ..storage.fs import ChecksumWriter
-from ..write.loop import FileFacts, WriteOptions
+from ..storage.staging import FileFacts
+from ..write.loop import WriteOptions
 from .columns import ColumnSpec
 from .encode import encoder_for
 
