@@ -2,7 +2,8 @@
 
 Built in: ``"serial"`` (the default), ``"processes"``, ``"spark"`` and ``"ray"``. Any
 ``concurrent.futures.Executor`` instance works too, and is never shut down by recprep.
-Engines are optional extras, imported only when used.
+Engines are optional extras, imported only when used. What a backend runs, and whether a
+task is called in this process or shipped to it: :mod:`recprep.executors.dispatch`.
 
 Example
 -------

@@ -149,27 +149,27 @@ def write_round_robin(
     the files are then byte for byte what writing each run of instances as a partition of
     its own and assembling the pieces gives, as a parallel executor does.
     """
-    loop = _WritePass(target, tick, {} if pickled is None else pickled)
+    writing = _WritePass(target, tick, {} if pickled is None else pickled)
     try:
         try:
             for run, encode, by_column in _runs(instances, target.options.codec):
                 if encode is None:  # a block's records, made at once: a shard at a time
                     assert isinstance(run, list)
-                    loop.write_block(run)
+                    writing.write_block(run)
                 else:
-                    loop.write_rows(run, encode, by_column)
+                    writing.write_rows(run, encode, by_column)
         except Exception as err:
-            if loop.input_failed:  # the reader's own error: it stays what it is, located
+            if writing.input_failed:  # the reader's own error: it stays what it is, located
                 add_note(
-                    err, f"recprep: raised by the input (the reader) after {loop.index + 1} "
+                    err, f"recprep: raised by the input (the reader) after {writing.index + 1} "
                     "instance(s); not an error of the output"
                 )
             raise
-        facts = loop.finish()
+        facts = writing.finish()
     except BaseException:
-        loop.discard()
+        writing.discard()
         raise
-    loop.report_rest()
+    writing.report_rest()
     return facts
 
 
