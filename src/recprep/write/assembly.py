@@ -158,23 +158,51 @@ def _piece_index(fs: Any, kind: type[RecordIndex], run: PieceSlice) -> RecordInd
     return kind.from_bytes(bytes(fs.cat_file(run.index)), path=run.index)
 
 
-class _Chunks:
-    """A shard's chunks (``(offset, records)``, as :class:`FileFacts` keeps them), made of
-    its parts' as they are written, each shifted to where the part starts: a copied
-    piece's as its writer reported them, a rewritten run's as its new writer reports.
-    ``None`` once a part's are unknown (a byte range copied, a writer that doesn't tell)."""
+class _Shard:
+    """A shard being written, run after run, at the end of ``out``: with the one writer of
+    the whole shard when the format's files don't concatenate, and the shard's chunks so
+    far (``(offset, records)``, as :class:`FileFacts` keeps them): a copied piece's as its
+    writer reported them, a rewritten run's as its new writer reports, each shifted to
+    where it starts. ``None`` once a part's are unknown (a byte range copied, a writer
+    that doesn't tell)."""
 
-    def __init__(self) -> None:
-        self.found: list[tuple[int, int]] | None = []
+    def __init__(self, fs: Any, out: ChecksumWriter, options: WriteOptions) -> None:
+        self.fs, self.out, self.options = fs, out, options
+        self.container = options.container()
+        self.writer: RecordWriter | None = None
+        if not self.container.concatenable(options.compressor):
+            self.writer = self.container.writer(out, options.compressor, options.chunk_bytes)
+        self.chunks: list[tuple[int, int]] | None = []
 
-    def add(self, start: int, chunks: Sequence[tuple[int, int]] | None) -> None:
+    def _found(self, start: int, chunks: Sequence[tuple[int, int]] | None) -> None:
         if chunks is None:
-            self.found = None
-        elif self.found is not None:
-            self.found.extend((start + offset, count) for offset, count in chunks)
+            self.chunks = None
+        elif self.chunks is not None:
+            self.chunks.extend((start + offset, count) for offset, count in chunks)
 
-    def facts(self) -> tuple[tuple[int, int], ...] | None:
-        return None if self.found is None else tuple(self.found)
+    def add(self, run: PieceSlice, span: tuple[int, int] | None) -> None:
+        """Write ``run``: copied (the whole piece, or the byte range ``span`` of it), or its
+        records written again — through the shard's writer if it has one, else through a
+        writer of the run's own."""
+        start, options = self.out.size, self.options
+        if self.writer is None and (run.whole or span is not None):
+            _copy(self.fs, run, self.out, span)
+            self._found(start, run.facts.chunks if span is None else None)
+            return
+        one = self.writer or self.container.writer(self.out, options.compressor,
+                                                   options.chunk_bytes)
+        for record in _records(self.fs, run, self.container, options.compressor):
+            one.write(record)
+        if self.writer is None:
+            one.close()
+            self._found(start, one.chunks)
+
+    def close(self) -> tuple[tuple[int, int], ...] | None:
+        """Write out what the shard's writer holds; the shard's chunks."""
+        if self.writer is not None:
+            self.writer.close()
+            self._found(0, self.writer.chunks)
+        return None if self.chunks is None else tuple(self.chunks)
 
 
 def build_shard(
@@ -190,33 +218,27 @@ def build_shard(
     record index too. Returns the shard's facts (with its chunks, from the pieces' own:
     nothing is read back). Output failures raise :class:`~recprep.errors.WriteError`; a
     piece that changed since it was staged, :class:`~recprep.errors.CorruptDataError`."""
-    container = options.container()
-    kind = container.record_index
+    kind = options.container().record_index
     lengths: list[np.ndarray] = []
-    chunks = _Chunks()
     try:
         with fs.open(path, "wb") as raw:
             out = ChecksumWriter(raw)
-            writer: RecordWriter | None = None
-            if not container.concatenable(options.compressor):
-                writer = container.writer(out, options.compressor, options.chunk_bytes)
+            shard = _Shard(fs, out, options)
             for run in runs:
                 index = None
                 if kind is not None and run.index is not None and (
                         index_path is not None or not run.whole):
                     index = _piece_index(fs, kind, run)
                     lengths.append(index.lengths()[run.start:run.stop])
-                span = None if index is None or run.whole else index.span(run.start, run.stop)
-                _add_run(fs, run, out, writer, span, options, chunks)
-            if writer is not None:
-                writer.close()
-                chunks.add(0, writer.chunks)
+                shard.add(run, None if index is None or run.whole
+                          else index.span(run.start, run.stop))
+            chunks = shard.close()
     except (WriteError, CorruptDataError):
         raise
     except OSError as err:  # disk full, network: the output's fault, as documented
         raise WriteError(path, err) from err
     facts = FileFacts(path, sum(run.stop - run.start for run in runs), out.size, out.crc32c,
-                      chunks=chunks.facts())
+                      chunks=chunks)
     if index_path is not None and kind is not None:
         joined = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
         index_bytes = kind.from_lengths(joined, facts.bytes, options.compressor).to_bytes()
@@ -226,22 +248,3 @@ def build_shard(
         except OSError as err:
             raise WriteError(index_path, err) from err
     return facts
-
-
-def _add_run(fs: Any, run: PieceSlice, out: ChecksumWriter, writer: RecordWriter | None,
-             span: tuple[int, int] | None, options: WriteOptions, chunks: _Chunks) -> None:
-    """Write ``run`` at the end of the shard ``out``: copied (the whole piece, or the byte
-    range ``span``), or its records written again — through ``writer``, the one of the
-    whole shard, if there is one, else through a writer of its own."""
-    start = out.size
-    if writer is None and (run.whole or span is not None):
-        _copy(fs, run, out, span)
-        chunks.add(start, run.facts.chunks if span is None else None)
-        return
-    container = options.container()
-    one = writer or container.writer(out, options.compressor, options.chunk_bytes)
-    for record in _records(fs, run, container, options.compressor):
-        one.write(record)
-    if writer is None:
-        one.close()
-        chunks.add(start, one.chunks)
