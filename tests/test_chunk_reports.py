@@ -147,6 +147,23 @@ def test_file_facts_keep_their_chunks_through_a_task_record(tmp_path):
     assert staging.recorded("stream") == ([facts, None], [], {})
 
 
+def test_a_task_record_too_big_with_its_chunks_is_kept_without_them(tmp_path, monkeypatch):
+    """A record past the side-file cap would be refused by the resume that reads it: the
+    chunks are left out (the commit then hops the shard's headers) rather than the task."""
+    import recprep.storage.staging as staging_module
+
+    staging = Staging(fsspec.filesystem("file"), str(tmp_path), "k")
+    staging.create(keep=False)
+    (tmp_path / ".recprep-staging-k" / "stream-1").write_bytes(b"abc")
+    many = tuple((n * 20, 1) for n in range(2000))
+    facts = FileFacts(staging.file("stream-1"), 2000, 3, google_crc32c.value(b"abc"),
+                      chunks=many)
+    monkeypatch.setattr(staging_module, "MAX_SIDE_BYTES", 20000)
+    staging.record("stream", [facts], [])
+    (found,), _, _ = staging.recorded("stream")
+    assert found.chunks is None and found.records == 2000
+
+
 # -- a resume reuses what a killed run's tasks reported --------------------------------------
 
 

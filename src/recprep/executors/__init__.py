@@ -23,17 +23,14 @@ from typing import Any
 from .._core.registry import Registry
 from ..errors import InvalidArgumentError
 from .base import Backend, Outcome, execute, serialize
-from .dispatch import TaskCall, run_all
 
 __all__ = [
     "Backend",
     "Outcome",
-    "TaskCall",
     "available_executors",
     "execute",
     "get_backend",
     "register_executor",
-    "run_all",
     "serialize",
 ]
 

@@ -2,7 +2,7 @@
 
 :func:`write_staged` turns the input into tasks (:mod:`recprep.write.plan` has the task
 functions) and :func:`run_recorded` runs them on the job's backend
-(:func:`recprep.executors.run_all` decides between calling them here and shipping them):
+(:func:`recprep.executors.dispatch.run_all` decides between calling them here and shipping them):
 
 * one reader (a callable, an iterable, a sized input a serial run streams): one
   **stream** task writes every shard; a sized input is cut where a parallel run would
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from ..executors import Backend, TaskCall, get_backend, run_all
+from ..executors import Backend, get_backend
+from ..executors.dispatch import TaskCall, run_all
 from ..storage.staging import FileFacts
 from .inputs import is_sized, split_sized, warn_unsplit
 from .job import ConvertJob
