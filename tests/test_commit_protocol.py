@@ -598,7 +598,7 @@ def test_staging_records_carry_names_not_paths(tmp_path):
     (tmp_path / ".recprep-staging-k" / "stream-1").write_bytes(b"abc")
     import google_crc32c
 
-    from recprep.write.loop import FileFacts
+    from recprep.storage.staging import FileFacts
 
     facts = FileFacts(staging.file("stream-1"), 1, 3, google_crc32c.value(b"abc"))
     staging.record("stream", [facts], ["note"])

@@ -325,8 +325,7 @@ def test_staging_side_files_survive_mutations():
     import fsspec
     import google_crc32c
 
-    from recprep.storage.staging import Staging
-    from recprep.write.loop import FileFacts
+    from recprep.storage.staging import FileFacts, Staging
 
     fs = fsspec.filesystem("memory")
     staging = Staging(fs, "/fuzz-staging/out", "p")

@@ -47,6 +47,8 @@ Example
 >>> w.close()
 >>> fmt.scan_chunks(buf, path="mem")
 ([0, 45], [1, 1])
+>>> w.chunks  # what the writer reported as it wrote them: the same, without a read
+[(0, 1), (45, 1)]
 >>> fmt.describe(buf, path="mem")
 {'format': 'recordio', 'compressor': 'gzip'}
 """
@@ -174,9 +176,18 @@ class ChunkInfo:
 
 
 class RecordWriter(abc.ABC):
-    """Writes records into one open file; :meth:`close` flushes (the file stays open)."""
+    """Writes records into one open file; :meth:`close` flushes (the file stays open).
+
+    A writer of a format with chunk headers (:attr:`Format.chunk_header_bytes`) may report
+    each chunk as it writes it out, in :attr:`chunks`: whoever wrote a file then knows its
+    chunk index without reading the file back (``convert`` builds the set's chunk side
+    file from it). A writer that doesn't report leaves :attr:`chunks` ``None``.
+    """
 
     num_records: int = 0
+    #: ``(offset, records)`` of each chunk written out so far, in file order; ``offset``
+    #: counts from the first byte this writer wrote. ``None``: not reported
+    chunks: list[tuple[int, int]] | None = None
 
     @abc.abstractmethod
     def write(self, record: bytes) -> None:

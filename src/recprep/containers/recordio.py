@@ -109,7 +109,9 @@ class _RecordIOWriter(RecordWriter):
     With ``compressor="snappy"`` a chunk is stored compressed only if that makes it
     smaller than :data:`SNAPPY_KEEP_BELOW` of its size, and uncompressed (compressor id
     "none" in its header) otherwise. The choice depends on the chunk's bytes alone, so the
-    output stays the same whatever the executor and wherever the writer is cut.
+    output stays the same whatever the executor and wherever the writer is cut. Each
+    chunk is reported in :attr:`~recprep.containers.base.RecordWriter.chunks` as it is
+    written.
     """
 
     def __init__(self, file: Sink, dialect: Dialect, compressor: str, chunk_bytes: int):
@@ -123,6 +125,8 @@ class _RecordIOWriter(RecordWriter):
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self.num_records = 0
+        self.chunks: list[tuple[int, int]] = []  # reported as flushed (RecordWriter)
+        self._written = 0  # bytes written out by this writer
 
     def write(self, record: bytes) -> None:
         size = len(record)
@@ -209,6 +213,8 @@ class _RecordIOWriter(RecordWriter):
         )
         self._file.write(header)
         self._file.write(payload)
+        self.chunks.append((self._written, len(records)))
+        self._written += len(header) + len(payload)
         self._pending = []
         self._pending_bytes = 0
 

@@ -2,7 +2,8 @@
 
 Built in: ``"serial"`` (the default), ``"processes"``, ``"spark"`` and ``"ray"``. Any
 ``concurrent.futures.Executor`` instance works too, and is never shut down by recprep.
-Engines are optional extras, imported only when used.
+Engines are optional extras, imported only when used. What a backend runs, and whether a
+task is called in this process or shipped to it: :mod:`recprep.executors.dispatch`.
 
 Example
 -------
@@ -36,7 +37,7 @@ __all__ = [
 Factory = Callable[[int | None, Mapping[str, Any] | None], Backend]
 
 
-def _check(name: str, factory: Factory) -> None:
+def _check_factory(name: str, factory: Factory) -> None:
     if not callable(factory):
         raise InvalidArgumentError(
             f"executor {name!r} must be a Backend subclass or a function "
@@ -44,8 +45,8 @@ def _check(name: str, factory: Factory) -> None:
         )
 
 
-_REGISTRY: Registry[Factory] = Registry(
-    "executor", group="recprep.executors", check=_check,
+_EXECUTORS: Registry[Factory] = Registry(
+    "executor", group="recprep.executors", check=_check_factory,
     hint=", or pass a concurrent.futures.Executor",
 )
 
@@ -61,12 +62,12 @@ def register_executor(
     an engine is imported only when used). A name already registered raises
     :class:`~recprep.errors.InvalidArgumentError` unless ``replace=True``.
     """
-    _REGISTRY.register(name, factory, lazy=lazy, replace=replace)
+    _EXECUTORS.register(name, factory, lazy=lazy, replace=replace)
 
 
 def available_executors() -> list[str]:
     """The registered executor names, sorted (plug-ins too; none is imported)."""
-    return _REGISTRY.available()
+    return _EXECUTORS.available()
 
 
 def get_backend(
@@ -82,7 +83,7 @@ def get_backend(
         from .futures import FuturesBackend
 
         return FuturesBackend(executor)
-    return _REGISTRY.get(executor)(num_workers, options)
+    return _EXECUTORS.get(executor)(num_workers, options)
 
 
 for _name, _path, _extra in (
@@ -91,4 +92,4 @@ for _name, _path, _extra in (
     ("spark", "spark:SparkBackend", "spark"),
     ("ray", "ray:RayBackend", "ray"),
 ):
-    _REGISTRY.register(_name, f"{__name__}.{_path}", extra=_extra)
+    _EXECUTORS.register(_name, f"{__name__}.{_path}", extra=_extra)

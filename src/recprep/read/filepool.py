@@ -34,26 +34,9 @@ from collections import OrderedDict
 from typing import Any
 
 from ..storage.fs import open_regular
+from ..storage.openfiles import MAX_OPEN_FILES, default_max_open
 
 __all__ = ["MAX_OPEN_FILES", "FilePool", "PooledFile", "default_max_open"]
-
-MAX_OPEN_FILES = 256
-"""Real handles a reader keeps open at most: well under the common limit of 1,024 (and
-never more than a quarter of the process's own limit, see :func:`default_max_open`)."""
-
-
-def default_max_open() -> int:
-    """:data:`MAX_OPEN_FILES`, or a quarter of the process's file limit if that is less
-    (at least 8): the rest stays for the user's program and recprep's other files."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):  # not POSIX
-        return MAX_OPEN_FILES
-    if soft == resource.RLIM_INFINITY:
-        return MAX_OPEN_FILES
-    return max(8, min(MAX_OPEN_FILES, soft // 4))
 
 
 class PooledFile:

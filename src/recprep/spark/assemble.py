@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..storage.staging import FileFacts
-from ..write.assembly import Run, assemble
+from ..write.assembly import PieceSlice, build_shard
 from ..write.loop import WriteOptions
 from .pieces import PieceFile
 
@@ -88,8 +88,8 @@ def assemble_shard(
     options: WriteOptions,
     index_path: str | None = None,
 ) -> tuple[FileFacts, str | None]:
-    """Write the shard ``path`` from ``segments`` (:func:`recprep.write.assembly.assemble`);
+    """Write the shard ``path`` from ``segments`` (:func:`recprep.write.assembly.build_shard`);
     with ``index_path`` (a format with a record index), its record index too. Returns the
     shard's facts and the index's path."""
-    runs = [Run(s.piece.facts, s.start, s.end, s.piece.index) for s in segments]
-    return assemble(fs, path, runs, options, index_path=index_path), index_path
+    runs = [PieceSlice(s.piece.facts, s.start, s.end, s.piece.index) for s in segments]
+    return build_shard(fs, path, runs, options, index_path=index_path), index_path

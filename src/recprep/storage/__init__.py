@@ -9,7 +9,9 @@
 * :mod:`~recprep.storage.staging` — the hidden staging directory and the atomic commit;
 * :mod:`~recprep.storage.locking` — one writer per output set;
 * :mod:`~recprep.storage.writers` — what a writer at work leaves in a directory, told to
-  readers.
+  readers;
+* :mod:`~recprep.storage.openfiles` — how many files the read and write file pools keep
+  open.
 
 Nothing here imports the read or write side, codecs or containers' readers.
 """

@@ -36,7 +36,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import (
@@ -68,13 +68,31 @@ MAX_SIDE_BYTES = 64 << 20
 @dataclass(frozen=True)
 class FileFacts:
     """What was written to one file (or to ``bytes`` bytes of it from ``offset``):
-    records, bytes and the CRC-32C of those bytes."""
+    records, bytes and the CRC-32C of those bytes; and ``chunks`` when its writer reported
+    them (:attr:`~recprep.containers.base.RecordWriter.chunks`): ``(offset, records)`` of
+    each chunk, offsets counted from ``offset`` — the chunk index of those bytes, known
+    without reading them back (``None``: not known)."""
 
     path: str
     records: int
     bytes: int
     crc32c: int
     offset: int = 0
+    chunks: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
+
+    def to_doc(self, name: str) -> dict[str, Any]:
+        """These facts as JSON data (a task record's), the file called ``name``."""
+        return {**asdict(self), "path": name}
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any], path: str) -> FileFacts:
+        """The facts :meth:`to_doc` made, of the file at ``path`` (a record without
+        ``chunks``, as older versions wrote, leaves them unknown); a value of the wrong
+        kind raises ``KeyError``, ``TypeError`` or ``ValueError``."""
+        chunks = doc.get("chunks")
+        return cls(path, int(doc["records"]), int(doc["bytes"]), int(doc["crc32c"]),
+                   int(doc["offset"]),
+                   None if chunks is None else tuple((int(o), int(n)) for o, n in chunks))
 
 
 def facts_intact(fs: Any, facts: FileFacts) -> bool:
@@ -223,14 +241,16 @@ class Staging:
     ) -> None:
         """Remember a finished task (skipped when its notes aren't JSON), with the types
         its codec pickled (so that a resumed run's manifest says the same)."""
-        listed = [None if f is None else {**asdict(f), "path": self._name_of(f.path)}
-                  for f in files]
+        listed = [None if f is None else f.to_doc(self._name_of(f.path)) for f in files]
         doc = {"kind": "done", "staging": self.path, "key": key, "files": listed,
                "notes": notes, "pickled": dict(pickled or {})}
         try:
             data = seal(doc)
         except (TypeError, ValueError):
             return
+        if len(data) > MAX_SIDE_BYTES:  # too many chunks to keep: the commit finds them
+            doc["files"] = [None if f is None else {**f, "chunks": None} for f in listed]
+            data = seal(doc)
         self._write_atomic(f"done-{key}.json", data)
         failpoints.hit("staging.record")
 
@@ -251,9 +271,8 @@ class Staging:
             if doc["key"] != key:
                 raise ValueError(f"it records task {doc['key']!r}")
             files = [
-                None if f is None else FileFacts(
-                    posixpath.join(self.area, safe_name(f["path"], shown)),
-                    int(f["records"]), int(f["bytes"]), int(f["crc32c"]), int(f["offset"]))
+                None if f is None else FileFacts.from_doc(
+                    f, posixpath.join(self.area, safe_name(f["path"], shown)))
                 for f in doc["files"]
             ]
             notes = list(doc.get("notes") or [])

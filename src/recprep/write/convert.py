@@ -4,61 +4,52 @@ Instance ``i`` goes to shard ``i % num_shards``, at position ``i // num_shards``
 shards are balanced to within one instance and a round-robin read gives the instances
 back in their original order. The same holds for :func:`~recprep.partitions` input, as
 if its partitions were one reader, whichever executor runs the work (``write/plan.py``).
+
+The steps, and where each lives: the arguments are checked into one
+:class:`~recprep.write.job.ConvertJob`; holding the set's lock, a resume finishes or
+verifies what a killed run left (:mod:`recprep.write.resume`); the tasks write the shards
+into the staging directory (:mod:`recprep.write.tasks`, run by
+:mod:`recprep.executors.dispatch`); the side files are built from what the tasks reported
+(:mod:`recprep.write.sidefiles`), and the set is committed, manifest last
+(:mod:`recprep.storage.staging`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import errno
-import json
 import logging
 import os
 import posixpath
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 from .._core.arguments import checked
 from .._core.names import CodecName, CompressorName, ExecutorName, FormatName
 from ..codecs import Codec
 from ..errors import (
-    REMEDY,
-    CorruptDataError,
-    InvalidArgumentError,
-    KilledRunWarning,
-    OutputExistsError,
     PickleFallbackWarning,
     RecprepError,
     RecprepWarning,
-    Remedy,
     WriteError,
     warn,
 )
-from ..executors import Backend, get_backend, serialize
-from ..executors.base import reraise
-from ..storage.chunkindex import binding
+from ..executors import Backend, get_backend
 from ..storage.discovery import Kind, set_files
 from ..storage.fs import display, resolve
 from ..storage.locking import ShardSetLock
-from ..storage.manifest import Manifest, ShardInfo, read_manifest
-from ..storage.shardnames import check_prefix, manifest_name, shard_name
-from ..storage.staging import Staging, Unfinishable, facts_intact
-from .inputs import as_input, is_sized, split_sized, warn_unsplit
-from .loop import FileFacts, WriteOptions, check_options
-from .plan import (
-    DEFAULT_MAX_TASKS,
-    PartitionGroup,
-    Partitions,
-    TaskResult,
-    assemble_task,
-    partitions,
-    pieces_task,
-    plan_assembly,
-    stream_task,
-)
+from ..storage.manifest import Manifest, ShardInfo
+from ..storage.shardnames import check_prefix, manifest_name
+from ..storage.staging import FileFacts
+from .inputs import as_input, is_sized
+from .job import ConvertJob
+from .loop import check_options
+from .plan import Partitions
 from .progress import Progress, ProgressArg
+from .resume import read_only, refuse_existing, resumed_set, verified_set
+from .sidefiles import side_files
+from .tasks import write_staged
 
 __all__ = ["ConvertResult", "convert"]
 
@@ -115,128 +106,6 @@ def _size(size: float) -> str:
             return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1000
     return f"{size:.1f} TB"
-
-
-@dataclass(frozen=True)
-class _Task:
-    key: str  # names the task's record in staging, for resume
-    description: str
-    fn: Any
-    args: tuple[Any, ...]
-    live: bool = False  # reads instances: takes a tick callback when run in this process
-    #: the input partitions it reads (a group of them shares one task): what progress counts
-    partitions: int = 1
-
-
-def _run_tasks(
-    backend: Backend,
-    tasks: Sequence[_Task],
-    progress: Progress,
-    staging: Staging,
-    resume: bool,
-) -> list[TaskResult]:
-    """Run ``tasks`` on ``backend`` (reusing the ones a killed run recorded, with
-    ``resume``); their results in task order. Each finished task is recorded."""
-    results: list[TaskResult | None] = [None] * len(tasks)
-    todo = []
-    for index, task in enumerate(tasks):
-        done = staging.recorded(task.key) if resume else None
-        if done is None:
-            todo.append(index)
-            continue
-        results[index] = TaskResult(*done)
-        log.debug("recprep: reusing the staged output of %s", task.description)
-        if task.live:
-            progress.add_instances(results[index].records)  # type: ignore[union-attr]
-            progress.add_tasks(task.partitions)
-
-    def finished(index: int, result: TaskResult, counted: bool) -> None:
-        results[index] = result
-        staging.record(tasks[index].key, result.files, result.notes, result.pickled)
-        if tasks[index].live:
-            if not counted:
-                progress.add_instances(result.records)
-            progress.add_tasks(tasks[index].partitions)
-
-    if backend.in_process:
-        for index in todo:
-            task = tasks[index]
-            extra = (progress.add_instances,) if task.live else ()
-            try:
-                result = task.fn(*task.args, *extra)
-            except Exception as err:
-                reraise(err, task.description)
-            finished(index, result, counted=True)
-        return results  # type: ignore[return-value]
-    payloads = [serialize(tasks[i].fn, tasks[i].args, tasks[i].description) for i in todo]
-    for position, outcome in backend.run(payloads):
-        index = todo[position]
-        finished(index, outcome.unwrap(tasks[index].description), counted=False)
-    return results  # type: ignore[return-value]
-
-
-def _write(
-    reader: Any,
-    backend: Backend,
-    fs: Any,
-    staging: Staging,
-    names: list[str],
-    options: Any,
-    progress: Progress,
-    resume: bool,
-) -> tuple[list[FileFacts], list[Any], dict[str, int]]:
-    """Run the tasks that produce the staged shards: their facts in shard order, the
-    readers' notes in partition order, and the types stored as pickles by the codec's
-    fallback (each with the first instance that held one)."""
-    parts = None
-    if not isinstance(reader, Partitions) and is_sized(reader):
-        # Row ranges cut by the input's length alone: a parallel executor reads them as
-        # partitions; this process streams them, cutting chunks at the same places, so
-        # the bytes are the same either way.
-        parts = split_sized(reader, DEFAULT_MAX_TASKS)
-        if parts is not None and not backend.in_process:
-            reader, parts = partitions(parts), None
-    if not isinstance(reader, Partitions):
-        if not backend.in_process:
-            if not is_sized(reader):  # (a sized input this small isn't worth splitting)
-                warn_unsplit(reader, backend.name or type(backend).__name__)
-            if not callable(reader):
-                backend = get_backend("serial")  # a one-shot iterable is read here, once
-        cuts = list(accumulate(len(part) for part in parts[:-1])) if parts else []
-        args = (reader, fs, staging.path, names, options, cuts)
-        task = _Task("stream", "the reader's task", stream_task, args, True)
-        (result,) = _run_tasks(backend, [task], progress, staging, resume)
-        progress.add_shards(len(names))
-        return [f for f in result.files if f is not None], result.notes, result.pickled
-    n = len(names)
-    piece_tasks = []
-    for start, end in reader.groups():
-        group = reader.readers[start] if end - start == 1 else PartitionGroup(
-            reader.readers[start:end]
-        )
-        label = f"partition {start}" if end - start == 1 else f"partitions {start}-{end - 1}"
-        key = f"part-{start:05d}-{end:05d}"
-        part_args = (start, group, fs, staging.path, n, options)
-        piece_tasks.append(_Task(key, label, pieces_task, part_args, True, end - start))
-    pieces = _run_tasks(backend, piece_tasks, progress, staging, resume)
-    pickled: dict[str, int] = {}
-    offset = 0  # instances of the partitions before this task's
-    for piece in pieces:
-        for type_name, index in piece.pickled.items():
-            pickled.setdefault(type_name, offset + index)
-        offset += piece.records
-    assemble = [
-        _Task(f"shard-{s:05d}", f"shard {s} ({names[s]})", assemble_task,
-              (names[s], parts, fs, staging.path, options))
-        for s, parts in enumerate(plan_assembly([p.files for p in pieces], n))
-    ]
-    shards: list[FileFacts] = []
-    for result in _run_tasks(backend, assemble, progress, staging, resume):
-        (facts,) = result.files
-        assert facts is not None
-        shards.append(facts)
-        progress.add_shards()
-    return shards, [note for p in pieces for note in p.notes], pickled
 
 
 @checked
@@ -346,23 +215,20 @@ def convert(
         reader = as_input(reader)
     backend = get_backend(executor, num_workers, executor_options)
     fs, out = resolve(os.fspath(output_path), storage_options)
-    names = [shard_name(name_prefix, i, num_shards) for i in range(num_shards)]
-    notes: list[Any] = []
+    job = ConvertJob(fs, out, name_prefix, num_shards, options, backend, progress,
+                     overwrite, resume)
     try:
         try:
             fs.makedirs(out, exist_ok=True)
         except OSError as err:
             raise WriteError(display(fs, out), err) from err
-        manifest, notes = _locked(
-            reader, backend, fs, Staging(fs, out, name_prefix), names, options, progress,
-            overwrite, resume,
-        )
+        manifest, notes = _locked(job, reader)
     finally:
         backend.close()
     result = ConvertResult(
         output_path=display(fs, out),
         manifest_path=display(fs, posixpath.join(out, manifest_name(name_prefix))),
-        paths=[display(fs, posixpath.join(out, n)) for n in names],
+        paths=[display(fs, posixpath.join(out, n)) for n in job.names],
         records_per_shard=[s.records for s in manifest.shards],
         bytes_per_shard=[s.bytes for s in manifest.shards],
         elapsed=time.perf_counter() - started,
@@ -370,6 +236,13 @@ def convert(
         notes=notes,
     )
     log.info("recprep: %s", result)
+    _warn_empty(result, num_shards)
+    return result
+
+
+def _warn_empty(result: ConvertResult, num_shards: int) -> None:
+    """Warn when most shards got no instance: the readers and ranks that get them read
+    nothing."""
     empty = result.records_per_shard.count(0)
     if empty * 2 > num_shards:
         warn(
@@ -380,125 +253,69 @@ def convert(
                 "use fewer shards"
             )
         )
-    return result
 
 
-def _fingerprint(options: WriteOptions, names: list[str], reader: Any) -> str:
-    """What staged work depends on: a resumed run reuses it only if this is unchanged."""
-    groups = reader.groups() if isinstance(reader, Partitions) else None
-    doc = {
-        "format": options.format, "compressor": options.compressor,
-        "codec": options.codec.name, "schema": options.codec.schema(),
-        "chunk_bytes": options.chunk_bytes, "shards": names, "groups": groups,
-    }
-    return json.dumps(doc, sort_keys=True, default=str)
-
-
-def _locked(
-    reader: Any,
-    backend: Backend,
-    fs: Any,
-    staging: Staging,
-    names: list[str],
-    options: WriteOptions,
-    progress: ProgressArg | Progress,
-    overwrite: bool,
-    resume: bool,
-) -> tuple[Manifest, list[Any]]:
+def _locked(job: ConvertJob, reader: Any) -> tuple[Manifest, list[Any]]:
     """Holding the set's lock: with ``resume``, finish or verify what a killed run left;
     otherwise (or then) write and commit the set."""
-    out = staging.output
-    lock = ShardSetLock(fs, out, staging.prefix)
+    lock = ShardSetLock(job.fs, job.output, job.prefix)
     try:
         lock.acquire()
     except WriteError as err:  # read-only: a complete set needs no writing to verify
-        if not (resume and not overwrite and _read_only(err)):
+        if not (job.resume and not job.overwrite and read_only(err)):
             raise  # (an overwrite must write: the set there may be the old one)
-        manifest = _verified(fs, out, options, names, staging.prefix)
+        manifest = verified_set(job)
         if manifest is None:
             raise
         return manifest, []
     try:
-        fingerprint = _fingerprint(options, names, reader)
-        replace = overwrite
-        if resume:
+        fingerprint = job.fingerprint(reader)
+        replace = job.overwrite
+        if job.resume:
             try:
-                manifest, replace = _committed(fs, out, staging, options, names, fingerprint,
-                                               overwrite, lock.killed_takers)
+                manifest, replace = resumed_set(job, fingerprint, lock.killed_takers)
             except OSError as err:  # storage failed (a RecprepError that is one stays)
                 if isinstance(err, RecprepError):
                     raise
-                raise WriteError(display(fs, staging.path), err) from err
+                raise WriteError(display(job.fs, job.staging.path), err) from err
             if manifest is not None:
                 return manifest, []
-            replace = replace or overwrite
+            replace = replace or job.overwrite
         if not replace:
-            _refuse_existing(fs, out, staging.prefix)
-        return _convert(reader, backend, fs, out, staging, names, options, progress, replace,
-                        resume, fingerprint)
+            refuse_existing(job)
+        return _write_and_commit(job, reader, replace, fingerprint)
     finally:
         lock.release()
 
 
-def _read_only(err: WriteError) -> bool:
-    original = err.original
-    return isinstance(original, OSError) and original.errno in (
-        errno.EROFS, errno.EACCES, errno.EPERM)
-
-
-def _convert(
-    reader: Any,
-    backend: Backend,
-    fs: Any,
-    out: str,
-    staging: Staging,
-    names: list[str],
-    options: WriteOptions,
-    progress: ProgressArg | Progress,
-    overwrite: bool,
-    resume: bool,
-    fingerprint: str,
+def _write_and_commit(
+    job: ConvertJob, reader: Any, replace: bool, fingerprint: str
 ) -> tuple[Manifest, list[Any]]:
-    """Write, then commit, the shard set (holding its lock); ``overwrite``: replace the
+    """Write, then commit, the shard set (holding its lock); ``replace``: replace the
     set there."""
-    run = staging.run() if resume and staging.exists() else None
+    staging = job.staging
+    run = staging.run() if job.resume and staging.exists() else None
     reuse = run is not None and run.fingerprint == fingerprint
     staging.create(keep=reuse)
-    staging.start_run(fingerprint, overwrite)
+    staging.start_run(fingerprint, replace)
     bar = (
-        progress
-        if isinstance(progress, Progress)
-        else Progress(progress, total_shards=len(names), desc=staging.prefix,
+        job.progress
+        if isinstance(job.progress, Progress)
+        else Progress(job.progress, total_shards=job.num_shards, desc=job.prefix,
                       total_instances=_input_length(reader))
     )
     try:
-        facts, notes, pickled = _write(
-            reader, backend, fs, staging, names, options, bar, reuse
-        )
+        facts, notes, pickled = write_staged(job, reader, bar, reuse)
         notes.extend(_warn_pickled(pickled))
-        shards = [
-            ShardInfo(name, f.records, f.bytes, f.crc32c)
-            for name, f in zip(names, facts, strict=True)
-        ]
-        manifest = Manifest(
-            name_prefix=staging.prefix,
-            format=options.format,
-            codec=options.codec.name,
-            compressor=options.compressor,
-            shards=shards,
-            schema=options.codec.schema(),
-            pickled=sorted(pickled),
-        )
-        if not overwrite:
-            _refuse_existing(fs, out, staging.prefix)  # a set may have appeared meanwhile
-        # overwrite: the old set's files; else only a side file of the set left alone
-        replaced = [e.path for e in set_files(fs, out, staging.prefix)
-                    if overwrite or e.kind is Kind.SET_SIDE]
-        staged = {name: f.path for name, f in zip(names, facts, strict=True)}
-        sides = _record_indexes(fs, staging, staged, options)
-        sides.update(_chunk_indexes(fs, staging, staged, manifest, options))
-        manifest.side_files = [binding(fs, path) for path in sides.values()]  # vouched for
-        staged.update(sides)
+        manifest = _new_manifest(job, facts, pickled)
+        if not replace:
+            refuse_existing(job)  # a set may have appeared meanwhile
+        # replace: the old set's files; else only a side file of the set left alone
+        replaced = [e.path for e in set_files(job.fs, job.output, job.prefix)
+                    if replace or e.kind is Kind.SET_SIDE]
+        shards = dict(zip(job.names, facts, strict=True))
+        staged = {name: f.path for name, f in shards.items()}
+        staged.update(side_files(job, shards, manifest))
         staging.commit(staged, manifest.to_json(), replaced=replaced)
     except BaseException as err:
         if not staging.committing:  # else the journal says how to finish: keep it all
@@ -507,6 +324,23 @@ def _convert(
     finally:
         bar.close()
     return manifest, notes
+
+
+def _new_manifest(job: ConvertJob, facts: list[FileFacts], pickled: Mapping[str, int]
+                  ) -> Manifest:
+    """The manifest of the staged shards ``facts`` (in shard order)."""
+    options = job.options
+    shards = [ShardInfo(name, f.records, f.bytes, f.crc32c)
+              for name, f in zip(job.names, facts, strict=True)]
+    return Manifest(
+        name_prefix=job.prefix,
+        format=options.format,
+        codec=options.codec.name,
+        compressor=options.compressor,
+        shards=shards,
+        schema=options.codec.schema(),
+        pickled=sorted(pickled),
+    )
 
 
 def _input_length(reader: Any) -> int | None:
@@ -528,182 +362,3 @@ def _warn_pickled(pickled: Mapping[str, int]) -> list[str]:
             "allow_pickle=True"
         )
     return notes
-
-
-def _record_indexes(
-    fs: Any, staging: Staging, staged: Mapping[str, str], options: WriteOptions
-) -> dict[str, str]:
-    """Record index side files of the shards, when the format keeps one and it gives
-    random access with this compressor (a plain TFRecord shard's ``.{shard}.tfindex``):
-    counts and ranges without a scan; hidden names, committed with the shards."""
-    from ..storage.sideindex import build_side_index
-
-    container = options.container()
-    kind = container.record_index
-    if kind is None or not kind.seeks(options.compressor):
-        return {}
-    indexes = {}
-    for name, path in staged.items():
-        side = staging.file(kind.name_for(name))
-        try:
-            build_side_index(fs, path, container=container, index_file=side,
-                        compressor=options.compressor)
-        except WriteError:
-            raise
-        except OSError as err:
-            raise WriteError(display(fs, side), err) from err
-        indexes[kind.name_for(name)] = side
-    return indexes
-
-
-def _chunk_indexes(
-    fs: Any, staging: Staging, staged: Mapping[str, str], manifest: Manifest,
-    options: WriteOptions,
-) -> dict[str, str]:
-    """The side file of a set of a format with chunk headers (``.{prefix}.chunks``: every
-    shard's chunk offsets and counts, :mod:`recprep.storage.chunkindex`), from the staged shards'
-    chunk headers hopped once here; committed with the shards, before the manifest."""
-    import numpy as np
-
-    from ..containers.fileindex import build_index as index_of
-    from ..storage.chunkindex import chunks_name, write_table
-
-    container = options.container()
-    if not container.chunk_header_bytes:
-        return {}
-    chunks = {}
-    for name, path in staged.items():
-        try:
-            with fs.open(path, "rb") as f:
-                index = index_of(f, container, path=display(fs, path))
-        except OSError as err:
-            raise WriteError(display(fs, path), err) from err
-        chunks[name] = (index.offsets.tolist(), np.diff(index.firsts).tolist())
-    side = staging.file(chunks_name(manifest.name_prefix))
-    try:
-        write_table(fs, side, manifest, chunks)
-    except OSError as err:
-        raise WriteError(display(fs, side), err) from err
-    return {chunks_name(manifest.name_prefix): side}
-
-
-def _committed(
-    fs: Any, out: str, staging: Staging, options: WriteOptions, names: list[str],
-    fingerprint: str, overwrite: bool, killed_takers: int = 0,
-) -> tuple[Manifest | None, bool]:
-    """With ``resume``: ``(manifest, False)`` once a commit a killed run started is
-    finished, or a complete set is verified; ``(None, replace)`` when there is work to do
-    (``replace``: the work replaces the set there — a killed overwrite is continued).
-
-    With ``overwrite``, a complete set is never the result on its own: when nothing of
-    this conversion is staged (no journal, no run recorded with this fingerprint), the
-    set there may be the old one — an overwrite killed before it recorded its run (while
-    it took the lock, or before its ``options.json`` was renamed into place) leaves no
-    trace — so the conversion runs and replaces it. A resume never returns the old data
-    as this conversion's result. Without ``overwrite``, nothing tells the set there from
-    the one such a run was to write: it is returned, with a
-    :class:`~recprep.errors.KilledRunWarning` when that run left a trace (its lock's
-    temporary, ``killed_takers``, or its record's)."""
-    if staging.pending_commit():
-        journal = staging.journal()  # checked: this user's, names inside the directory
-        data = staging.staged_manifest(journal)
-        source = staging.file(manifest_name(staging.prefix))
-        if data is None:  # moved in: the commit point was passed
-            source = posixpath.join(out, manifest_name(staging.prefix))
-            committed = read_manifest(fs, source)
-            data = None if committed is None else committed.to_json()
-        if data is not None:
-            manifest = Manifest.from_json(data, path=display(fs, source))
-            if overwrite and not _same(manifest, options, names):
-                log.info("recprep: the interrupted commit in %s is of other options; this "
-                         "overwrite replaces it", display(fs, out))
-                return None, True
-            _check_same(manifest, options, names, display(fs, out))
-            intact = {
-                s.name: FileFacts(posixpath.join(out, s.name), s.records, s.bytes, s.crc32c)
-                for s in manifest.shards
-            }
-            log.info("recprep: finishing the commit of an interrupted run in %s", out)
-            try:
-                staging.finish_commit(journal, intact)
-                return manifest, False
-            except Unfinishable as why:
-                log.warning("recprep: the interrupted commit in %s can't be finished (%s); "
-                            "writing the set again", display(fs, out), why)
-        return None, True  # a new commit replaces what the interrupted one left
-    staged = staging.exists()
-    run = staging.run() if staged else None
-    if run is not None and run.fingerprint == fingerprint:
-        # a killed run's work: finish what it was asked to do
-        return None, run.overwrite or overwrite
-    if overwrite:  # no trace of this conversion: the set there may be the old one
-        log.info("recprep: nothing of this conversion is staged in %s; writing it",
-                 display(fs, out))
-        return None, True
-    traces = []
-    if killed_takers:
-        traces.append("it died while taking the set's lock")
-    if staged and run is None and staging.unrecorded_run():
-        traces.append("its record in the staging directory was never renamed into place")
-    complete = _verified(fs, out, options, names, staging.prefix)
-    if complete is None:
-        return None, False
-    if traces:
-        warn(KilledRunWarning(display(fs, out), "; ".join(traces)))
-    staging.remove()  # leftovers of a run that died after committing
-    return complete, False
-
-
-def _verified(
-    fs: Any, out: str, options: WriteOptions, names: list[str], prefix: str
-) -> Manifest | None:
-    """The committed set's manifest once every shard is checked against it (size and
-    CRC-32C), None when there is none. Reads only."""
-    final_manifest = posixpath.join(out, manifest_name(prefix))
-    manifest = read_manifest(fs, final_manifest)
-    if manifest is None:
-        return None
-    _check_same(manifest, options, names, display(fs, out))
-    for shard in manifest.shards:
-        path = posixpath.join(out, shard.name)
-        if not facts_intact(fs, FileFacts(path, shard.records, shard.bytes, shard.crc32c)):
-            raise CorruptDataError(
-                f"the committed shard set doesn't match its manifest (size or CRC-32C of "
-                f"{shard.name})",
-                path=display(fs, path),
-                remedy=Remedy("overwrite", True, effect="to write it again"),
-            )
-    log.info("recprep: %s is complete and verified; nothing to do", final_manifest)
-    return manifest
-
-
-def _same(manifest: Manifest, options: WriteOptions, names: list[str]) -> bool:
-    """Whether ``manifest`` is of a set written with these options and shard names."""
-    want = (options.format, options.codec.name, options.compressor, names)
-    have = (manifest.format, manifest.codec, manifest.compressor,
-            [s.name for s in manifest.shards])
-    return want == have
-
-
-def _check_same(manifest: Manifest, options: WriteOptions, names: list[str], out: str) -> None:
-    want = (options.format, options.codec.name, options.compressor, names)
-    have = (manifest.format, manifest.codec, manifest.compressor,
-            [s.name for s in manifest.shards])
-    if want != have:
-        raise InvalidArgumentError(
-            f"resume: the shard set in {out} was written as format={have[0]!r}, "
-            f"codec={have[1]!r}, compressor={have[2]!r}, {len(have[3])} shards; this run "
-            f"asks for {want[0]!r}, {want[1]!r}, {want[2]!r}, {len(want[3])} shards. Use "
-            f"the same options{REMEDY}",
-            remedy=Remedy("overwrite", True, effect="to start again"),
-        )
-
-
-def _refuse_existing(fs: Any, out: str, prefix: str) -> None:
-    # a side file of the set alone is no set (the commit replaces it)
-    existing = [e.path for e in set_files(fs, out, prefix) if e.kind is not Kind.SET_SIDE]
-    if existing:
-        raise OutputExistsError(
-            display(fs, out), [display(fs, p) for p in existing],
-            resumable=not fs.exists(posixpath.join(out, manifest_name(prefix))),
-        )

@@ -25,7 +25,7 @@ with a block size that keeps them together near :data:`UPLOAD_BUDGET` (never bel
 task's uploads buffer at most about ``max(UPLOAD_BUDGET, max_open * MIN_UPLOAD_BLOCK)``
 (1.25 GiB with 256 open), however many shards it writes and however big they are.
 
-``max_open`` defaults to :func:`~recprep.read.filepool.default_max_open` (256, or a
+``max_open`` defaults to :func:`~recprep.storage.openfiles.default_max_open` (256, or a
 quarter of ``RLIMIT_NOFILE`` if lower). An open that still fails with ``EMFILE`` or
 ``ENFILE`` (the program holds other files) closes pooled handles and halves the pool, down
 to one file; with none left to close, the error is raised (the write loop makes it a
@@ -60,8 +60,8 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from ..errors import WriteError
-from ..read.filepool import default_max_open
 from ..storage.fs import COPY_BLOCK
+from ..storage.openfiles import default_max_open
 
 __all__ = ["MIN_UPLOAD_BLOCK", "UPLOAD_BUDGET", "PooledWriter", "WritePool", "can_append"]
 

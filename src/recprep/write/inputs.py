@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, UnsplitInputWarning, warn
-from .tables import TableReader, is_table
+from .tables import TableReader, is_table, package_name
 
 __all__ = [
     "ROWS_PER_PART",
@@ -62,10 +62,6 @@ fixed cost per chunk four times as often."""
 _ACCIDENTAL = (str, bytes, bytearray, memoryview, Mapping)
 
 
-def _module_of(value: Any) -> str:
-    return type(value).__module__.partition(".")[0]
-
-
 def check_reader(reader: Any) -> None:
     """Raise unless ``reader`` is a callable or an iterable that isn't one by accident.
 
@@ -82,7 +78,7 @@ pass a no-argument callable returning an iterable of instances, an iterable, or 
             "a no-argument callable returning an iterable of instances, an iterable, or a "
             "table (pandas DataFrame, pyarrow Table)"
         )
-    if _module_of(reader) == "polars" and hasattr(reader, "to_arrow"):
+    if package_name(reader) == "polars" and hasattr(reader, "to_arrow"):
         raise InvalidArgumentError(
             f"reader is a polars {type(reader).__name__}, which iterates over its columns, "
             "not its rows; pass reader.to_arrow() (one instance per row)"

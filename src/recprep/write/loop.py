@@ -7,18 +7,17 @@ handed a filesystem and paths, never a user's output argument.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..codecs import Codec, get_codec
-from ..containers import Format, RecordWriter, get_format
-from ..errors import EncodeError, InvalidArgumentError, RecprepError, WriteError, add_note
-from ..storage.fs import ChecksumWriter
+from ..containers import Format, get_format
+from ..errors import EncodeError, InvalidArgumentError, WriteError, add_note
 from ..storage.staging import FileFacts
-from .filepool import PooledWriter, WritePool
+from .filepool import WritePool
 from .inputs import check_reader
+from .sinks import FileSink, MemoryBudget, pack_pieces
 
 DEFAULT_CHUNK_BYTES = 512 << 10
 """Records per chunk are cut at this many uncompressed bytes. Measured (benchmarks/
@@ -94,153 +93,43 @@ def as_iterable(reader: Any) -> Iterable[Any]:
     return made
 
 
-class _Budget:
-    """Bytes buffered in memory by a task's pieces; past ``limit`` they spill to files."""
+@dataclass(frozen=True)
+class LoopTarget:
+    """The files one pass of the write loop writes into, and how
+    (:func:`write_round_robin`); plain data, made where the task runs.
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.spilled = False
-        self.sinks: list[_Sink] = []
-
-    def add(self, size: int) -> None:
-        self.used += size
-        if self.used > self.limit and not self.spilled:
-            self.spilled = True
-            for sink in self.sinks:
-                sink.spill()
-
-
-class _MemoryFile:
-    """A write-only in-memory file that reports what it holds to a budget."""
-
-    def __init__(self, budget: _Budget) -> None:
-        self.buffer = io.BytesIO()
-        self.budget = budget
-        self.closed = False
-
-    def write(self, data: bytes) -> int:
-        self.buffer.write(data)
-        self.budget.add(len(data))
-        return len(data)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class _Sink:
-    """One output file: opened on first use (or at the end, when ``always`` asks).
-
-    On storage, the file is one of the task's :class:`~recprep.write.filepool.WritePool`:
-    however many files the task writes, a bounded number are open at once. With a
-    budget, the file starts in memory and moves to storage only if the task's buffers
-    pass the budget (see :func:`write_round_robin`).
+    Instance ``j`` goes to ``paths[j % len(paths)]``. With ``create_empty`` (shards) the
+    files that get no record are created empty at the end; otherwise (pieces) they are not
+    created and their facts are ``None``. With ``pack_into`` (pieces) the files are first
+    kept in memory and, if they stay under ``spill_bytes`` together, written back to back
+    into the single file ``pack_into``; past ``spill_bytes`` every piece moves to its own
+    file in ``paths``. ``cuts`` are instance indexes (ascending) before which every file's
+    writer is cut.
     """
 
-    def __init__(
-        self, pool: WritePool, path: str, options: WriteOptions, budget: _Budget | None = None
-    ) -> None:
-        self.pool, self.path, self.options, self.budget = pool, path, options, budget
-        self.file: Any = None
-        self.checksum: ChecksumWriter | None = None
-        self.writer: RecordWriter | None = None
-
-    def _open_storage(self) -> PooledWriter:
-        return self.pool.open(self.path)  # opened (and reopened) as it is written
-
-    def open(self) -> RecordWriter:
-        if self.budget is not None and not self.budget.spilled:
-            self.file = _MemoryFile(self.budget)
-        else:
-            self.file = self._open_storage()
-        self.checksum = ChecksumWriter(self.file)
-        self.writer = self.options.container().writer(
-            self.checksum, self.options.compressor, self.options.chunk_bytes
-        )
-        return self.writer
-
-    @property
-    def in_memory(self) -> bool:
-        return isinstance(self.file, _MemoryFile)
-
-    def spill(self) -> None:
-        """Move what is buffered to the sink's own file; write there from now on."""
-        if not self.in_memory:
-            return
-        finished = self.file.closed
-        data = self.file.buffer.getvalue()
-        real = self._open_storage()
-        try:
-            real.write(data)
-        except WriteError:
-            raise
-        except OSError as err:
-            raise WriteError(self.path, err) from err
-        self.file = real
-        assert self.checksum is not None
-        self.checksum.retarget(real)
-        if finished:  # this piece was complete before the others passed the budget
-            real.close()
-
-    def cut(self) -> None:
-        if self.writer is not None:
-            try:
-                self.writer.cut()
-            except WriteError:
-                raise
-            except OSError as err:
-                raise WriteError(self.path, err) from err
-
-    def finish(self, always: bool) -> FileFacts | None:
-        if self.writer is None:
-            if not always:
-                return None
-            self.open()
-        assert self.writer is not None and self.checksum is not None
-        try:
-            self.writer.close()
-            self.file.close()  # where an object store uploads: its errors aren't OSErrors
-        except RecprepError:
-            raise
-        except Exception as err:
-            raise WriteError(self.path, err) from err
-        writer, checksum = self.writer, self.checksum
-        return FileFacts(self.path, writer.num_records, checksum.size, checksum.crc32c)
-
-    def discard(self) -> None:
-        if isinstance(self.file, PooledWriter):
-            self.file.abort()  # (never raises: the error that brought us here matters)
-        elif self.file is not None and not self.file.closed:
-            try:
-                self.file.close()
-            except Exception:  # the error that brought us here matters more
-                pass
+    fs: Any
+    paths: Sequence[str]
+    options: WriteOptions
+    create_empty: bool = True
+    pack_into: str | None = None
+    spill_bytes: int = SPILL_BYTES
+    cuts: Sequence[int] = ()
 
 
 def write_round_robin(
     instances: Iterable[Any],
-    fs: Any,
-    paths: list[str],
-    options: WriteOptions,
+    target: LoopTarget,
     *,
-    create_empty: bool = True,
     tick: Tick | None = None,
-    pack_into: str | None = None,
-    spill_bytes: int = SPILL_BYTES,
     pickled: dict[str, int] | None = None,
-    cuts: Sequence[int] = (),
 ) -> list[FileFacts | None]:
-    """Encode ``instances`` into ``paths``, instance ``j`` to ``paths[j % len(paths)]``.
+    """Encode ``instances`` into ``target.paths``, instance ``j`` to file ``j % len(paths)``
+    (see :class:`LoopTarget` for which files are made, and where); their facts, in order.
+    ``tick(n)`` hears about progress.
 
-    Files are opened when they get their first record; with ``create_empty`` the ones
-    that got none are created empty at the end (shards), otherwise they are not created
-    and their facts are ``None`` (pieces). ``tick(n)`` hears about progress.
-
-    With ``pack_into`` (pieces), the files are first kept in memory and, if they stay
-    under ``spill_bytes`` together, written back to back into the single file
-    ``pack_into`` (each one's facts give its ``offset`` there): one file per task instead
-    of one per piece, which is what small partitions need. Past ``spill_bytes`` every
-    piece moves to its own file in ``paths``.
+    Files are opened when they get their first record. Packing pieces into one file
+    (``target.pack_into``) is what small partitions need: one file per task instead of one
+    per piece (each piece's facts give its ``offset`` there).
 
     Errors are told apart by who caused them: the input (an exception raised while
     iterating ``instances`` propagates as it is, with a note saying so), an instance the codec
@@ -254,118 +143,157 @@ def write_round_robin(
     same records either way, written in the same order. An ``EncodeError`` of such a row
     also names its column (``err.column``).
 
-    With ``cuts`` (instance indexes, ascending), every file's writer is cut before those
-    instances (:meth:`~recprep.containers.base.RecordWriter.cut`) when the format is
-    concatenable: the files are then byte for byte what writing each run of instances as a
-    partition of its own and assembling the pieces gives, as a parallel executor does.
+    With ``target.cuts``, every file's writer is cut before those instances
+    (:meth:`~recprep.containers.base.RecordWriter.cut`) when the format is concatenable:
+    the files are then byte for byte what writing each run of instances as a partition of
+    its own and assembling the pieces gives, as a parallel executor does.
     """
-    if pickled is None:
-        pickled = {}
-    if not options.container().concatenable(options.compressor):
-        cuts = ()  # assembly writes such pieces' records again, through one writer
-    cut_at = iter([*cuts, -1])
-    next_cut = next(cut_at)
-    budget = None if pack_into is None else _Budget(spill_bytes)
-    pool = WritePool(fs, files=len(paths))
-    sinks = [_Sink(pool, path, options, budget) for path in paths]
-    if budget is not None:
-        budget.sinks = sinks
-    writes: list[Callable[[bytes], None]] = []
-    writes.extend(_opener(sinks, writes, k) for k in range(len(sinks)))
-    n = len(writes)
-    index = -1
-    reported = 0
-    codec = options.codec
-    codec.drain_pickled()  # what an earlier use of the codec left
-    input_failed = True  # until encoding or writing fails: then the error is ours
+    writing = _WritePass(target, tick, {} if pickled is None else pickled)
     try:
         try:
-            for run, encode, by_column in _runs(instances, options.codec):
-                first = index + 1
+            for run, encode, by_column in _runs(instances, target.options.codec):
                 if encode is None:  # a block's records, made at once: a shard at a time
                     assert isinstance(run, list)
-                    end = first + len(run)
-                    at = first
-                    while at < end:
-                        if at == next_cut:
-                            for sink in sinks:
-                                sink.cut()
-                            next_cut = next(cut_at)
-                        stop = next_cut if at < next_cut < end else end
-                        try:
-                            _write_block(run, first, at, stop, sinks, writes)
-                        except EncodeError as err:
-                            input_failed = False
-                            _locate(err, err.instance_index or 0, None, None)
-                            raise
-                        except WriteError:  # it names its file already
-                            input_failed = False
-                            raise
-                        except OSError as err:
-                            input_failed = False
-                            raise WriteError(paths[err.shard], err) from err  # type: ignore[attr-defined]
-                        except BaseException:
-                            input_failed = False
-                            raise
-                        at = stop
-                    index = end - 1
-                    if tick is not None and end // PROGRESS_EVERY > first // PROGRESS_EVERY:
-                        tick(end - reported)
-                        reported = end
-                    continue
-                for index, instance in enumerate(run, first):
-                    if index == next_cut:
-                        for sink in sinks:
-                            sink.cut()
-                        next_cut = next(cut_at)
-                    try:
-                        writes[index % n](encode(instance))
-                    except EncodeError as err:
-                        input_failed = False
-                        _locate(err, index, instance, encode if by_column else None)
-                        raise
-                    except WriteError:  # it names its file already
-                        input_failed = False
-                        raise
-                    except OSError as err:
-                        input_failed = False
-                        raise WriteError(paths[index % n], err) from err
-                    except BaseException:
-                        input_failed = False
-                        raise
-                    if codec.pickled_pending:
-                        for type_name in codec.drain_pickled():
-                            pickled.setdefault(type_name, index)
-                    if tick is not None and not index % PROGRESS_EVERY:
-                        tick(index + 1 - reported)
-                        reported = index + 1
+                    writing.write_block(run)
+                else:
+                    writing.write_rows(run, encode, by_column)
         except Exception as err:
-            if input_failed:  # the reader's own error: it stays what it is, located
+            if writing.input_failed:  # the reader's own error: it stays what it is, located
                 add_note(
-                    err, f"recprep: raised by the input (the reader) after {index + 1} "
+                    err, f"recprep: raised by the input (the reader) after {writing.index + 1} "
                     "instance(s); not an error of the output"
                 )
             raise
-        facts = [sink.finish(create_empty) for sink in sinks]
-        if budget is not None and not budget.spilled and pack_into is not None:
-            facts = _pack(fs, pack_into, sinks, facts)
+        facts = writing.finish()
     except BaseException:
-        for sink in sinks:
-            sink.discard()
+        writing.discard()
         raise
-    if tick is not None and index + 1 > reported:
-        tick(index + 1 - reported)
+    writing.report_rest()
     return facts
+
+
+class _WritePass:
+    """One pass of the write loop (:func:`write_round_robin`): the task's files, where the
+    next cut is, what progress has heard, and whose fault an error is."""
+
+    def __init__(self, target: LoopTarget, tick: Tick | None, pickled: dict[str, int]):
+        self.target, self.tick, self.pickled = target, tick, pickled
+        options = target.options
+        cuts = target.cuts
+        if not options.container().concatenable(options.compressor):
+            cuts = ()  # assembly writes such pieces' records again, through one writer
+        self._cuts = iter([*cuts, -1])
+        self.next_cut = next(self._cuts)
+        self.budget = None if target.pack_into is None else MemoryBudget(target.spill_bytes)
+        pool = WritePool(target.fs, files=len(target.paths))
+        self.sinks = [FileSink(pool, path, options, self.budget) for path in target.paths]
+        if self.budget is not None:
+            self.budget.sinks = self.sinks
+        self.writes: list[Callable[[bytes], None]] = []
+        self.writes.extend(_opener(self.sinks, self.writes, k) for k in range(len(self.sinks)))
+        self.index = -1  # the last instance handed to its file
+        self.reported = 0  # instances progress was told of
+        options.codec.drain_pickled()  # what an earlier use of the codec left
+        self.input_failed = True  # until encoding or writing fails: then the error is ours
+
+    def cut(self) -> int:
+        """Cut every file's writer; the next cut."""
+        for sink in self.sinks:
+            sink.cut()
+        self.next_cut = next(self._cuts)
+        return self.next_cut
+
+    def fault(self, err: BaseException, index: int, instance: Any = None,
+              encode: Callable[[Any], bytes] | None = None, *, file: int | None = None
+              ) -> WriteError | None:
+        """``err`` was raised encoding or writing instance ``index`` (to file ``file``, if
+        not ``index``'s): not the input's fault. An :class:`~recprep.errors.EncodeError` is
+        told where (:func:`_locate`); for an ``OSError``, the
+        :class:`~recprep.errors.WriteError` naming the file to raise instead."""
+        self.input_failed = False
+        if isinstance(err, EncodeError):
+            _locate(err, index, instance, encode)
+        elif isinstance(err, OSError) and not isinstance(err, WriteError):
+            return WriteError(self.target.paths[index % len(self.sinks) if file is None
+                                                else file], err)
+        return None
+
+    def write_rows(self, instances: Iterable[Any], encode: Callable[[Any], bytes],
+                   by_column: bool) -> None:
+        """Encode each instance and write it to its file (the hot loop)."""
+        writes, n, pickled, tick = self.writes, len(self.writes), self.pickled, self.tick
+        next_cut = self.next_cut
+        codec = self.target.options.codec
+        index = self.index
+        try:
+            for index, instance in enumerate(instances, self.index + 1):
+                if index == next_cut:
+                    next_cut = self.cut()
+                try:
+                    writes[index % n](encode(instance))
+                except BaseException as err:
+                    output = self.fault(err, index, instance, encode if by_column else None)
+                    if output is None:
+                        raise
+                    raise output from err
+                if codec.pickled_pending:  # one attribute read; drained only when set
+                    for type_name in codec.drain_pickled():
+                        pickled.setdefault(type_name, index)
+                if tick is not None and not index % PROGRESS_EVERY:
+                    tick(index + 1 - self.reported)
+                    self.reported = index + 1
+        finally:
+            self.index = index
+
+    def write_block(self, records: list[bytes]) -> None:
+        """Write a block's records (made at once from its columns), a file at a time."""
+        first = self.index + 1
+        end = first + len(records)
+        at = first
+        while at < end:
+            if at == self.next_cut:
+                self.cut()
+            stop = self.next_cut if at < self.next_cut < end else end
+            try:
+                _write_block(records, first, at, stop, self.sinks, self.writes)
+            except BaseException as err:
+                index = getattr(err, "instance_index", None) or 0
+                output = self.fault(err, index, file=getattr(err, "shard", None))
+                if output is None:
+                    raise
+                raise output from err
+            at = stop
+        self.index = end - 1
+        if self.tick is not None and end // PROGRESS_EVERY > first // PROGRESS_EVERY:
+            self.tick(end - self.reported)
+            self.reported = end
+
+    def finish(self) -> list[FileFacts | None]:
+        """Every file written out: their facts (packed into one file, if they fit)."""
+        target = self.target
+        facts = [sink.finish(target.create_empty) for sink in self.sinks]
+        if self.budget is not None and not self.budget.spilled and target.pack_into:
+            facts = pack_pieces(target.fs, target.pack_into, self.sinks, facts)
+        return facts
+
+    def discard(self) -> None:
+        for sink in self.sinks:
+            sink.discard()
+
+    def report_rest(self) -> None:
+        """Tell progress of the instances it hasn't heard of."""
+        if self.tick is not None and self.index + 1 > self.reported:
+            self.tick(self.index + 1 - self.reported)
 
 
 #: a run of the write loop: instances, the function that makes each one's record (None:
 #: the run is of records already made), and whether an instance that fails is a row of
 #: columns (its error then names the column)
-Run = tuple[Iterable[Any], Callable[[Any], bytes] | None, bool]
+EncodeRun = tuple[Iterable[Any], Callable[[Any], bytes] | None, bool]
 
 
 def _write_block(records: Sequence[bytes], first: int, start: int, stop: int,
-                 sinks: list[_Sink], writes: list[Callable[[bytes], None]]) -> None:
+                 sinks: list[FileSink], writes: list[Callable[[bytes], None]]) -> None:
     """Write instances ``start:stop`` (``records[j - first]`` is instance ``j``'s), each
     to file ``j % len(sinks)``, with one ``write_many`` per file. An ``OSError`` says
     which file (``err.shard``), an ``EncodeError`` which instance (``instance_index``)."""
@@ -394,7 +322,7 @@ def _write_block(records: Sequence[bytes], first: int, start: int, stop: int,
             raise
 
 
-def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[Run]:
+def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[EncodeRun]:
     """The loop's input as runs: the instances with ``codec.encode`` — or, when they come
     as column blocks (``instances.column_blocks()``, a table's rows), each block's records
     made at once by ``codec.encode_columns`` (passed on as they are: ``bytes(record)`` is
@@ -405,7 +333,7 @@ def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[Run]:
     return _block_runs(column_blocks(), codec)
 
 
-def _block_runs(blocks: Iterable[Any], codec: Codec) -> Iterator[Run]:
+def _block_runs(blocks: Iterable[Any], codec: Codec) -> Iterator[EncodeRun]:
     encode_columns = codec.encode_columns
     for block in blocks:
         try:
@@ -443,28 +371,8 @@ def _fails(encode: Callable[[Any], bytes], value: Any) -> bool:
     return False
 
 
-def _pack(
-    fs: Any, path: str, sinks: list[_Sink], facts: list[FileFacts | None]
-) -> list[FileFacts | None]:
-    """Write the in-memory pieces back to back into ``path``; their facts there."""
-    packed: list[FileFacts | None] = []
-    offset = 0
-    try:
-        with fs.open(path, "wb") as out:
-            for sink, fact in zip(sinks, facts, strict=True):
-                if fact is None or not fact.records:
-                    packed.append(None if fact is None else fact)
-                    continue
-                out.write(sink.file.buffer.getbuffer())
-                packed.append(replace(fact, path=path, offset=offset))
-                offset += fact.bytes
-    except OSError as err:
-        raise WriteError(path, err) from err
-    return packed
-
-
 def _opener(
-    sinks: list[_Sink], writes: list[Callable[[bytes], None]], k: int
+    sinks: list[FileSink], writes: list[Callable[[bytes], None]], k: int
 ) -> Callable[[bytes], None]:
     """A first-write function for file ``k``: opens it, then steps aside for the writer."""
 

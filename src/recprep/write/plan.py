@@ -32,10 +32,11 @@ from typing import Any
 
 from .._core.arguments import checked
 from ..errors import InvalidArgumentError
+from ..storage.staging import FileFacts
 from . import loop
-from .assembly import Run, assemble
+from .assembly import PieceSlice, build_shard
 from .inputs import as_input
-from .loop import FileFacts, Tick, WriteOptions, as_iterable, write_round_robin
+from .loop import LoopTarget, Tick, WriteOptions, as_iterable, write_round_robin
 
 DEFAULT_MAX_TASKS = 256
 
@@ -164,11 +165,9 @@ def stream_task(
     """Write one reader's instances into the ``names`` shards (all created), cutting the
     writers before the instances ``cuts`` (see :func:`~recprep.write.loop.write_round_robin`)."""
     attempt = _attempt(staging, "stream")
-    paths = [f"{attempt}-{name}" for name in names]
+    target = LoopTarget(fs, [f"{attempt}-{name}" for name in names], options, cuts=cuts)
     pickled: dict[str, int] = {}
-    facts = write_round_robin(
-        as_iterable(reader), fs, paths, options, tick=tick, pickled=pickled, cuts=cuts
-    )
+    facts = write_round_robin(as_iterable(reader), target, tick=tick, pickled=pickled)
     return TaskResult(facts, reader_notes(reader), pickled)
 
 
@@ -183,12 +182,12 @@ def pieces_task(
 ) -> TaskResult:
     """Write partition ``index`` as ``num_shards`` pieces (``None`` for an empty piece)."""
     attempt = _attempt(staging, f"part-{index:05d}")
-    paths = [f"{attempt}-piece-{k:05d}" for k in range(num_shards)]
-    pickled: dict[str, int] = {}
-    facts = write_round_robin(
-        as_iterable(reader), fs, paths, options, create_empty=False, tick=tick,
-        pack_into=f"{attempt}-pieces", spill_bytes=loop.SPILL_BYTES, pickled=pickled,
+    target = LoopTarget(
+        fs, [f"{attempt}-piece-{k:05d}" for k in range(num_shards)], options,
+        create_empty=False, pack_into=f"{attempt}-pieces", spill_bytes=loop.SPILL_BYTES,
     )
+    pickled: dict[str, int] = {}
+    facts = write_round_robin(as_iterable(reader), target, tick=tick, pickled=pickled)
     return TaskResult(facts, reader_notes(reader), pickled)
 
 
@@ -210,7 +209,8 @@ def assemble_task(
     name: str, pieces: Sequence[FileFacts], fs: Any, staging: str, options: WriteOptions
 ) -> TaskResult:
     """Make the shard ``name`` of ``pieces``, in order, checking each piece's CRC-32C
-    (:func:`recprep.write.assembly.assemble`): concatenated byte for byte when the format allows
-    it (no record is decoded), else their records written again (a zlib TFRecord)."""
+    (:func:`recprep.write.assembly.build_shard`): concatenated byte for byte when the
+    format allows it (no record is decoded), else their records written again (a zlib
+    TFRecord)."""
     path = f"{_attempt(staging, 'shard')}-{name}"
-    return TaskResult([assemble(fs, path, [Run(p) for p in pieces], options)], [])
+    return TaskResult([build_shard(fs, path, [PieceSlice(p) for p in pieces], options)], [])

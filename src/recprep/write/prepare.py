@@ -153,7 +153,7 @@ def _local_copy(fs: Any, path: str) -> Iterator[str]:
         yield local
 
 
-def _instances(result: Any) -> Iterator[Any]:
+def _returned_instances(result: Any) -> Iterator[Any]:
     """What the user's function returned, as instances."""
     if result is None:
         return iter(())
@@ -203,7 +203,7 @@ class RawFileReader:
             with _local_copy(self.fs, self.path) as local:
                 index = -1
                 try:
-                    for index, instance in enumerate(_instances(function(local))):
+                    for index, instance in enumerate(_returned_instances(function(local))):
                         yield self._check(instance, index)
                 except RecprepError:
                     raise
@@ -216,7 +216,8 @@ class RawFileReader:
         # skip mode: the whole file is checked before any of it is written
         try:
             with _local_copy(self.fs, self.path) as local:
-                instances = [self._check(x, i) for i, x in enumerate(_instances(function(local)))]
+                returned = _returned_instances(function(local))
+                instances = [self._check(x, i) for i, x in enumerate(returned)]
         except Exception as err:
             reason = err.reason if isinstance(err, RawFileError) else (
                 f"{FUNCTION} raised {type(err).__name__}: {err}"
@@ -374,13 +375,7 @@ def prepare(
     )
     model = read_model_file(model_file, storage_options)
     features = model.features()
-    if codec is None:
-        codec = "example" if features is not None else "recprep"
-    if codec == "example" and features is not None:
-        from ..codecs.example import ExampleCodec  # imported when used, like every codec
-
-        codec = ExampleCodec(features)
-    codec_obj = get_codec(codec)
+    codec_obj = _codec_for(codec, features)
     fs, root = resolve(raw_dir, storage_options)
     files = list_raw_files(fs, root, include)
     readers = [RawFileReader(model, fs, path, features, on_error) for path in files]
@@ -388,28 +383,38 @@ def prepare(
     shards = num_shards or 4 * workers
     bar = Progress(progress, total_shards=shards, desc=name_prefix, tasks_total=len(files))
     result = convert(
-        output_dir,
-        partitions(readers),
-        shards,
-        name_prefix,
-        codec=codec_obj,
-        format=format,
-        compressor=compressor,
-        overwrite=overwrite,
-        storage_options=storage_options,
-        progress=bar,
-        executor=chosen,
-        num_workers=workers,
-        executor_options=options,
+        output_dir, partitions(readers), shards, name_prefix, codec=codec_obj, format=format,
+        compressor=compressor, overwrite=overwrite, storage_options=storage_options,
+        progress=bar, executor=chosen, num_workers=workers, executor_options=options,
         resume=resume,
     )
     skipped = list(result.notes)
     out_fs, out = resolve(output_dir, storage_options)
-    report = posixpath.join(out, REPORT_NAME.format(prefix=name_prefix))
-    report_path = None
-    if skipped:
-        out_fs.pipe_file(report, (json.dumps(skipped, indent=2) + "\n").encode())
-        report_path = display(out_fs, report)
-    elif not resume and out_fs.exists(report):  # an earlier run's report would be wrong now
-        out_fs.rm(report)
+    report_path = _report_skipped(out_fs, posixpath.join(
+        out, REPORT_NAME.format(prefix=name_prefix)), skipped, resume)
     return PrepareResult(result, len(files), skipped, report_path)
+
+
+def _codec_for(codec: str | Codec | None, features: list[Feature] | None) -> Codec:
+    """``prepare``'s codec: the one asked for, else ``"example"`` (of the model's
+    ``feature_columns``) when the model file has them, else ``"recprep"``."""
+    if codec is None:
+        codec = "example" if features is not None else "recprep"
+    made = get_codec(codec)
+    if features is not None and isinstance(codec, str):
+        # a codec named, not built: the model's columns are its features (when it has any)
+        made = made.with_features(features)
+    return made
+
+
+def _report_skipped(
+    fs: Any, report: str, skipped: list[dict[str, Any]], resume: bool
+) -> str | None:
+    """Write the report of the files skipped (none: remove an earlier run's, which
+    would be wrong now); its path, if there is one."""
+    if skipped:
+        fs.pipe_file(report, (json.dumps(skipped, indent=2) + "\n").encode())
+        return display(fs, report)
+    if not resume and fs.exists(report):  # an earlier run's report would be wrong now
+        fs.rm(report)
+    return None

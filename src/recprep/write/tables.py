@@ -66,7 +66,12 @@ class ColumnBlock:
             yield dict(zip(names, row, strict=True))
 
 
-def _module_of(value: Any) -> str:
+def package_name(value: Any) -> str:
+    """The top-level package ``value``'s type comes from (``"pandas"``, ``"builtins"``...).
+
+    >>> package_name([]), package_name(np.zeros(1))
+    ('builtins', 'numpy')
+    """
     return type(value).__module__.partition(".")[0]
 
 
@@ -74,7 +79,7 @@ def is_table(value: Any) -> bool:
     """Whether ``value`` is one of the tables :class:`TableReader` reads (a ``Mapping``
     is one only if it is a dict of columns: :class:`~recprep.errors.ColumnsError` says
     why not otherwise)."""
-    if isinstance(value, (_Source, Mapping)):
+    if isinstance(value, (_TableSource, Mapping)):
         return True
     pandas, pyarrow = sys.modules.get("pandas"), sys.modules.get("pyarrow")
     if pandas is not None and isinstance(value, pandas.DataFrame):
@@ -85,7 +90,7 @@ def is_table(value: Any) -> bool:
     return dataset is not None and isinstance(value, dataset.Dataset)
 
 
-class _Source(abc.ABC):
+class _TableSource(abc.ABC):
     """A table's rows, by range: the values of a block, and a slice that pickles small."""
 
     names: list[Any]
@@ -98,7 +103,7 @@ class _Source(abc.ABC):
         """Each column's values of rows ``start:stop`` (an array or a list)."""
 
     @abc.abstractmethod
-    def sliced(self, start: int, stop: int) -> _Source:
+    def sliced(self, start: int, stop: int) -> _TableSource:
         """Rows ``start:stop`` alone (what a task is shipped)."""
 
     def blocks(self, start: int, stop: int) -> Iterator[ColumnBlock]:
@@ -109,7 +114,7 @@ class _Source(abc.ABC):
                               end - first)
 
 
-class _Frame(_Source):
+class _Frame(_TableSource):
     def __init__(self, frame: Any) -> None:
         self.frame = frame
         self.names = _unique(list(frame.columns))
@@ -121,11 +126,11 @@ class _Frame(_Source):
         block = self.frame.iloc[start:stop]
         return [pandas_values(block.iloc[:, k]) for k in range(block.shape[1])]
 
-    def sliced(self, start: int, stop: int) -> _Source:
+    def sliced(self, start: int, stop: int) -> _TableSource:
         return _Frame(self.frame.iloc[start:stop])
 
 
-class _Arrow(_Source):
+class _Arrow(_TableSource):
     def __init__(self, table: Any) -> None:
         self.table = table
         self.names = _unique(list(table.schema.names))
@@ -137,7 +142,7 @@ class _Arrow(_Source):
         block = self.table.slice(start, stop - start)
         return [arrow_values(block.column(k)) for k in range(block.num_columns)]
 
-    def sliced(self, start: int, stop: int) -> _Source:
+    def sliced(self, start: int, stop: int) -> _TableSource:
         return _Arrow(self.table.slice(start, stop - start))
 
     def __reduce__(self) -> Any:
@@ -156,7 +161,7 @@ def _arrow_from_ipc(data: bytes) -> _Arrow:
     return _Arrow(pa.ipc.open_stream(data).read_all())
 
 
-class _Dataset(_Source):
+class _Dataset(_TableSource):
     """A pyarrow ``Dataset`` of files: its fragments (in the dataset's row order), each
     one's row count (from metadata), and the dataset schema every fragment is read with
     (partition columns included)."""
@@ -169,7 +174,7 @@ class _Dataset(_Source):
         self.names = _unique(list(schema.names))
 
     @classmethod
-    def of(cls, dataset: Any) -> _Source:
+    def of(cls, dataset: Any) -> _TableSource:
         if not hasattr(dataset, "files"):  # in memory (it doesn't pickle): a Table
             return _Arrow(dataset.to_table())
         fragments = list(dataset.get_fragments())
@@ -202,7 +207,7 @@ class _Dataset(_Source):
             table = _Arrow(self.fragments[k].to_table(schema=self.schema).slice(first, rows))
             yield from table.blocks(0, rows)
 
-    def sliced(self, start: int, stop: int) -> _Source:
+    def sliced(self, start: int, stop: int) -> _TableSource:
         spans = list(self._spans(start, stop))
         if not spans:
             return _Dataset([], [], self.schema)
@@ -211,7 +216,7 @@ class _Dataset(_Source):
                         self.schema, spans[0][1], stop - start)
 
 
-class _Columns(_Source):
+class _Columns(_TableSource):
     """A dict of equal-length columns, checked once."""
 
     def __init__(self, columns: Mapping[Any, Any]) -> None:
@@ -233,7 +238,7 @@ class _Columns(_Source):
     def values(self, start: int, stop: int) -> list[Any]:
         return [_column_slice(self.columns[name], start, stop) for name in self.names]
 
-    def sliced(self, start: int, stop: int) -> _Source:
+    def sliced(self, start: int, stop: int) -> _TableSource:
         return _Columns({name: _column_slice(values, start, stop, copy=True)
                          for name, values in self.columns.items()})
 
@@ -245,9 +250,9 @@ def _column(name: Any, values: Any) -> Any:
             return values
     elif isinstance(values, (list, tuple, range)):
         return values
-    elif _module_of(values) == "pandas" and type(values).__name__ == "Series":
+    elif package_name(values) == "pandas" and type(values).__name__ == "Series":
         return values
-    elif _module_of(values) == "pyarrow" and hasattr(values, "to_pylist") and hasattr(
+    elif package_name(values) == "pyarrow" and hasattr(values, "to_pylist") and hasattr(
             values, "null_count"):  # an Array or ChunkedArray
         return values
     raise ColumnsError(
@@ -292,13 +297,13 @@ def _unique(names: list[Any]) -> list[Any]:
     return names
 
 
-def as_source(table: Any) -> _Source:
-    """The :class:`_Source` of a table (see :func:`is_table`)."""
-    if isinstance(table, _Source):
+def as_source(table: Any) -> _TableSource:
+    """The :class:`_TableSource` of a table (see :func:`is_table`)."""
+    if isinstance(table, _TableSource):
         return table
     if isinstance(table, Mapping):
         return _Columns(table)
-    if _module_of(table) == "pandas":
+    if package_name(table) == "pandas":
         return _Frame(table)
     dataset = sys.modules.get("pyarrow.dataset")
     if dataset is not None and isinstance(table, dataset.Dataset):
@@ -345,7 +350,7 @@ class TableReader:
         return f"TableReader({type(self.source).__name__[1:]}, rows {self.start}:{self.end})"
 
     def __reduce__(self) -> Any:
-        return _rebuild, (self.source.sliced(self.start, self.end), len(self))
+        return _table_reader_of, (self.source.sliced(self.start, self.end), len(self))
 
     def column_blocks(self) -> Iterator[ColumnBlock]:
         """The rows as :class:`ColumnBlock`\\ s, in order."""
@@ -367,7 +372,7 @@ def _refuse_no_columns(table: Any, rows: int) -> None:
     has: each row would be an empty instance, holding nothing to train on (as a dict
     without columns is refused by :class:`_Columns`)."""
     kind = type(table).__name__
-    module = _module_of(table)
+    module = package_name(table)
     if module in ("pandas", "pyarrow"):
         kind = f"{module} {kind}"
     raise InvalidArgumentError(
@@ -377,7 +382,7 @@ def _refuse_no_columns(table: Any, rows: int) -> None:
     )
 
 
-def _rebuild(source: _Source, rows: int) -> TableReader:
+def _table_reader_of(source: _TableSource, rows: int) -> TableReader:
     return TableReader(source, 0, rows, check_index=False)
 
 

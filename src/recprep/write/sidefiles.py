@@ -1,0 +1,100 @@
+"""The side files a conversion commits with its shards, and the manifest's word for them.
+
+Built in the staging directory once every shard is staged, committed with the shards,
+before the manifest — which lists each one's size and SHA-256 (``side_files``): a reader
+uses a side file only when it is exactly the one the manifest vouches for.
+
+* a **record index** beside each shard, when the format keeps one that gives random
+  access with the compressor (a plain TFRecord shard's ``.{shard}.tfindex``,
+  :mod:`recprep.storage.sideindex`);
+* the set's **chunk index** (``.{prefix}.chunks``, :mod:`recprep.storage.chunkindex`), for
+  a format with chunk headers: every shard's chunk offsets and record counts, as the
+  writers reported them while they wrote (:attr:`~recprep.storage.staging.FileFacts.chunks`)
+  — no shard is read back for it. A shard whose writers didn't report (a format's writer
+  that doesn't tell, a task recorded by an older version and reused by a resume) has its
+  chunk headers hopped once instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..containers import Format
+from ..containers.fileindex import build_index
+from ..errors import WriteError
+from ..storage.chunkindex import binding, chunks_name, write_table
+from ..storage.fs import display
+from ..storage.manifest import Manifest
+from ..storage.sideindex import build_side_index
+from ..storage.staging import FileFacts
+from .job import ConvertJob
+
+__all__ = ["chunk_index", "record_indexes", "side_files"]
+
+
+def side_files(
+    job: ConvertJob, shards: Mapping[str, FileFacts], manifest: Manifest
+) -> dict[str, str]:
+    """The side files of the staged ``shards`` (final name -> facts), built in staging:
+    final name -> staged path; ``manifest`` now lists them (``side_files``)."""
+    sides = record_indexes(job, shards)
+    sides.update(chunk_index(job, shards, manifest))
+    manifest.side_files = [binding(job.fs, path) for path in sides.values()]  # vouched for
+    return sides
+
+
+def record_indexes(job: ConvertJob, shards: Mapping[str, FileFacts]) -> dict[str, str]:
+    """Record index side files of the shards, when the format keeps one and it gives
+    random access with this compressor (a plain TFRecord shard's ``.{shard}.tfindex``):
+    counts and ranges without a scan; hidden names, committed with the shards."""
+    options, fs = job.options, job.fs
+    container = options.container()
+    kind = container.record_index
+    if kind is None or not kind.seeks(options.compressor):
+        return {}
+    indexes = {}
+    for name, facts in shards.items():
+        side = job.staging.file(kind.name_for(name))
+        try:
+            build_side_index(fs, facts.path, container=container, index_file=side,
+                             compressor=options.compressor)
+        except WriteError:
+            raise
+        except OSError as err:
+            raise WriteError(display(fs, side), err) from err
+        indexes[kind.name_for(name)] = side
+    return indexes
+
+
+def chunk_index(
+    job: ConvertJob, shards: Mapping[str, FileFacts], manifest: Manifest
+) -> dict[str, str]:
+    """The side file of a set of a format with chunk headers (``.{prefix}.chunks``: every
+    shard's chunk offsets and counts, :mod:`recprep.storage.chunkindex`), from the chunks
+    the shards' writers reported; committed with the shards, before the manifest."""
+    container = job.options.container()
+    if not container.chunk_header_bytes:
+        return {}
+    chunks = {name: _chunks_of(job.fs, facts, container) for name, facts in shards.items()}
+    side = job.staging.file(chunks_name(manifest.name_prefix))
+    try:
+        write_table(job.fs, side, manifest, chunks)
+    except OSError as err:
+        raise WriteError(display(job.fs, side), err) from err
+    return {chunks_name(manifest.name_prefix): side}
+
+
+def _chunks_of(fs: Any, facts: FileFacts, container: Format) -> tuple[list[int], list[int]]:
+    """A staged shard's chunk offsets and record counts: as its writers reported them, or,
+    where they didn't, from its chunk headers, hopped once."""
+    if facts.chunks is not None:
+        return [offset for offset, _ in facts.chunks], [count for _, count in facts.chunks]
+    try:
+        with fs.open(facts.path, "rb") as f:
+            index = build_index(f, container, path=display(fs, facts.path))
+    except OSError as err:
+        raise WriteError(display(fs, facts.path), err) from err
+    return index.offsets.tolist(), np.diff(index.firsts).tolist()
