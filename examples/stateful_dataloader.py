@@ -9,7 +9,7 @@ Run it as is (``python examples/stateful_dataloader.py``): it writes a small set
 two epochs without a break, then again stopping after 7 steps and resuming in a fresh
 loader, and checks both runs saw the same batches. With ``--data``, it is one training
 process, for a job that may be killed at any point and restarted
-(``tests/test_torch_stateful.py`` SIGKILLs it)::
+(``tests/adapters/test_torch_stateful.py`` SIGKILLs it)::
 
     python examples/stateful_dataloader.py --data 'out/train-*-of-*' \\
         --checkpoint ckpt.json --log seen.txt --num-workers 2

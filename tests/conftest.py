@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import fsspec
 import pytest
 
-DATA = Path(__file__).parent / "data"
-
-
-def vector_records() -> list[bytes]:
-    """The 44 records every file in tests/data/{go-recordio,pyrecordio-0.0.4,tfrecord} holds."""
-    lines = (DATA / "go-recordio" / "records.hex").read_text().splitlines()
-    return [bytes.fromhex(line.strip()) for line in lines]
+from .support import vector_records
 
 
 @pytest.fixture
@@ -70,7 +63,7 @@ def ray_local():
     """A real local Ray instance (2 CPUs) for the whole run, shut down at the end."""
     import os
 
-    from .clusters import RAY_TEST_ENV
+    from .support.clusters import RAY_TEST_ENV
 
     os.environ.update(RAY_TEST_ENV)
     ray = pytest.importorskip("ray")
@@ -87,16 +80,16 @@ def ray_local():
 
 @pytest.fixture(scope="session")
 def s3(tmp_path_factory):
-    """moto's S3 server on 127.0.0.1 for the whole run (see ``tests/s3.py``).
+    """moto's S3 server on 127.0.0.1 for the whole run (see ``tests/support/s3.py``).
 
-    Yields an :class:`tests.s3.S3Server`: ``endpoint_url``, ``storage_options`` (for s3fs),
+    Yields an :class:`tests.support.s3.S3Server`: ``endpoint_url``, ``storage_options`` (for s3fs),
     ``bucket()`` (a fresh bucket's URL), ``env()`` (a subprocess environment with
     ``AWS_ENDPOINT_URL``) and ``filesystem()``. Fake credentials are set in the environment
     for the session, and the AWS config files pointed away from any real ones.
     """
     pytest.importorskip("moto.server")
     pytest.importorskip("s3fs")
-    from .s3 import FAKE_ENV, S3Server, clear_s3fs_cache
+    from .support.s3 import FAKE_ENV, S3Server, clear_s3fs_cache
 
     patch = pytest.MonkeyPatch()
     home = tmp_path_factory.mktemp("aws")
@@ -119,7 +112,7 @@ def s3(tmp_path_factory):
 def s3_url(s3):
     """A fresh, empty bucket on the shared server (``s3://recprep-test-...``); s3fs's
     cached instances (and their listings) are dropped before and after the test."""
-    from .s3 import clear_s3fs_cache
+    from .support.s3 import clear_s3fs_cache
 
     clear_s3fs_cache()
     yield s3.bucket()

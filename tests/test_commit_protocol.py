@@ -31,8 +31,10 @@ from recprep.storage.seals import KEY_ENV, seal
 from recprep.storage.staging import Staging
 from recprep.tools import verify
 
+from .support import SUPPORT
+
 ROOT = Path(__file__).parent.parent
-JOB = Path(__file__).with_name("kill_job.py")
+JOB = SUPPORT / "kill_job.py"
 TOTAL = 250  # instances kill_job writes
 
 
@@ -552,7 +554,7 @@ def test_a_reader_built_before_an_overwrite_on_s3_says_the_set_changed(s3, s3_ur
 
 def test_s3_lost_mid_convert_the_write_error_wins(tmp_path):
     pytest.importorskip("moto.server")
-    from .s3 import FAKE_ENV, S3Server, clear_s3fs_cache
+    from .support.s3 import FAKE_ENV, S3Server, clear_s3fs_cache
 
     saved = {k: os.environ.get(k) for k in FAKE_ENV}
     os.environ.update(FAKE_ENV)

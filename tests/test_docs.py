@@ -16,7 +16,7 @@ Markers, an HTML comment on the line before a block's fence (blank lines allowed
 
 * ``<!-- not-run: REASON -->``: the block is not run. Only for what CI can't do: a
   cluster, S3 with real credentials, Docker (the image's ENTRYPOINT is checked by
-  ``tests/test_prepare.py`` instead);
+  ``tests/write/test_prepare.py`` instead);
 * ``<!-- file: NAME -->``: the block is written to ``NAME`` in the page's directory
   instead of being run (a model file a later command uses).
 

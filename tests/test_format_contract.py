@@ -1,5 +1,5 @@
 """The format contract, run against every registered container format — including one
-registered from outside recprep (``tests/outside_format.py``) — and, for that one, every
+registered from outside recprep (``tests/support/outside_format.py``) — and, for that one, every
 executor: ``convert``, ``RecordIO`` (``read_range``, ``tasks``, rank splits), the tools
 (``recprep ls/head/verify/cp``) and ``recprep.spark`` read/write, with no edit elsewhere.
 
@@ -23,7 +23,7 @@ from recprep.containers import available_formats, get_format
 from recprep.storage import resolve
 from recprep.storage.manifest import read_manifest
 
-NAME = "outside-recordio"  # tests/outside_format.py's, imported by the fixture below
+NAME = "outside-recordio"  # tests/support/outside_format.py's, imported by the fixture below
 FORMATS = [*available_formats(), NAME]  # the built-ins, any plug-in, the outside format
 N = 3
 SIZES = [0, 40, 7, 153]
@@ -51,7 +51,7 @@ def _files(url: str) -> dict[str, bytes]:
 @pytest.fixture(scope="module", autouse=True)
 def outside():
     """The outside format, registered while this module's tests run."""
-    from . import outside_format
+    from .support import outside_format
 
     outside_format.register()
     yield outside_format

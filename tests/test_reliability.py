@@ -33,8 +33,10 @@ from recprep import (
 )
 from recprep.storage.locking import OutputLockedError
 
+from .support import SUPPORT
+
 ROOT = Path(__file__).parent.parent
-JOB = Path(__file__).with_name("kill_job.py")
+JOB = SUPPORT / "kill_job.py"
 SEED = int(os.environ.get("RECPREP_KILL_SEED", "20261122"))
 
 

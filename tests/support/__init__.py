@@ -1,0 +1,17 @@
+"""What the tests share besides fixtures: the golden vectors' location, the S3 server and
+the clusters, hypothesis strategies, a format registered from outside recprep, and the
+scripts some tests run as processes of their own (``kill_job.py``, ``fd_job.py``,
+``cluster_job.py``, ``planted.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SUPPORT = Path(__file__).parent
+DATA = SUPPORT.parent / "data"
+
+
+def vector_records() -> list[bytes]:
+    """The 44 records every file in tests/data/{go-recordio,pyrecordio-0.0.4,tfrecord} holds."""
+    lines = (DATA / "go-recordio" / "records.hex").read_text().splitlines()
+    return [bytes.fromhex(line.strip()) for line in lines]
