@@ -273,12 +273,19 @@ def _pick(blocks: list[Block], rows: np.ndarray) -> Block:
 # --------------------------------------------------------------------------- batches
 
 
-def cut(runs: Iterator[Block], size: int, drop_last: bool) -> Iterator[Any]:
+def cut(runs: Iterator[Block], size: int, drop_last: bool,
+        lost: list[int] | None = None) -> Iterator[Any]:
     """Batches of ``size`` instances from ``runs``, as :func:`~recprep.batching.collate`
-    makes them (the last one shorter, or left out with ``drop_last``)."""
+    makes them (the last one shorter, or left out with ``drop_last``). The places of
+    records lost to damage (:class:`~recprep.containers.Gap` runs) are added up in
+    ``lost[0]`` as they pass (without ``lost``, ``runs`` holds none)."""
     pending: list[Block] = []
     have = 0
     for run in runs:
+        if isinstance(run, Gap):
+            assert lost is not None, "a Gap among runs cut without a count of lost places"
+            lost[0] += run.n
+            continue
         n, at = len(run), 0
         while at < n:
             take = min(size - have, n - at)

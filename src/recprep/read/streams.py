@@ -129,16 +129,8 @@ def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassPro
     """The batches of ``runs``, counted (by instance, and the places of records lost to
     damage among them) in ``progress``."""
     lost = [0]  # places of lost records passed since the last batch handed out
-
-    def present() -> Iterator[Block]:
-        for run in runs:
-            if isinstance(run, Gap):
-                lost[0] += run.n
-            else:
-                yield run
-
     try:
-        for batch in cut(present(), size, drop_last):
+        for batch in cut(runs, size, drop_last, lost):
             progress.counted += _batch_len(batch) + lost[0]
             lost[0] = 0
             yield batch
