@@ -18,8 +18,8 @@ either they are ``int`` when every value is an integer, else ``string``. ``rs.re
 every partition column even when the caller's schema doesn't name it, as Spark's file
 sources do (:meth:`ReadPlan.with_partition_columns`); the data sources can't (Spark fixes a
 Python source's columns to the schema it is given). Executors then read one file per
-Spark task (:func:`recprep.spark.decode.read_file`); :func:`recprep.spark.jobs.read` makes
-the DataFrame.
+Spark task (:func:`recprep.spark.decode.read_file`);
+:func:`recprep.spark.jobs.read_dataframe` makes the DataFrame.
 """
 
 from __future__ import annotations

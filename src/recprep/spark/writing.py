@@ -1,12 +1,12 @@
 """A DataFrame write's plan: validate, prepare the staging directory, make shards, commit.
 
-The steps :func:`recprep.spark.jobs.write` runs (this module submits no Spark job):
+The steps :func:`recprep.spark.jobs.write_dataframe` runs (this module submits no Spark job):
 
 1. **Validate** everything on the driver before any job runs: arguments, column types
    (:func:`check_columns`, by the codec's rules: :mod:`recprep.spark.codecs`), and what
-   the output already holds
-   against ``mode`` — ``error`` refuses a non-empty path; ``append`` and a dynamic
-   ``overwrite`` refuse data partitioned by other columns (:func:`prepare_job`).
+   the output already holds against ``mode`` — ``error`` refuses a non-empty path;
+   ``append`` and a dynamic ``overwrite`` refuse data partitioned by other columns
+   (:func:`prepare_job`).
 2. **Pieces** (:mod:`recprep.spark.pieces`): one Spark job, each task writing its rows,
    per partition directory, into the hidden staging directory. Rows reach Python as Arrow
    batches through recprep's internal Python data source, never through the driver; the
