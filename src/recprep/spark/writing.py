@@ -100,7 +100,7 @@ class SparkWriteJob:
         return posixpath.join(self.plan.staging, REPORTS)
 
 
-def _check_shard_count(name: str, value: Any) -> None:
+def _positive_or_none(name: str, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                               or value < 1):
         raise InvalidArgumentError(f"{name} must be an int >= 1 or None, got {value!r}")
@@ -121,8 +121,8 @@ def check_arguments(
     _choice("codec", codec, list(SPARK_CODECS))
     _choice("mode", mode, MODES)
     _choice("partition_overwrite", partition_overwrite, PARTITION_OVERWRITE)
-    _check_shard_count("num_shards", num_shards)
-    _check_shard_count("records_per_shard", records_per_shard)
+    _positive_or_none("num_shards", num_shards)
+    _positive_or_none("records_per_shard", records_per_shard)
     if num_shards is not None and records_per_shard is not None:
         raise InvalidArgumentError(
             "pass num_shards or records_per_shard, not both: they both decide how many "
