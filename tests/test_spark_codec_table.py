@@ -14,7 +14,9 @@ import ast
 import re
 from pathlib import Path
 
-SPARK = Path(__file__).resolve().parent.parent / "src" / "recprep" / "spark"
+#: the package's source, found from this file wherever the tests are grouped
+SPARK = next(p / "src" / "recprep" / "spark" for p in Path(__file__).resolve().parents
+             if (p / "src" / "recprep" / "spark").is_dir())
 TABLE = "codecs.py"
 CODEC_NAMES = frozenset({"raw", "recprep", "example"})
 #: what a value holding a codec's name is called
