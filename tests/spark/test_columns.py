@@ -20,7 +20,7 @@ pytest.importorskip("pyarrow")
 from recprep.codecs.example import ExampleCodec  # noqa: E402
 from recprep.codecs.recprep import RecprepCodec  # noqa: E402
 from recprep.errors import DecodeError, InvalidArgumentError  # noqa: E402
-from recprep.spark import decode  # noqa: E402
+from recprep.spark import arrays  # noqa: E402
 from recprep.spark.columns import ColumnSpec  # noqa: E402
 from recprep.spark.decode import RecordDecoder  # noqa: E402
 
@@ -47,7 +47,7 @@ _DTYPE = {"int": np.int64, "float": np.float32, "bytes": object}
 
 def per_record(decoder: RecordDecoder, records: list[bytes]):
     """What the decoder gives record by record (the path every read took before)."""
-    with mock.patch.object(decode, "parse_chunk", lambda *a, **k: None), \
+    with mock.patch.object(arrays, "parse_chunk", lambda *a, **k: None), \
             mock.patch.object(decoder._codec, "decode_columns", lambda records: None):
         return outcome(decoder, records)
 

@@ -426,8 +426,8 @@ def test_a_schema_keeps_inferred_partition_columns_without_manifests(spark, tmp_
 def test_example_rows_are_in_tensorflows_key_order():
     import pyarrow as pa
 
+    from recprep.spark.codecs import encoder_for
     from recprep.spark.columns import ColumnSpec
-    from recprep.spark.encode import encoder_for
 
     tf = pytest.importorskip("tensorflow")
     batch = pa.record_batch({"ab": pa.array([1, 2]), "a": pa.array(["x", "y"]),

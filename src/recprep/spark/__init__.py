@@ -21,6 +21,28 @@ file facts. Reading also takes what Spark-TFRecord and the Spark-TensorFlow-Conn
 
 pyspark (>= 4.0) and pyarrow are imported only when these functions are called:
 ``pip install 'recprep[spark]'``.
+
+Where things live:
+
+================  ========================================================================
+module            what it holds
+================  ========================================================================
+``jobs``          ``write``/``read`` on the driver: the Spark jobs they run
+``codecs``        each codec's Spark side, one class per codec in one table: the columns
+                  it writes, its row encoder, its records as Arrow, a set's columns
+``columns``       column types (``ColumnSpec``), Example features, types inferred
+``encode``        rows to records, one encoder per codec
+``arrays``        a chunk's records to Arrow arrays (at once, else record by record)
+``writing``       a write's plan: arguments and columns checked, staging, commit
+``pieces``        the executors' part of a write: each task's rows into piece files
+``assemble``      pieces into balanced shards (``num_shards``, ``records_per_shard``)
+``commit``        each directory's set committed, manifest schemas, ``_SUCCESS``
+``reports``       the tasks' reports, saved for the driver as JSON
+``reading``       a read's plan: the files, the schema, one task per file
+``decode``        the executors' part of a read: a file's records to record batches
+``layout``        Hive-style partition directories: names, discovery
+``datasource``    the Python data sources (``tfrecord``, ``recordio`` and the internal two)
+================  ========================================================================
 """
 
 from __future__ import annotations

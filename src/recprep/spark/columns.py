@@ -1,24 +1,11 @@
-"""Spark column types, and how each is written into records and read back.
+"""Spark columns: their types, their Example features, and their types inferred.
 
 A column is kept as its name, its type as Spark's DDL spells it (``bigint``,
 ``array<float>``) and its nullability — plain data that travels to executors and into
-manifests. What each codec can write:
-
-============================  ==================  ========================================
-Spark type                    ``codec="example"``  ``codec="recprep"``
-============================  ==================  ========================================
-tinyint, smallint, int,       int64_list          int
-bigint, boolean
-float                         float_list          float (the float32 value, exactly)
-double                        refused: cast it,   float
-                              or codec="recprep"
-string                        bytes_list (UTF-8)  str
-binary                        bytes_list          bytes
-array<any of the above>       the list            list (nested arrays too)
-============================  ==================  ========================================
-
-Anything else (decimal, date, timestamp, map, struct...) is refused with an error naming
-the column. Partition columns may be integral, boolean, string or date.
+manifests. Which types each codec can write is the table's
+(:mod:`recprep.spark.codecs`); the types here are integral, boolean, float, double,
+string, binary and arrays of them. Partition columns may be integral, boolean, string or
+date.
 
 Examples
 --------
@@ -47,7 +34,6 @@ __all__ = [
     "ColumnSpec",
     "UnsupportedColumnError",
     "array_depth",
-    "check_columns",
     "columns_from_features",
     "element_type",
     "features",
@@ -143,83 +129,6 @@ def struct_type(columns: Iterable[ColumnSpec]) -> Any:
 
     return T.StructType([T.StructField(c.name, spark_type(c.type), c.nullable)
                          for c in columns])
-
-
-def _check_data_column(column: ColumnSpec, codec: str) -> None:
-    element, depth = column.element, column.depth
-    if codec == "raw":
-        if column.type != "binary":
-            raise UnsupportedColumnError(
-                column.name, column.type,
-                "recordType ByteArray (codec='raw') writes one binary column as the record",
-            )
-        return
-    if element not in ATOMIC:
-        raise UnsupportedColumnError(
-            column.name, column.type,
-            "the supported types are integral, boolean, float, double, string, binary and "
-            "arrays of them; cast it (e.g. F.col(...).cast('string') for dates and "
-            "decimals, or to_json for structs and maps)",
-        )
-    if codec == "example":
-        if element == "double":
-            narrow = column.type.replace("double", "float")
-            raise UnsupportedColumnError(
-                column.name, column.type,
-                "it is float64, and Example floats are float32; nothing is narrowed "
-                f"silently: cast it (F.col({column.name!r}).cast({narrow!r})) or write "
-                "with codec='recprep', which keeps float64 exactly",
-            )
-        if depth > 1:
-            raise UnsupportedColumnError(
-                column.name, column.type,
-                "an Example feature is a flat list; flatten the array (F.flatten) or "
-                "write with codec='recprep'",
-            )
-
-
-def check_columns(
-    schema: Any, partition_by: Sequence[str], codec: str
-) -> tuple[list[ColumnSpec], list[ColumnSpec]]:
-    """Split a DataFrame's ``StructType`` into data and partition columns, refusing what
-    ``codec`` can't write (:class:`UnsupportedColumnError`, naming the column)."""
-    columns = [ColumnSpec(f.name, type_string(f.dataType), bool(f.nullable)) for f in schema]
-    by_name = {c.name: c for c in columns}
-    if len(by_name) != len(columns):
-        names = [c.name for c in columns]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        raise InvalidArgumentError(f"column names must be unique; repeated: {repeated}")
-    parts = []
-    for name in partition_by:
-        if name not in by_name:
-            raise InvalidArgumentError(
-                f"partition column {name!r} is not a column of the DataFrame "
-                f"({list(by_name)})"
-            )
-        column = by_name[name]
-        if column.type not in PARTITION_TYPES:
-            raise UnsupportedColumnError(
-                name, column.type,
-                f"a partition column must be one of {list(PARTITION_TYPES)}, as it becomes "
-                "a directory name",
-            )
-        parts.append(column)
-    if len(set(partition_by)) != len(partition_by):
-        raise InvalidArgumentError(f"partition_by repeats a column: {list(partition_by)}")
-    data = [c for c in columns if c.name not in set(partition_by)]
-    if not data:
-        raise InvalidArgumentError(
-            "every column is a partition column: nothing would be left to write in the "
-            "records"
-        )
-    if codec == "raw" and len(data) != 1:
-        raise InvalidArgumentError(
-            f"recordType ByteArray (codec='raw') writes one binary column as the record; "
-            f"the DataFrame has {len(data)} data columns ({[c.name for c in data]})"
-        )
-    for column in data:
-        _check_data_column(column, codec)
-    return data, parts
 
 
 # -- features: what the Example codec's manifest schema declares ---------------------------

@@ -59,9 +59,10 @@ from pyspark.sql.datasource import (
 from ..errors import InvalidArgumentError
 from ..executors.base import Outcome, failed
 from ..storage.fs import resolve
+from .codecs import FALLBACK_CODEC, record_codec
 from .decode import read_file
 from .pieces import TaskReport, write_pieces
-from .reading import ReadPlan, plan_read, record_codec
+from .reading import ReadPlan, plan_read
 from .reports import save_reports
 from .writing import (
     SparkWriteJob,
@@ -253,8 +254,9 @@ class TFRecordDataSource(DataSource):
         mode = "overwrite" if overwrite else "append"
         partition_overwrite = str(self.options.get("partitionOverwriteMode") or "dynamic")
         prefix = self.options.get("namePrefix") or "part"
+        codec = record_codec(self.options.get("recordType")) or FALLBACK_CODEC
         options, columns = check_arguments(
-            format=self.FORMAT, codec=record_codec(self.options.get("recordType")) or "example",
+            format=self.FORMAT, codec=codec,
             compressor=compression, partition_by=partition_by, num_shards=None,
             records_per_shard=None, mode=mode, partition_overwrite=partition_overwrite.lower(),
             name_prefix=prefix,

@@ -1,5 +1,8 @@
 """Rows to records: a DataFrame's Arrow record batches, encoded by one codec.
 
+One encoder class per codec; the table of :mod:`recprep.spark.codecs` says which one a
+codec uses (:meth:`~recprep.spark.codecs.SparkCodec.encoder`).
+
 * ``example`` — one ``tf.train.Example`` per row, byte for byte what
   :class:`~recprep.codecs.example.ExampleCodec` gives for the row's values as arrays
   (entries in TensorFlow's key order, :func:`~recprep.codecs.example.wire.key_order`;
@@ -18,7 +21,7 @@ Example
 >>> import pyarrow as pa
 >>> from recprep.codecs.example import ExampleCodec
 >>> batch = pa.record_batch({"id": pa.array([3, None]), "w": pa.array(["ab", "c"])})
->>> encoder = encoder_for("example", [ColumnSpec("id", "bigint"), ColumnSpec("w", "string")])
+>>> encoder = ExampleEncoder([ColumnSpec("id", "bigint"), ColumnSpec("w", "string")])
 >>> first, second = encoder.encode(batch)
 >>> ExampleCodec().decode(first), ExampleCodec().decode(second)
 ({'id': array([3]), 'w': array([b'ab'], dtype=object)}, {'w': array([b'c'], dtype=object)})
@@ -46,7 +49,7 @@ from ..codecs.example.wire import field_head
 from ..errors import EncodeError
 from .columns import ColumnSpec
 
-__all__ = ["BatchEncoder", "encoder_for"]
+__all__ = ["BatchEncoder", "ExampleEncoder", "RawEncoder", "RecprepEncoder"]
 
 
 def _binary(arr: pa.Array) -> tuple[np.ndarray, bytes]:
@@ -71,8 +74,6 @@ def _arrow_numbers(arr: pa.Array, element: str) -> np.ndarray:
 class BatchEncoder:
     """Turns record batches into records; remembers which columns held nulls."""
 
-    name = ""
-
     def __init__(self, columns: Sequence[ColumnSpec]) -> None:
         self.columns = list(columns)
         self.nulls: set[str] = set()
@@ -90,8 +91,6 @@ class BatchEncoder:
 class ExampleEncoder(BatchEncoder):
     """Rows as ``tf.train.Example`` records (see the module docstring): each column's
     payload made from Arrow, the records by the codecs' shared column encoder."""
-
-    name = "example"
 
     def __init__(self, columns: Sequence[ColumnSpec]) -> None:
         super().__init__(columns)
@@ -142,8 +141,6 @@ class ExampleEncoder(BatchEncoder):
 class RecprepEncoder(BatchEncoder):
     """Rows as ``{column: value}`` dicts of the ``recprep`` codec."""
 
-    name = "recprep"
-
     def __init__(self, columns: Sequence[ColumnSpec]) -> None:
         super().__init__(columns)
         self._codec = get_codec("recprep")
@@ -160,8 +157,6 @@ class RecprepEncoder(BatchEncoder):
 class RawEncoder(BatchEncoder):
     """The single binary column's bytes as the record."""
 
-    name = "raw"
-
     def encode(self, batch: pa.RecordBatch) -> list[bytes]:
         (column,) = self.columns
         arr = batch.column(column.name)
@@ -171,18 +166,3 @@ class RawEncoder(BatchEncoder):
                 "filter those rows first"
             )
         return list(arr.to_pylist())
-
-
-_BATCH_ENCODERS: dict[str, type[BatchEncoder]] = {
-    c.name: c for c in (ExampleEncoder, RecprepEncoder, RawEncoder)
-}
-
-
-def encodable_codecs() -> tuple[str, ...]:
-    """The codecs a DataFrame's rows can be encoded with (each has a batch encoder)."""
-    return tuple(_BATCH_ENCODERS)
-
-
-def encoder_for(codec: str, columns: Sequence[ColumnSpec]) -> BatchEncoder:
-    """A fresh encoder of ``columns`` for ``codec`` (``example``, ``recprep`` or ``raw``)."""
-    return _BATCH_ENCODERS[codec](columns)

@@ -29,7 +29,6 @@ from ..storage.locking import ShardSetLock
 from ..storage.staging import FileFacts
 from . import writing
 from .assemble import assemble_shard, plan_shards, shard_count
-from .columns import check_columns
 from .commit import DirectoryOutput
 from .datasource import PIECES_SOURCE, PLAN_OPTION, SCAN_SOURCE, register_internal
 from .pieces import PieceFile
@@ -100,7 +99,7 @@ def write_dataframe(
         partition_overwrite=partition_overwrite, name_prefix=name_prefix,
     )
     fs, root = resolve(path, storage_options)
-    check_columns(df.schema, columns, options.codec.name)  # before touching storage
+    writing.check_columns(df.schema, columns, options.codec.name)  # before touching storage
     if fs.isfile(root):
         raise InvalidArgumentError(f"{display(fs, root)} is a file; a dataset is a directory")
     fs.makedirs(root, exist_ok=True)

@@ -30,8 +30,8 @@ from ..errors import WriteError
 from ..storage.fs import ChecksumWriter
 from ..storage.staging import FileFacts
 from ..write.loop import WriteOptions
+from .codecs import encoder_for
 from .columns import ColumnSpec
-from .encode import encoder_for
 
 __all__ = ["PieceFile", "TaskReport", "WritePlan", "write_pieces"]
 

@@ -5,18 +5,21 @@ finds the partition directories and their files; the schema comes from, in order
 
 1. the ``schema`` the caller gives;
 2. the manifests: their ``schema.spark.columns`` (written by :func:`recprep.spark.write`),
-   else their Example ``features`` (written by ``convert``), else — for ``codec="raw"`` —
-   one ``byteArray`` binary column;
+   else the columns every set of their codec has (``codec="raw"``: one ``byteArray``
+   binary column), else their Example ``features`` (written by ``convert``);
 3. the records of the first non-empty file (never an empty one), when there is no manifest
-   (Spark-TFRecord output): up to 1000 records, Examples by default (``record_type``).
+   (Spark-TFRecord output): up to 1000 records, of the codec ``record_type`` names, else
+   the one their first record points to, else Examples.
+
+What each codec's records are as columns is the table's (:mod:`recprep.spark.codecs`).
 
 Partition columns take their types from the manifests (or the caller's schema); without
 either they are ``int`` when every value is an integer, else ``string``. ``rs.read`` keeps
 every partition column even when the caller's schema doesn't name it, as Spark's file
 sources do (:meth:`ReadPlan.with_partition_columns`); the data sources can't (Spark fixes a
 Python source's columns to the schema it is given). Executors then read one file per
-Spark task (:func:`recprep.spark.decode.read_file`); :func:`recprep.spark.jobs.read` makes
-the DataFrame.
+Spark task (:func:`recprep.spark.decode.read_file`);
+:func:`recprep.spark.jobs.read_dataframe` makes the DataFrame.
 """
 
 from __future__ import annotations
@@ -30,18 +33,16 @@ from typing import Any
 
 import cloudpickle
 
-from ..codecs import get_codec
 from ..containers import get_format, sniff
 from ..errors import DecodeError, InvalidArgumentError, NotFoundError, SchemaConflictError
 from ..storage.fs import display, open_regular
 from ..storage.manifest import Manifest
+from .codecs import FALLBACK_CODEC, SPARK_CODECS, guess_codec, record_codec, spark_codec
 from .columns import (
     ATOMIC,
     ColumnSpec,
     columns_from_features,
-    infer_example_columns,
     infer_partition_type,
-    infer_value_columns,
     parse_partition_value,
     struct_type,
     type_string,
@@ -54,9 +55,6 @@ __all__ = ["ReadPlan", "SchemaConflictError", "plan_read"]
 log = logging.getLogger("recprep")
 
 SAMPLE_RECORDS = 1000
-RECORD_TYPES = {"example": "example", "bytearray": "raw"}
-_READABLE = ("example", "recprep", "raw")
-BYTE_ARRAY = ColumnSpec("byteArray", "binary")
 
 
 @dataclass(frozen=True)
@@ -126,21 +124,6 @@ class ReadPlan:
         return plan
 
 
-def record_codec(record_type: str | None) -> str | None:
-    """The codec of a ``record_type`` (``Example``/``ByteArray``), or None."""
-    if record_type is None:
-        return None
-    codec = RECORD_TYPES.get(str(record_type).lower())
-    if codec is None:
-        hint = (" (SequenceExample records are not supported: read them with "
-                "record_type='ByteArray' and parse them with TensorFlow)"
-                if str(record_type).lower() == "sequenceexample" else "")
-        raise InvalidArgumentError(
-            f"record_type must be 'Example' or 'ByteArray', got {record_type!r}{hint}"
-        )
-    return codec
-
-
 def _user_columns(schema: Any) -> list[ColumnSpec]:
     columns = [ColumnSpec(f.name, type_string(f.dataType), bool(f.nullable)) for f in schema]
     for column in columns:
@@ -157,8 +140,9 @@ def _manifest_columns(manifest: Manifest) -> list[ColumnSpec] | None:
     spark = manifest.schema.get("spark") if isinstance(manifest.schema, dict) else None
     if isinstance(spark, dict) and spark.get("columns"):
         return [ColumnSpec.from_json(c) for c in spark["columns"]]
-    if manifest.codec == "raw":
-        return [BYTE_ARRAY]
+    known = SPARK_CODECS.get(manifest.codec)
+    if known is not None and known.fixed_columns is not None:
+        return list(known.fixed_columns)
     if manifest.schema.get("features"):
         return columns_from_features(manifest.schema["features"])
     return None
@@ -166,8 +150,8 @@ def _manifest_columns(manifest: Manifest) -> list[ColumnSpec] | None:
 
 def _sample(fs: Any, path: str, shown: str, codec: str | None) -> tuple[str, list[Any]] | None:
     """``(codec, decoded records)`` of up to SAMPLE_RECORDS records of one file, or None
-    when it has none. ``codec`` None: recprep records if they look like them, else
-    Examples."""
+    when it has none. ``codec`` None: the codec the first record points to
+    (:func:`~recprep.spark.codecs.guess_codec`)."""
     records: list[bytes] = []
     with open_regular(fs, path) as handle:
         container = sniff(handle, path=shown)
@@ -180,16 +164,13 @@ def _sample(fs: Any, path: str, shown: str, codec: str | None) -> tuple[str, lis
     if not records:
         return None
     if codec is None:
-        codec = "recprep" if records[0][:1] == b"\xf1" else "example"
-    if codec == "raw":
-        return codec, records
-    decoder = get_codec(codec)
+        codec = guess_codec(records[0])
+    known = spark_codec(codec)
     try:
-        return codec, [decoder.decode(r) for r in records]
+        return codec, known.sample(records)
     except DecodeError as err:
-        hint = ("; pass record_type='ByteArray' to read the records as bytes"
-                if codec == "example" else "")
-        raise DecodeError(f"{shown}: can't infer a schema: {err.detail}{hint}") from None
+        raise DecodeError(f"{shown}: can't infer a schema: {err.detail}{known.sample_hint}"
+                          ) from None
 
 
 def _data_columns(fs: Any, leaves: Sequence[Leaf], codec: str | None) -> tuple[list[ColumnSpec],
@@ -219,7 +200,7 @@ def _data_columns(fs: Any, leaves: Sequence[Leaf], codec: str | None) -> tuple[l
     if found is None:  # sets whose manifests record no columns: their records tell
         candidates += [
             (p, leaf.manifests[n].codec) for leaf in leaves for p, n in leaf.manifest_of.items()
-            if leaf.manifests[n].codec in _READABLE
+            if leaf.manifests[n].codec in SPARK_CODECS
         ]
     lone_paths = set(lone)
     if found is None or (codec is None and lone):
@@ -232,11 +213,7 @@ def _data_columns(fs: Any, leaves: Sequence[Leaf], codec: str | None) -> tuple[l
             values = sampled[1]
             if found is None:
                 sampled_codec = sampled[0]
-                found = (
-                    [BYTE_ARRAY] if sampled_codec == "raw"
-                    else infer_example_columns(values) if sampled_codec == "example"
-                    else infer_value_columns(values)
-                )
+                found = spark_codec(sampled_codec).infer_columns(values)
                 log.info("recprep: inferred the columns of %s from its records (%s): %s",
                          display(fs, path), sampled_codec, [c.to_json() for c in found])
             break
@@ -262,7 +239,7 @@ def plan_read(
                     None)
         if codec is None and lone is not None:
             sampled = _sample(fs, lone, display(fs, lone), None)
-            codec = sampled[0] if sampled else "example"
+            codec = sampled[0] if sampled else FALLBACK_CODEC
     elif leaves:
         columns, codec = _data_columns(fs, leaves, codec)
     else:
@@ -278,8 +255,8 @@ def plan_read(
         for path in leaf.files:
             number = leaf.manifest_of.get(path)
             manifest = None if number is None else leaf.manifests[number]
-            file_codec = manifest.codec if manifest is not None else (codec or "example")
-            if file_codec not in _READABLE:
+            file_codec = manifest.codec if manifest is not None else (codec or FALLBACK_CODEC)
+            if file_codec not in SPARK_CODECS:
                 raise InvalidArgumentError(
                     f"{display(fs, path)} holds records of codec {file_codec!r}, which don't "
                     "map to columns; read it with recprep.RecordIO"

@@ -2,7 +2,7 @@
 
 The tasks of the pieces job (:mod:`recprep.spark.pieces`) send their outcomes to the
 data source's commit, through Spark; the commit saves them in the staging directory,
-where :func:`recprep.spark.jobs.write` loads them. A file in the (shared) output directory
+where :func:`recprep.spark.jobs.write_dataframe` loads them. A file in the (shared) output directory
 is input: it is saved and read as JSON data, checked, and never unpickled — a failed
 task's recprep error comes back as its class (from :mod:`recprep.errors` only) and its
 JSON attributes.

@@ -1,11 +1,12 @@
 """A DataFrame write's plan: validate, prepare the staging directory, make shards, commit.
 
-The steps :func:`recprep.spark.jobs.write` runs (this module submits no Spark job):
+The steps :func:`recprep.spark.jobs.write_dataframe` runs (this module submits no Spark job):
 
 1. **Validate** everything on the driver before any job runs: arguments, column types
-   (:func:`~recprep.spark.columns.check_columns`), and what the output already holds
-   against ``mode`` — ``error`` refuses a non-empty path; ``append`` and a dynamic
-   ``overwrite`` refuse data partitioned by other columns (:func:`prepare_job`).
+   (:func:`check_columns`, by the codec's rules: :mod:`recprep.spark.codecs`), and what
+   the output already holds against ``mode`` — ``error`` refuses a non-empty path;
+   ``append`` and a dynamic ``overwrite`` refuse data partitioned by other columns
+   (:func:`prepare_job`).
 2. **Pieces** (:mod:`recprep.spark.pieces`): one Spark job, each task writing its rows,
    per partition directory, into the hidden staging directory. Rows reach Python as Arrow
    batches through recprep's internal Python data source, never through the driver; the
@@ -32,20 +33,21 @@ from typing import Any
 import cloudpickle
 
 from ..containers import available_formats
-from ..errors import DatasetExistsError, InvalidArgumentError
+from ..errors import DatasetExistsError, InvalidArgumentError, UnsupportedColumnError
 from ..storage.fs import display
 from ..storage.manifest import Manifest
 from ..storage.shardnames import check_prefix
 from ..storage.staging import FileFacts
 from ..write.loop import WriteOptions, check_options
-from .columns import check_columns
+from .codecs import SPARK_CODECS, spark_codec
+from .columns import PARTITION_TYPES, ColumnSpec, type_string
 from .commit import DirectoryOutput, commit_dataset, manifest_schema
-from .encode import encodable_codecs
 from .layout import existing_keys, partition_path, visible_entries
 from .pieces import PieceFile, TaskReport, WritePlan
 
-__all__ = ["SparkWriteResult", "SparkWriteJob", "check_arguments", "finish", "group_reports",
-           "job_from_option", "job_option", "outputs_as_pieces", "prepare_job"]
+__all__ = ["SparkWriteResult", "SparkWriteJob", "check_arguments", "check_columns", "finish",
+           "group_reports", "job_from_option", "job_option", "outputs_as_pieces",
+           "prepare_job"]
 
 MODES = ("error", "overwrite", "append")
 PARTITION_OVERWRITE = ("dynamic", "static")
@@ -116,7 +118,7 @@ def check_arguments(
 ) -> tuple[WriteOptions, list[str]]:
     """Validate the arguments of a write; the write options and partition columns."""
     _choice("format", format, available_formats())
-    _choice("codec", codec, encodable_codecs())
+    _choice("codec", codec, list(SPARK_CODECS))
     _choice("mode", mode, MODES)
     _choice("partition_overwrite", partition_overwrite, PARTITION_OVERWRITE)
     _positive_or_none("num_shards", num_shards)
@@ -138,6 +140,46 @@ def check_arguments(
         )
     options = check_options(format, compressor, codec, 1, None)
     return options, partition_by
+
+
+def check_columns(
+    schema: Any, partition_by: Sequence[str], codec: str
+) -> tuple[list[ColumnSpec], list[ColumnSpec]]:
+    """Split a DataFrame's ``StructType`` into data and partition columns, refusing what
+    ``codec`` can't write (:class:`~recprep.errors.UnsupportedColumnError`, naming the
+    column; the rules are the codec's, :meth:`recprep.spark.codecs.SparkCodec.check_data`).
+    """
+    columns = [ColumnSpec(f.name, type_string(f.dataType), bool(f.nullable)) for f in schema]
+    by_name = {c.name: c for c in columns}
+    if len(by_name) != len(columns):
+        names = [c.name for c in columns]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        raise InvalidArgumentError(f"column names must be unique; repeated: {repeated}")
+    parts = []
+    for name in partition_by:
+        if name not in by_name:
+            raise InvalidArgumentError(
+                f"partition column {name!r} is not a column of the DataFrame "
+                f"({list(by_name)})"
+            )
+        column = by_name[name]
+        if column.type not in PARTITION_TYPES:
+            raise UnsupportedColumnError(
+                name, column.type,
+                f"a partition column must be one of {list(PARTITION_TYPES)}, as it becomes "
+                "a directory name",
+            )
+        parts.append(column)
+    if len(set(partition_by)) != len(partition_by):
+        raise InvalidArgumentError(f"partition_by repeats a column: {list(partition_by)}")
+    data = [c for c in columns if c.name not in set(partition_by)]
+    if not data:
+        raise InvalidArgumentError(
+            "every column is a partition column: nothing would be left to write in the "
+            "records"
+        )
+    spark_codec(codec).check_data(data)
+    return data, parts
 
 
 def prepare_job(
