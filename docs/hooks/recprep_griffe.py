@@ -151,10 +151,11 @@ def _resolver(obj: Any, package: Any) -> Callable[[str, str], str | None]:
     def found(path: str, role: str) -> str | None:
         try:
             member = collection.get_member(path)
+            is_module = member.is_module  # an alias griffe can't follow raises here
         except Exception:  # griffe raises KeyError, AliasResolutionError...
             return None
         name = path.rsplit(".", 1)[-1]
-        if role != "mod" and member.is_module and name in member.members:
+        if role != "mod" and is_module and name in member.members:
             return f"{path}.{name}"  # :func:`recprep.convert`: the function, not the module
         return path
 
