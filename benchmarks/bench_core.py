@@ -48,7 +48,7 @@ import numpy as np
 
 import recprep
 from recprep import RecordIO, convert, get_codec
-from recprep.write.loop import DEFAULT_CHUNK_BYTES
+from recprep.write.options import DEFAULT_CHUNK_BYTES
 
 NUM_SHARDS = 10
 PREFIX = "bench"

@@ -49,7 +49,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from recprep import RecordIO, convert
-from recprep.write.loop import DEFAULT_CHUNK_BYTES
+from recprep.write.options import DEFAULT_CHUNK_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import (  # noqa: E402  (the shared helpers)

@@ -13,7 +13,7 @@ import pytest
 from recprep.errors import CorruptDataError, EncodeError, TaskFailedError
 from recprep.executors.base import Outcome, failed
 from recprep.storage.staging import FileFacts
-from recprep.write.loop import check_options
+from recprep.write.options import check_options
 
 writing = pytest.importorskip("recprep.spark.writing")
 reports_module = pytest.importorskip("recprep.spark.reports")

@@ -15,7 +15,7 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
-import recprep.read.files as sources_module
+import recprep.read.sources as sources_module
 from recprep import RecordIO, convert
 from recprep.errors import CorruptDataError, CorruptDataWarning
 from recprep.storage.chunkindex import chunks_name

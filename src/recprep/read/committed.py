@@ -5,7 +5,7 @@ A writer (``convert``, ``recprep cp``, ``recprep.spark``) commits a set in this 
 directory, old manifest removed, shards moved in, manifest moved in, journal removed. So
 **while a manifest is present, the shards under final names are the ones it lists**, and
 a set without a manifest but with a journal is *not committed* (its files may mix two
-sets). A reader (:class:`CommittedSets`, used by :class:`recprep.read.files.Sources`):
+sets). A reader (:class:`CommittedSets`, used by :class:`recprep.read.sources.Sources`):
 
 * refuses a set without a manifest whose journal exists
   (:class:`~recprep.errors.SetChangedError`; ``on_corrupt="skip"`` reads its files as they
@@ -52,7 +52,7 @@ from ..storage.shardnames import manifest_name
 from ..storage.writers import JOURNAL, STAGING_PREFIX, uncommitted
 
 if TYPE_CHECKING:
-    from .files import SourceFile, Sources
+    from .sources import SourceFile, Sources
 
 __all__ = ["CommittedSets", "journal_path", "manifest_identity", "pending_journal"]
 
@@ -83,7 +83,7 @@ def manifest_identity(fs: Any, path: str) -> tuple[Any, ...] | None:
 
 
 class CommittedSets:
-    """The commit checks of a :class:`~recprep.read.files.Sources`' shard sets."""
+    """The commit checks of a :class:`~recprep.read.sources.Sources`' shard sets."""
 
     def __init__(self, sources: Sources) -> None:
         self._sources = sources

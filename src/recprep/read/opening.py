@@ -19,8 +19,8 @@ from typing import Any
 from ..errors import CorruptDataWarning, InvalidArgumentError
 from ..storage.discovery import resolve_shard_sets
 from ..storage.fs import resolve
-from .files import Sources
 from .options import ReadOptions
+from .sources import Sources
 
 __all__ = ["Skipped", "open_sources"]
 

@@ -9,7 +9,7 @@ modules of their own —
 * :mod:`recprep.read.passes` — which records a pass reads, in which order (plans made
   from record counts, no I/O);
 * :mod:`recprep.read.streams` — the stack a pass's records go through, drawn once;
-* :mod:`recprep.read.files` — the files, their record counts, chunk indexes and chunks;
+* :mod:`recprep.read.sources` — the files, their record counts, chunk indexes and chunks;
 * :mod:`recprep.read.checkpoint` — the epochs of its passes and their states;
 * :mod:`recprep.read.dataset` — random access.
 """

@@ -4,7 +4,7 @@
 
     PassPlan (read.passes): pieces, their groups, shuffled picks
       │
-      ├─ Sources.chunks(piece)       read.files: the file opened and checked, read chunk by
+      ├─ Sources.chunks(piece)       read.sources: the file opened and checked, read chunk by
       │                              chunk (seeking through its index for a range)
       ├─ place_chunks / read_range_chunks
       │                              read.placing: each chunk at its proven record number,
@@ -38,10 +38,10 @@ from .blocks import Block, cut, flatten, interleave, pick
 from .checkpoint import PassProgress
 from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, decoded
-from .files import Sources
 from .options import ReadOptions
 from .passes import PassPlan
 from .prefetch import prefetched
+from .sources import Sources
 
 __all__ = ["INTERLEAVED_BYTES", "Reading", "batches", "blocks", "instances"]
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..storage.staging import FileFacts
 from ..write.assembly import PieceSlice, build_shard
-from ..write.loop import WriteOptions
+from ..write.options import WriteOptions
 from .pieces import PieceFile
 
 __all__ = ["Segment", "assemble_shard", "plan_shards", "shard_count"]

@@ -37,7 +37,7 @@ from ..storage.listing import SUCCESS_NAME, DirectoryEntry, Kind, list_entries
 from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardnames import shard_name
 from ..storage.staging import FileFacts, Staging
-from ..write.loop import WriteOptions
+from ..write.options import WriteOptions
 from .columns import ColumnSpec, features
 
 __all__ = ["DirectoryOutput", "commit_dataset", "manifest_schema"]

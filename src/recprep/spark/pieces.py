@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..errors import WriteError
 from ..storage.fs import ChecksumWriter
 from ..storage.staging import FileFacts
-from ..write.loop import WriteOptions
+from ..write.options import WriteOptions
 from .codecs import encoder_for
 from .columns import ColumnSpec
 

@@ -38,7 +38,7 @@ from ..storage.fs import display
 from ..storage.manifest import Manifest
 from ..storage.shardnames import check_prefix
 from ..storage.staging import FileFacts
-from ..write.loop import WriteOptions, check_options
+from ..write.options import WriteOptions, check_options
 from .codecs import SPARK_CODECS, spark_codec
 from .columns import PARTITION_TYPES, ColumnSpec, type_string
 from .commit import DirectoryOutput, commit_dataset, manifest_schema

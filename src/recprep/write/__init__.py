@@ -16,6 +16,8 @@ Data flows one way, input -> codec -> container -> storage:
 * :mod:`~recprep.write.inputs` and :mod:`~recprep.write.tables` — what ``convert``
   accepts, as readers it can run and split;
 * :mod:`~recprep.write.plan` — the units of work of a conversion and how they are assembled;
+* :mod:`~recprep.write.options` — :class:`~recprep.write.options.WriteOptions`, how a
+  task writes records (format, codec, compressor, chunk size), checked once;
 * :mod:`~recprep.write.loop` — the write loop every task runs: encode, frame, write;
 * :mod:`~recprep.write.sinks` and :mod:`~recprep.write.filepool` — a task's output files:
   in memory within a budget, a bounded number open on storage;

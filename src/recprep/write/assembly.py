@@ -23,7 +23,7 @@ Example
 -------
 >>> import fsspec
 >>> from recprep.containers import get_format
->>> from recprep.write.loop import check_options
+>>> from recprep.write.options import check_options
 >>> fs = fsspec.filesystem("memory")
 >>> options = check_options("recordio", "none", "raw", 1, 1 << 20)
 >>> def piece(path, records):
@@ -58,7 +58,7 @@ from ..containers.record_index import RecordIndex
 from ..errors import CorruptDataError, WriteError
 from ..storage.fs import ChecksumReader, ChecksumWriter, checksum
 from ..storage.staging import FileFacts
-from .loop import WriteOptions
+from .options import WriteOptions
 
 __all__ = ["PieceSlice", "build_shard"]
 

@@ -44,7 +44,7 @@ from ..storage.shardnames import check_prefix, manifest_name
 from ..storage.staging import FileFacts
 from .inputs import as_input, is_sized
 from .job import ConvertJob
-from .loop import check_options
+from .options import check_options
 from .plan import Partitions
 from .progress import Progress, ProgressArg
 from .resume import read_only, refuse_existing, resumed_set, verified_set

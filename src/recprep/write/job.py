@@ -5,13 +5,13 @@ takes it whole — taking the set's lock and the resume checks
 (:mod:`recprep.write.resume`), running the tasks (:mod:`recprep.write.tasks`), building
 the side files (:mod:`recprep.write.sidefiles`) and the commit. The job stays on the
 driver: a task gets only what it needs to write (a filesystem, paths,
-:class:`~recprep.write.loop.WriteOptions`).
+:class:`~recprep.write.options.WriteOptions`).
 
 Example
 -------
 >>> import fsspec
 >>> from recprep.executors import get_backend
->>> from recprep.write.loop import check_options
+>>> from recprep.write.options import check_options
 >>> job = ConvertJob(fsspec.filesystem("memory"), "/doc/job", "train", 2,
 ...                  check_options("recordio", None, "raw", 2, None), get_backend("serial"))
 >>> job.names, job.staging.path
@@ -28,7 +28,7 @@ from ..executors import Backend
 from ..storage.fs import display
 from ..storage.shardnames import shard_name
 from ..storage.staging import Staging
-from .loop import WriteOptions
+from .options import WriteOptions
 from .plan import Partitions
 from .progress import Progress, ProgressArg
 

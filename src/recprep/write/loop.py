@@ -8,71 +8,23 @@ handed a filesystem and paths, never a user's output argument.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..codecs import Codec, get_codec
-from ..containers import Format, get_format
+from ..codecs import Codec
 from ..errors import EncodeError, InvalidArgumentError, WriteError, add_note
 from ..storage.staging import FileFacts
 from .filepool import WritePool
 from .inputs import check_reader
+from .options import WriteOptions
 from .sinks import FileSink, MemoryBudget, pack_pieces
 
-DEFAULT_CHUNK_BYTES = 512 << 10
-"""Records per chunk are cut at this many uncompressed bytes. Measured (benchmarks/
-RESULTS-reading.md, "Chunk size"): with chunks moved whole through a batches pass, 512 KiB
-chunks of MNIST-like records give 1.7x the batches of 128 KiB ones and faster writes, with
-``read()`` unchanged and uncached random lookups (a whole chunk each) ~20% slower; 1 MiB
-gains nothing more. Snappy compresses 64 KiB blocks independently, so larger chunks don't
-compress better. (The earlier sweep, record by record, had 128 KiB within a few % of the
-best: see benchmarks/RESULTS.md.)"""
-WRITE_BUFFER_BUDGET = 256 << 20
-"""Chunk buffers of all open shards together stay under this: many shards, smaller chunks."""
-MIN_CHUNK_BYTES = 64 << 10
 PROGRESS_EVERY = 1024
 SPILL_BYTES = 64 << 20
 """A partition task keeps its pieces in memory up to this, then writes one file each."""
 
 #: ``callback(instances)`` told how many instances were written since its last call
 Tick = Callable[[int], Any]
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    """How records are written; plain data, so it travels to workers."""
-
-    format: str
-    compressor: str
-    codec: Codec
-    chunk_bytes: int
-    #: the format itself: it travels to workers by class reference, so a format registered
-    #: outside recprep is imported (and registered) where the task runs
-    fmt: Format | None = field(default=None, compare=False, repr=False)
-
-    def container(self) -> Format:
-        return get_format(self.format) if self.fmt is None else self.fmt
-
-
-def check_options(
-    format: str, compressor: str | None, codec: str | Codec, num_shards: Any, chunk_bytes: Any
-) -> WriteOptions:
-    """Validate the writing arguments (before any file is touched)."""
-    if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-        raise InvalidArgumentError(f"num_shards must be an int >= 1, got {num_shards!r}")
-    container = get_format(format)
-    compressor = container.default_compressor if compressor is None else compressor
-    if compressor not in container.compressors:
-        raise InvalidArgumentError(
-            f"format {format!r} has no compressor {compressor!r}; valid compressors are "
-            f"{list(container.compressors)}"
-        )
-    if chunk_bytes is None:
-        share = WRITE_BUFFER_BUDGET // num_shards
-        chunk_bytes = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, share))
-    elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
-        raise InvalidArgumentError(f"chunk_bytes must be an int >= 1, got {chunk_bytes!r}")
-    return WriteOptions(format, compressor, get_codec(codec), chunk_bytes, container)
 
 
 def as_iterable(reader: Any) -> Iterable[Any]:

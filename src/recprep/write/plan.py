@@ -36,7 +36,8 @@ from ..storage.staging import FileFacts
 from . import loop
 from .assembly import PieceSlice, build_shard
 from .inputs import as_input
-from .loop import LoopTarget, Tick, WriteOptions, as_iterable, write_round_robin
+from .loop import LoopTarget, Tick, as_iterable, write_round_robin
+from .options import WriteOptions
 
 DEFAULT_MAX_TASKS = 256
 

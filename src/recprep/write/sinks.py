@@ -22,7 +22,7 @@ from ..storage.staging import FileFacts
 from .filepool import PooledWriter, WritePool
 
 if TYPE_CHECKING:
-    from .loop import WriteOptions
+    from .options import WriteOptions
 
 __all__ = ["FileSink", "MemoryBudget", "pack_pieces"]
 

@@ -2,7 +2,7 @@
 
 :class:`Sources` numbers a reader's files (shard sets in order, shards in index order),
 knows each one's record count — from the set's manifest, else from the file's chunk index
-(:mod:`recprep.read.fileindex`), never by decoding — and reads the raw chunks of a
+(:mod:`recprep.containers.fileindex`), never by decoding — and reads the raw chunks of a
 :class:`~recprep.read.ranks.Piece`: a whole file front to back, or a record range by
 seeking through the index. Indexes are built once and cached. Nothing here decodes a
 record: that is the codec's job, in the reader.
@@ -386,7 +386,7 @@ class Sources:
         front (by the start of a range), and — with ``on_corrupt="skip"`` — a
         :class:`~recprep.containers.base.Gap` in place of each run of its records lost
         to damage: together they hold exactly the piece's records, each at its own
-        number (see :mod:`recprep.read.fileindex`). A whole file is read front to back
+        number (see :mod:`recprep.read.placing`). A whole file is read front to back
         without an index; a range seeks through the index. ``wrap`` wraps the open file
         (to gate its reads, see :class:`~recprep.read.prefetch.CpuGate`).
 
