@@ -15,7 +15,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from recprep.registry import Registry, registries
 
 import recprep.cli
 import recprep.codecs
@@ -28,6 +27,7 @@ from recprep.errors import (
     PluginError,
     PluginWarning,
 )
+from recprep.registry import Registry, registries
 
 #: group -> (the built-in names, the source of a module whose ``OBJ`` is a valid entry
 #: named NAME); a command's entry is the module itself
