@@ -253,11 +253,6 @@ def test_the_prepare_command_offers_every_registered_executor() -> None:
     assert list(action.choices) == available_executors()
 
 
-if __name__ == "__main__":  # print the violations
-    print("\n".join(violations(edges())) or "no violations")
-    pytest.main([__file__, "-q"])
-
-
 # -- a house a maintainer can find their way in (issue 23, targets) ---------------------------
 
 #: the most lines a module may have, and lines of code (no docstring, comment or blank
@@ -282,9 +277,9 @@ def code_lines(node: ast.AST, source: list[str]) -> int:
                and not source[n - 1].strip().startswith("#"))
 
 
-def too_big() -> list[str]:
+def too_big(root: Path = PACKAGE) -> list[str]:
     found = []
-    for name, path in modules().items():
+    for name, path in modules(root).items():
         text = path.read_text(encoding="utf-8")
         source = text.splitlines()
         if len(source) > MODULE_LINES:
@@ -303,9 +298,9 @@ def test_no_module_or_function_is_too_big() -> None:
     assert not found, "split these:\n" + "\n".join(found)
 
 
-def top_level_names() -> dict[str, list[str]]:
+def top_level_names(root: Path = PACKAGE) -> dict[str, list[str]]:
     defined: dict[str, list[str]] = {}
-    for name, path in modules().items():
+    for name, path in modules(root).items():
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names = [node.name]
@@ -322,18 +317,24 @@ def top_level_names() -> dict[str, list[str]]:
     return defined
 
 
+def defined_twice(root: Path = PACKAGE) -> dict[str, list[str]]:
+    """Top-level names defined in more than one module (a type variable ``T`` or a logger
+    ``log`` aside)."""
+    return {n: m for n, m in top_level_names(root).items()
+            if len(m) > 1 and n not in ("T", "log")}
+
+
 def test_every_top_level_name_is_defined_once() -> None:
-    """A name leads to one definition (a type variable ``T`` or a logger ``log`` aside)."""
-    twice = {n: m for n, m in top_level_names().items()
-             if len(m) > 1 and n not in ("T", "log")}
+    """A name leads to one definition."""
+    twice = defined_twice()
     assert not twice, "\n".join(f"{n}: {', '.join(m)}" for n, m in sorted(twice.items()))
 
 
-def test_no_public_call_takes_more_than_eight_positional_or_keyword_parameters() -> None:
-    """A public call with more options than that takes them by keyword, or as one options
-    value."""
+def too_many_parameters(root: Path = PACKAGE) -> list[str]:
+    """Public calls with more than :data:`PUBLIC_PARAMETERS` positional-or-keyword
+    parameters."""
     found = []
-    for name, path in modules().items():
+    for name, path in modules(root).items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
                     not node.name.startswith("_") or node.name == "__init__"):
@@ -341,4 +342,43 @@ def test_no_public_call_takes_more_than_eight_positional_or_keyword_parameters()
                           if a.arg not in ("self", "cls")]
                 if len(params) > PUBLIC_PARAMETERS:
                     found.append(f"{name}.{node.name} (line {node.lineno}): {len(params)}")
+    return found
+
+
+def test_no_public_call_takes_more_than_eight_positional_or_keyword_parameters() -> None:
+    """A public call with more options than that takes them by keyword, or as one options
+    value."""
+    found = too_many_parameters()
     assert not found, "\n".join(found)
+
+
+def test_the_size_and_name_checks_see_what_they_should(tmp_path: Path) -> None:
+    """A planted long module, long function, name defined twice and public call of nine
+    parameters are each found; keyword-only parameters, docstrings and comments don't
+    count."""
+    pkg = tmp_path / "recprep"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_CODE_LINES + 1))
+    (pkg / "long.py").write_text(
+        f"def long():\n    \"\"\"Doc.\"\"\"\n{body}\n" + "# a comment\n" * MODULE_LINES)
+    (pkg / "short.py").write_text(
+        "def short():\n    \"\"\"Doc.\n\n" + "    more doc\n" * 80 + "    \"\"\"\n"
+        + "    # comment\n" * 80 + "    return 1\n")
+    (pkg / "twice_a.py").write_text("class Run:\n    pass\n")
+    (pkg / "twice_b.py").write_text("Run = 1\n")
+    (pkg / "calls.py").write_text(
+        "def nine(a, b, c, d, e, f, g, h, i):\n    pass\n"
+        "def keywords(a, b, c, d, e, f, g, h, *, i):\n    pass\n"
+        "def _private(a, b, c, d, e, f, g, h, i):\n    pass\n")
+    big = too_big(pkg)
+    assert any(p.startswith("recprep.long:") for p in big)
+    assert any(p.startswith("recprep.long.long (line 1)") for p in big)
+    assert not any("short" in p for p in big)
+    assert defined_twice(pkg) == {"Run": ["recprep.twice_a", "recprep.twice_b"]}
+    assert too_many_parameters(pkg) == ["recprep.calls.nine (line 1): 9"]
+
+
+if __name__ == "__main__":  # print the violations
+    print("\n".join(violations(edges())) or "no violations")
+    pytest.main([__file__, "-q"])
