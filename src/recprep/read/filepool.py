@@ -125,9 +125,19 @@ class FilePool:
         """Real handles open now."""
         return len(self._open)
 
-    def open(self, path: str) -> PooledFile:
+    def open(
+        self, path: str, *, size: int | None = None, etag: str | None = None,
+        span: tuple[int, int] | None = None,
+    ) -> Any:
         """``path`` opened for reading (so a missing file raises here); it may be closed
-        and reopened behind the scenes later."""
+        and reopened behind the scenes later.
+
+        ``size`` (the bytes its manifest lists), ``etag`` (the object's ETag its manifest
+        records: reads fail with :class:`~recprep.storage.fetch.ObjectChangedError` once
+        the object is another) and ``span`` (the bytes ``[start, end)`` the pass will
+        read) let an object store's file stream ranges ahead (:mod:`recprep.storage.fetch`)
+        without a request of its own to learn them.
+        """
         file = PooledFile(self, path)
         with file._lock:
             file._handle()
