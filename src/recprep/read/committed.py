@@ -186,10 +186,12 @@ class CommittedSets:
         return None if entry is None else entry.bytes
 
     @contextlib.contextmanager
-    def open(self, file: SourceFile, whole: bool = False) -> Iterator[BinaryIO]:
+    def open(self, file: SourceFile, whole: bool = False,
+             span: tuple[int, int] | None = None) -> Iterator[BinaryIO]:
         """Open ``file`` for reading, checked against the manifest its reader holds (see
         the module docstring); ``whole``: it is read front to back, so its CRC-32C is
-        checked too."""
+        checked too. ``span``: the bytes the read covers (an object store's file fetches
+        them ahead)."""
         sources = self._sources
         index = file.set_index
         guarded = self._identities[index] is not None
@@ -199,7 +201,8 @@ class CommittedSets:
         cached = None if cache is None or entry is None else cache.open(
             sources.fs, file.path, file.shown, entry)  # None: read from the store
         try:
-            opened = cached if cached is not None else sources.files_open.open(file.path)
+            opened = cached if cached is not None else sources.files_open.open(
+                file.path, span=span)
         except FileNotFoundError:
             if guarded:
                 self._check_unchanged(index)
@@ -248,6 +251,8 @@ class _Pinned:
         self._shown = shown
         self._expected = expected
         self._sum = ChecksumReader(file)  # counts the bytes read here, front to back
+        #: the file's size when it is known without a request (a streamed shard's)
+        self.size: int | None = getattr(file, "size", None)
 
     def read(self, size: int = -1) -> bytes:
         pos = self._file.tell() if self._expected is not None else 0

@@ -28,6 +28,7 @@ from .._core.names import CodecName, CompressorName, FormatName, OnCorrupt, Spli
 from ..codecs import Codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES
 from ..errors import InvalidArgumentError
+from ..storage.fetch import FetchOptions, FetchStats
 from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .checkpoint import Fingerprint, PassState, check_split, checked_for, combine
@@ -123,6 +124,12 @@ class RecordIO:
         each checked against its manifest's size and CRC-32C, so that later epochs read
         locally (see :mod:`recprep.read.cache`). Local sets and files without a manifest entry
         are read where they are. Default: no cache.
+    fetch
+        How shards on an object store (S3, GCS, Azure, HTTP) are streamed: a
+        :class:`~recprep.FetchOptions` (range size, byte budget, requests in flight,
+        deadline). Every pass streams byte ranges of its shards with many requests in
+        flight, within a budget of 256 MiB by default (see ``docs/storage.md``);
+        :meth:`stats` counts the requests. Local files are read directly.
 
     Examples
     --------
@@ -173,11 +180,13 @@ class RecordIO:
         compressor: CompressorName | str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int | None = None,
+        fetch: FetchOptions | None = None,
     ) -> None:
         self.options = ReadOptions.checked(
             codec=codec, allow_pickle=allow_pickle, max_chunk_bytes=max_chunk_bytes,
             on_corrupt=on_corrupt, format=format, compressor=compressor,
-            cache_dir=cache_dir, cache_bytes=cache_bytes, num_threads=num_threads)
+            cache_dir=cache_dir, cache_bytes=cache_bytes, num_threads=num_threads,
+            fetch=fetch)
         if split not in SPLIT_MODES:
             raise InvalidArgumentError(f"split must be one of {list(SPLIT_MODES)}, got {split!r}")
         check_part(rank, world_size)
@@ -239,6 +248,19 @@ class RecordIO:
     def cache(self) -> ShardCache | None:
         """The local cache of remote shards (``cache_dir``), or None."""
         return self._sources.cache
+
+    def stats(self) -> FetchStats:
+        """What streaming from an object store has cost this reader so far: requests,
+        bytes, retries, resumed transfers, throttling, the most bytes held, the seconds
+        reads waited (:class:`~recprep.FetchStats`; zeros for local files). Copies made
+        by :meth:`for_rank`/:meth:`for_worker` in one process share the counts.
+
+        >>> from recprep import convert, RecordIO
+        >>> _ = convert("memory://doc/stats", list(range(4)), 2, "s")
+        >>> RecordIO("memory://doc/stats/s").stats().requests
+        0
+        """
+        return self._sources.stats()
 
     @property
     def epoch(self) -> int:

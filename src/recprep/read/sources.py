@@ -43,6 +43,7 @@ from ..errors import (
     warn,
 )
 from ..storage.discovery import ShardSet
+from ..storage.fetch import Fetcher, FetchOptions, FetchStats, streams_ranges
 from ..storage.fs import display
 from ..storage.manifest import Manifest, read_manifest
 from .cache import ShardCache
@@ -93,6 +94,7 @@ class Sources:
         on_corrupt: str = "raise",
         on_skip: Callable[[CorruptDataWarning], None] | None = None,
         cache: ShardCache | None = None,
+        fetch: FetchOptions | None = None,
     ) -> None:
         self.fs = fs
         self.shard_sets = list(shard_sets)
@@ -104,7 +106,9 @@ class Sources:
         protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
         #: local copies of remote shards (see read/cache.py); a local set is read where it is
         self.cache = None if {"file", "local"} & set(protocols) else cache
-        self.files_open = FilePool(fs)  # round-robin reads of many shards: bounded fds
+        #: object stores: shards streamed as ranges in parallel (see storage/fetch.py)
+        self.fetcher = Fetcher(fs, fetch) if streams_ranges(fs) else None
+        self.files_open = FilePool(fs, fetcher=self.fetcher)  # round-robin reads: bounded fds
         self.commits = CommittedSets(self)  # before the manifests are read: see read/committed.py
         self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
         self.commits.check_listings(self._manifest)  # a listing older than its manifest
@@ -151,6 +155,35 @@ class Sources:
             if self.on_skip is not None:
                 self.on_skip(warning)
             return None
+
+    def stats(self) -> FetchStats:
+        """What streaming from an object store has cost so far (zeros for local files)."""
+        return FetchStats() if self.fetcher is None else self.fetcher.stats()
+
+    def pass_ended(self) -> None:
+        """A pass is over: say once if the store throttled it."""
+        if self.fetcher is not None and self.shard_sets:
+            self.fetcher.warn_throttled(self.describe_set(0).split(":", 1)[0])
+
+    def span(self, piece: Piece) -> tuple[int, int] | None:
+        """The bytes a read of ``piece`` covers, where the reader knows them without a
+        request: a whole file's (with its size from the manifest), a range's from an
+        index already at hand (its chunks, first to last); else None."""
+        file = self.files[piece.file]
+        listed = self.commits.listed_bytes(file)
+        if piece.whole:
+            return None if listed is None else (0, listed)
+        index = self._indexes.get(piece.file)
+        if index is None and self.fetcher is not None:
+            index = self._chunk_side(piece.file)
+        if index is None or index.num_chunks == 0 or not index.num_records:
+            return None
+        end = index.num_records if piece.end is None else piece.end
+        if end <= piece.start:
+            return None
+        first, last = index.chunk_of(piece.start), index.chunk_of(end - 1)
+        stop = int(index.offsets[last + 1]) if last + 1 < index.num_chunks else listed
+        return None if stop is None else (int(index.offsets[first]), stop)
 
     @property
     def set_of(self) -> list[int]:
@@ -276,6 +309,9 @@ class Sources:
             number = self._numbers.get(path)
             manifest = None if number is None else self.manifests[self.files[number].set_index]
             forced = None if manifest is None else get_format(manifest.format)
+        size = getattr(handle, "size", None)
+        if forced is not None and isinstance(size, int):
+            return None if size == 0 else forced  # known without reading a byte
         if forced is not None:
             handle.seek(0)
             empty = not handle.read(1)
@@ -398,7 +434,8 @@ class Sources:
         options: dict[str, Any] = {
             "max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt,
         }
-        with self.commits.open(file, piece.whole) as opened:
+        span = self.span(piece) if self.fetcher is not None else None
+        with self.commits.open(file, piece.whole, span=span) as opened:
             handle = opened if wrap is None else wrap(opened)
             container = self.container(handle, file.path)
             if container is None:

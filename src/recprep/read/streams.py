@@ -102,8 +102,11 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool
             decoding=decoding, columnar=columnar,
             written_with=reading.written_with(file.set_index),
         ))
-    with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
-        yield prefetching
+    try:
+        with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
+            yield prefetching
+    finally:
+        sources.pass_ended()
 
 
 def instances(runs: Iterator[Block], progress: PassProgress) -> Iterator[Any]:
