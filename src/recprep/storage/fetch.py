@@ -49,7 +49,7 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -243,13 +243,17 @@ class Fetcher:
         self.__init__(state["fs"], state["options"])  # type: ignore[misc]
 
     def open(self, path: str, *, size: int | None = None, etag: str | None = None,
-             span: tuple[int, int] | None = None) -> RangedFile:
+             span: tuple[int, int] | None = None,
+             on_bytes: Callable[[int, bytes], None] | None = None) -> RangedFile:
         """``path`` as a file whose reads are fetched ahead. ``size`` (else one request
         to learn it), ``etag`` (pins every range: ``If-Match``) and ``span`` (the bytes
-        the pass will read; else from the first read to the end)."""
+        the pass will read; else from the first read to the end). ``on_bytes(offset,
+        data)`` is called with each piece as it arrives, in order within a range, on
+        the fetcher's event loop (a cache fills from it: keep it short, and don't raise)."""
         if size is None:
             size = int(self.fs.size(path))
         file = RangedFile(self, path, size, etag, span)
+        file.on_bytes = on_bytes
         with self._lock:
             self._files[id(file)] = file
             self._pump()
@@ -407,8 +411,11 @@ class Fetcher:
                     self._concurrency.received(
                         n, time.monotonic(), self._in_flight >= self._concurrency.limit)
                     self._arrived.notify_all()
-                    if r.filled >= r.end - r.start:
-                        return got
+                    offset, full = r.start + r.filled - n, r.filled >= r.end - r.start
+                if r.file.on_bytes is not None:
+                    r.file.on_bytes(offset, piece[:n])
+                if full:
+                    return got
         finally:
             await pieces.aclose()  # type: ignore[attr-defined]
 
@@ -428,6 +435,8 @@ class RangedFile:
         self.size = size
         self.etag = etag
         self.closed = False
+        #: called with each piece that arrives (see :meth:`Fetcher.open`)
+        self.on_bytes: Callable[[int, bytes], None] | None = None
         self._pos = 0
         self._ranges: list[_Range] = []
         self._ahead = 0  # bytes of this file reserved in the fetcher
