@@ -70,17 +70,14 @@ class RecordIO:
     allow_pickle
         Unpickle pickled values. Off by default: unpickling runs code chosen by whoever
         wrote the file.
-    storage_options
-        Passed to fsspec.
+    storage_options, fetch
+        Passed to fsspec; how object stores are streamed (:class:`~recprep.FetchOptions`).
     max_chunk_bytes
         The most one chunk may claim or decompress to (256 MiB); larger is reported as
         damage. Raise it for files with unusually large chunks.
-    format
-        Force a container format instead of taking it from the manifest or detecting it
-        from the bytes.
-    compressor
-        With ``format``: force a whole-file compression (TFRecord's ``"gzip"``/``"zlib"``)
-        instead of detecting it. RecordIO names its compressor in every chunk.
+    format, compressor
+        Force a container format (else the manifest's, or detected from the bytes); with
+        it, a whole-file compression (TFRecord's ``"gzip"``/``"zlib"``).
     on_corrupt
         ``"raise"`` (default): damage stops the read with a
         :class:`~recprep.errors.CorruptDataError` naming the file and byte offset.
@@ -105,31 +102,22 @@ class RecordIO:
         instance exactly once per epoch. Unshuffled, files are dealt out whole when there
         are at least as many as ranks, otherwise split into record ranges (``split``),
         and a rank's share is the same every epoch. Shuffled, rank ``r`` reads slice
-        ``r`` of the epoch order (the ranks within one instance of each other). ``len``
-        is the same every epoch.
+        ``r`` of the epoch order (the ranks within one instance of each other).
     num_threads
         Background threads that read, check, decompress and decode chunks ahead of the
         loop, so that remote storage and decoding don't stall it (memory: about
         ``2 * num_threads`` MiB of instances ahead, plus a chunk per shard of a set read
-        round-robin). The order is the same as with ``0`` (no threads, the default). See
-        ``docs/reading.md`` for what they buy.
+        round-robin). The order is the same as with ``0`` (no threads, the default).
     split
         For unshuffled passes: ``"auto"`` (by file when there are enough files, else by
-        record range),
-        ``"shard"`` (always whole files) or ``"range"`` (always record ranges: every rank
-        gets the same number of instances, to within one).
+        record range), ``"shard"`` (always whole files) or ``"range"`` (always record
+        ranges: every rank gets the same number of instances, to within one).
     cache_dir, cache_bytes
         Keep local copies of the shards of committed remote sets in the directory
         ``cache_dir`` (at most ``cache_bytes`` bytes, least recently used removed first),
         each checked against its manifest's size and CRC-32C, so that later epochs read
         locally (see :mod:`recprep.read.cache`). Local sets and files without a manifest entry
         are read where they are. Default: no cache.
-    fetch
-        How shards on an object store (S3, GCS, Azure, HTTP) are streamed: a
-        :class:`~recprep.FetchOptions` (range size, byte budget, requests in flight,
-        deadline). Every pass streams byte ranges of its shards with many requests in
-        flight, within a budget of 256 MiB by default (see ``docs/storage.md``);
-        :meth:`stats` counts the requests. Local files are read directly.
 
     Examples
     --------
@@ -250,16 +238,9 @@ class RecordIO:
         return self._sources.cache
 
     def stats(self) -> FetchStats:
-        """What streaming from an object store has cost this reader so far: requests,
-        bytes, retries, resumed transfers, throttling, the most bytes held, the seconds
-        reads waited (:class:`~recprep.FetchStats`; zeros for local files). Copies made
-        by :meth:`for_rank`/:meth:`for_worker` in one process share the counts.
-
-        >>> from recprep import convert, RecordIO
-        >>> _ = convert("memory://doc/stats", list(range(4)), 2, "s")
-        >>> RecordIO("memory://doc/stats/s").stats().requests
-        0
-        """
+        """What streaming from an object store cost so far (:class:`~recprep.FetchStats`:
+        requests, bytes, retries, throttling...; zeros for local files), shared by the
+        copies :meth:`for_rank`/:meth:`for_worker` make in one process."""
         return self._sources.stats()
 
     @property

@@ -166,24 +166,16 @@ class Sources:
             self.fetcher.warn_throttled(self.describe_set(0).split(":", 1)[0])
 
     def span(self, piece: Piece) -> tuple[int, int] | None:
-        """The bytes a read of ``piece`` covers, where the reader knows them without a
-        request: a whole file's (with its size from the manifest), a range's from an
-        index already at hand (its chunks, first to last); else None."""
-        file = self.files[piece.file]
-        listed = self.commits.listed_bytes(file)
-        if piece.whole:
+        """The bytes a read of ``piece`` covers, where known without a request: a whole
+        file's (its size from the manifest), a range's from its set's chunk index."""
+        listed = self.commits.listed_bytes(self.files[piece.file])
+        if listed is None or piece.whole:
             return None if listed is None else (0, listed)
-        index = self._indexes.get(piece.file)
-        if index is None and self.fetcher is not None:
-            index = self._chunk_side(piece.file)
-        if index is None or index.num_chunks == 0 or not index.num_records:
+        index = self._indexes.get(piece.file) or self._chunk_side(piece.file)
+        if index is None:
             return None
         end = index.num_records if piece.end is None else piece.end
-        if end <= piece.start:
-            return None
-        first, last = index.chunk_of(piece.start), index.chunk_of(end - 1)
-        stop = int(index.offsets[last + 1]) if last + 1 < index.num_chunks else listed
-        return None if stop is None else (int(index.offsets[first]), stop)
+        return index.byte_span(piece.start, end, listed)
 
     @property
     def set_of(self) -> list[int]:

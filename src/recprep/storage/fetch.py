@@ -50,17 +50,17 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from typing import Any
 
-from ..errors import InvalidArgumentError, StoreUnavailableError, ThrottledWarning, warn
+from ..errors import StoreUnavailableError, ThrottledWarning, warn
+from .fetchoptions import FetchOptions, FetchStats, streams_ranges
 from .fs import display
-from .rangeget import ObjectChangedError, RangeGetter, classify, range_getter, status_of
+from .rangeget import ObjectChangedError, RangeGetter, failure_of, range_getter, status_of
 
 __all__ = ["FetchOptions", "FetchStats", "Fetcher", "ObjectChangedError", "RangedFile",
            "streams_ranges"]
 
-MiB = 1 << 20
 #: a read outside its file's plan (a header, a probe) fetches at least this much
 SMALL_READ_BYTES = 64 << 10
 #: ranges shrink to this at the least when many files share the budget
@@ -69,100 +69,7 @@ MIN_RANGE_BYTES = 256 << 10
 WINDOW_SECONDS = 0.25
 
 
-@dataclass(frozen=True)
-class FetchOptions:
-    """How a reader streams shards from an object store.
-
-    Parameters
-    ----------
-    range_bytes
-        Bytes per range request (default 8 MiB): requests per epoch are about the set's
-        bytes / ``range_bytes``.
-    budget_bytes
-        Bytes in flight plus fetched and not yet read, across the reader's open shards
-        (default 256 MiB). Decoded instances are extra (see ``docs/storage.md``).
-    initial_requests, max_requests
-        Range requests in flight at the start, and at most; in between the fetcher adds
-        requests while throughput grows. ``max_requests=n`` with ``initial_requests=n``
-        fixes it.
-    deadline
-        Seconds a range may go without progress (failing, throttled, silent) before the
-        read fails with :class:`~recprep.errors.StoreUnavailableError` (default 120).
-    backoff
-        The first retry's wait in seconds, doubled each time (full jitter), at most 20 s.
-
-    >>> FetchOptions(range_bytes=4 << 20).budget_bytes >> 20
-    256
-    """
-
-    range_bytes: int = 8 * MiB
-    budget_bytes: int = 256 * MiB
-    initial_requests: int = 8
-    max_requests: int = 64
-    deadline: float = 120.0
-    backoff: float = 0.1
-
-    def __post_init__(self) -> None:
-        for name in ("range_bytes", "budget_bytes", "initial_requests", "max_requests"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidArgumentError(
-                    f"FetchOptions.{name} must be a positive int, got {value!r}")
-        for name in ("deadline", "backoff"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise InvalidArgumentError(
-                    f"FetchOptions.{name} must be a positive number of seconds, got {value!r}")
-        if self.initial_requests > self.max_requests:
-            raise InvalidArgumentError(
-                f"FetchOptions.initial_requests ({self.initial_requests}) is more than "
-                f"max_requests ({self.max_requests})")
-        if self.budget_bytes < self.range_bytes:
-            raise InvalidArgumentError(
-                f"FetchOptions.budget_bytes ({self.budget_bytes}) must hold at least one "
-                f"range (range_bytes={self.range_bytes})")
-
-
-@dataclass(frozen=True)
-class FetchStats:
-    """What a reader's fetcher did so far (all zero for local files).
-
-    ``requests`` range requests made (retries included), ``bytes`` received,
-    ``retries`` attempts repeated, ``resumed`` retries that went on from the byte where a
-    transfer stopped (not the range's start), ``throttled`` answers that pushed back,
-    ``failed`` ranges given up on, ``peak_bytes`` the most bytes held (in flight plus
-    fetched, not yet read), ``most_in_flight`` the most requests in flight at once,
-    ``waited`` seconds readers waited for bytes, ``concurrency`` the requests the fetcher
-    lets be in flight now (it adapts, see :class:`FetchOptions`).
-    """
-
-    requests: int = 0
-    bytes: int = 0
-    retries: int = 0
-    resumed: int = 0
-    throttled: int = 0
-    failed: int = 0
-    peak_bytes: int = 0
-    most_in_flight: int = 0
-    waited: float = 0.0
-    concurrency: int = 0
-
-    def __add__(self, other: FetchStats) -> FetchStats:
-        """Two fetchers' counts together (peaks and limits: the larger)."""
-        added = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
-        for name in ("peak_bytes", "most_in_flight", "concurrency"):
-            added[name] = max(getattr(self, name), getattr(other, name))
-        return FetchStats(**added)
-
-
-def streams_ranges(fs: Any) -> bool:
-    """Whether a reader streams ``fs``'s files through a :class:`Fetcher`: filesystems
-    with async I/O (object stores, HTTP). Local, in-memory and other synchronous
-    filesystems are read through their own files."""
-    return bool(getattr(fs, "async_impl", False))
-
-
-class _Range:
+class _FetchRange:
     """Bytes ``[start, end)`` of one file, filled as they arrive."""
 
     __slots__ = ("file", "start", "end", "data", "filled", "error", "done", "demand")
@@ -291,8 +198,8 @@ class Fetcher:
         counts = self._counts
         self._counts = replace(counts, **{k: getattr(counts, k) + v for k, v in added.items()})
 
-    def _reserve(self, file: RangedFile, start: int, end: int, demand: bool) -> _Range:
-        r = _Range(file, start, end, demand)
+    def _reserve(self, file: RangedFile, start: int, end: int, demand: bool) -> _FetchRange:
+        r = _FetchRange(file, start, end, demand)
         file._ranges.append(r)
         file._ahead += end - start
         self._held += end - start
@@ -304,7 +211,7 @@ class Fetcher:
         self._start(r)
         return r
 
-    def _release(self, r: _Range) -> None:
+    def _release(self, r: _FetchRange) -> None:
         r.file._ahead -= r.end - r.start
         self._held -= r.end - r.start
         r.data = bytearray()
@@ -332,13 +239,13 @@ class Fetcher:
             self._getter = range_getter(self.fs, self.options.max_requests)
         return self._getter
 
-    def _start(self, r: _Range) -> None:
+    def _start(self, r: _FetchRange) -> None:
         getter = self._getter_now()
         asyncio.run_coroutine_threadsafe(self._transfer(r, getter), getter.loop)
 
     # -- transfers (on the getter's event loop) -------------------------------------------
 
-    async def _transfer(self, r: _Range, getter: RangeGetter) -> None:
+    async def _transfer(self, r: _FetchRange, getter: RangeGetter) -> None:
         """Fill ``r``, retrying from the first byte not yet received."""
         options, path = self.options, r.file.path
         attempts, since, last = 0, time.monotonic(), "no answer"
@@ -362,7 +269,7 @@ class Fetcher:
                 except ObjectChangedError:
                     raise
                 except Exception as err:
-                    kind = classify(err)
+                    kind = failure_of(err)
                     if kind == "final":
                         raise
                     last = status_of(err)
@@ -386,7 +293,7 @@ class Fetcher:
                 self._pump()
                 self._arrived.notify_all()
 
-    async def _attempt(self, r: _Range, getter: RangeGetter, left: float) -> bool:
+    async def _attempt(self, r: _FetchRange, getter: RangeGetter, left: float) -> bool:
         """One request for what ``r`` still lacks; whether any byte arrived."""
         got = False
         pieces = getter.get(r.file.path, r.start + r.filled, r.end, r.file.etag)
@@ -438,7 +345,7 @@ class RangedFile:
         #: called with each piece that arrives (see :meth:`Fetcher.open`)
         self.on_bytes: Callable[[int, bytes], None] | None = None
         self._pos = 0
-        self._ranges: list[_Range] = []
+        self._ranges: list[_FetchRange] = []
         self._ahead = 0  # bytes of this file reserved in the fetcher
         start, end = span if span is not None else (0, 0)
         self._planned = max(0, min(start, size))  # the next planned byte to fetch
@@ -500,7 +407,7 @@ class RangedFile:
             self._let_go(stop)
             return data
 
-    def _range_at(self, pos: int, end: int) -> _Range:
+    def _range_at(self, pos: int, end: int) -> _FetchRange:
         """The range that holds byte ``pos`` (started now if there is none: a read that
         waits comes before the budget)."""
         for r in self._ranges:

@@ -14,7 +14,7 @@ can back off, resume at the byte where a transfer stopped and count what happene
   ``_cat_file(path, start, end)``, the range arriving whole;
 * :class:`SyncRanges` for the rest: ``cat_file`` in a worker thread.
 
-:func:`classify` says what a failure was: throttling, worth a retry, the object changed,
+:func:`failure_of` says what a failure was: throttling, worth a retry, the object changed,
 or final.
 
 Example
@@ -27,7 +27,7 @@ Example
 ...     return b"".join([piece async for piece in getter.get("/doc/rangeget/x", 2, 6)])
 >>> asyncio.run(fetch())
 b'2345'
->>> classify(ConnectionResetError("peer reset"))
+>>> failure_of(ConnectionResetError("peer reset"))
 'retry'
 """
 
@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 __all__ = ["AsyncRanges", "Failure", "ObjectChangedError", "RangeGetter", "S3Ranges",
-           "SyncRanges", "classify", "range_getter", "status_of"]
+           "SyncRanges", "failure_of", "range_getter", "status_of"]
 
 #: bytes read from a streaming body at a time: the unit in which a range fills
 PIECE_BYTES = 256 << 10
@@ -80,7 +80,7 @@ def _response_of(err: BaseException) -> tuple[str, int | None]:
     return code, status if isinstance(status, int) else None
 
 
-def classify(err: BaseException) -> Failure:
+def failure_of(err: BaseException) -> Failure:
     """What a failed attempt was: ``"throttled"`` (503 SlowDown, 429: back off and slow
     down), ``"retry"`` (5xx, dropped connections, short bodies, timeouts),
     ``"changed"`` (412: the pinned object is another) or ``"final"`` (missing, denied,
@@ -179,7 +179,7 @@ class S3Ranges(RangeGetter):
             response = await s3.get_object(**kwargs)
         except Exception as err:
             code, status = _response_of(err)
-            if etag and classify(err) == "changed":
+            if etag and failure_of(err) == "changed":
                 raise ObjectChangedError(path, etag) from err
             if code in ("NoSuchKey", "NoSuchBucket") or status == 404:
                 raise FileNotFoundError(path) from err
