@@ -28,9 +28,9 @@ line of stdout and runs until SIGTERM/SIGINT::
         --conn-rate 10e6 --link-rate 80e6 --port 0
 
 and answers, itself and at once, ``GET /__proxy__/stats`` (the counters as JSON),
-``POST /__proxy__/reset`` (zero them), ``POST /__proxy__/faults`` (a JSON object of fault
-specs, as :meth:`Faults.update` takes) and ``DELETE /__proxy__/faults``. Standard library
-only, so any interpreter can run it.
+``POST /__proxy__/reset`` (zero them, answering the counts they had),
+``POST /__proxy__/faults`` (a JSON object of fault specs, as :meth:`Faults.update` takes)
+and ``DELETE /__proxy__/faults``. Standard library only, so any interpreter can run it.
 """
 
 from __future__ import annotations
@@ -573,7 +573,7 @@ class LinkProxy:
     def _control(self, method: str, target: str, body: bytes) -> bytes:
         """Answer a ``/__proxy__/`` request (the process form's control)."""
         path = urlsplit(target).path
-        status = "200 OK"
+        status, before = "200 OK", self.stats()
         if path == "/__proxy__/faults" and method == "POST":
             try:
                 self.faults.update(json.loads(body or b"{}"))
@@ -585,7 +585,8 @@ class LinkProxy:
             self.reset_stats()
         elif not (path == "/__proxy__/stats" and method == "GET"):
             status = "404 Not Found"
-        payload = json.dumps(self.stats()).encode() if status == "200 OK" else body
+        after = before if path == "/__proxy__/reset" else self.stats()
+        payload = json.dumps(after).encode() if status == "200 OK" else body
         return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
 
@@ -593,7 +594,8 @@ class LinkProxy:
 def control(endpoint_url: str, action: str = "stats", faults: dict[str, Any] | None = None
             ) -> dict[str, Any]:
     """Talk to a proxy running as a process: ``action`` is ``"stats"``, ``"reset"``,
-    ``"faults"`` (set ``faults``) or ``"clear"``; returns its counters after the action."""
+    ``"faults"`` (set ``faults``) or ``"clear"``; returns its counters after the action
+    (for ``"reset"``: as they were just before it, so a reset reads and zeroes at once)."""
     import urllib.request
 
     method, path = {"stats": ("GET", "stats"), "reset": ("POST", "reset"),
