@@ -177,3 +177,21 @@ def test_a_store_that_never_answers_fails_within_the_deadline(s3, silent_store):
     assert "bytes 0-999 could not be fetched" in str(err)
     assert fetcher.stats().failed == 1
     fetcher.close()
+
+
+def test_each_worker_of_each_rank_fetches_only_its_part(s3, s3_url):
+    records = _records(800, 2000, seed=3)
+    convert(f"{s3_url}/w", records, 1, "q", codec="raw", chunk_bytes=16 * KiB,
+            storage_options=s3.storage_options)
+    fetch = FetchOptions(range_bytes=64 * KiB)
+    parts = []
+    for rank in range(2):
+        for worker in range(2):  # a fresh reader each: a DataLoader worker's own process
+            reader = RecordIO(f"{s3_url}/w/q", storage_options=s3.storage_options, rank=rank,
+                              world_size=2, split="range", fetch=fetch)
+            reader = reader.for_worker(worker, 2)
+            parts.append((list(reader()), reader.stats().bytes))
+    assert [x for got, _ in parts for x in got] == records
+    size = _shard_bytes(reader)[0]
+    for _, fetched in parts:
+        assert fetched <= size / 4 + 2 * 16 * KiB + 64

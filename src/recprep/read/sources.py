@@ -163,7 +163,10 @@ class Sources:
     def pass_ended(self) -> None:
         """A pass is over: say once if the store throttled it."""
         if self.fetcher is not None and self.shard_sets:
-            self.fetcher.warn_throttled(self.describe_set(0).split(":", 1)[0])
+            first = self.shard_sets[0]
+            where = first.paths[0] if first.prefix is None else (
+                f"{first.directory}/{first.prefix}")
+            self.fetcher.warn_throttled(display(self.fs, where))
 
     def span(self, piece: Piece) -> tuple[int, int] | None:
         """The bytes a read of ``piece`` covers, where known without a request: a whole

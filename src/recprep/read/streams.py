@@ -102,11 +102,13 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool
             decoding=decoding, columnar=columnar,
             written_with=reading.written_with(file.set_index),
         ))
-    try:
-        with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
+    with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
+        try:
             yield prefetching
-    finally:
-        sources.pass_ended()
+        except GeneratorExit:  # the consumer stopped early: the pass is over
+            sources.pass_ended()
+            raise
+    sources.pass_ended()  # not when the pass failed: its error says what happened
 
 
 def instances(runs: Iterator[Block], progress: PassProgress) -> Iterator[Any]:
