@@ -8,7 +8,7 @@ an event loop (:func:`speaks_s3`: an fsspec async filesystem with ``_call_s3``, 
 is), :class:`PartUpload` is used instead. It looks like a file opened for writing
 (``write``, ``close``) but:
 
-* each full part (:data:`PART_BYTES`, less when many files are open: see
+* each part, once a byte more than it was written, (:data:`PART_BYTES`, less when many files are open: see
   :mod:`recprep.write.filepool`) goes out at once on the filesystem's event loop while
   the writer goes on; the parts of all the uploads sharing one :class:`UploadSlots` are
   at most ``slots.parts`` in flight (the filesystem's ``max_concurrency`` — s3fs's own
@@ -56,7 +56,7 @@ import google_crc32c
 from ..errors import WriteError
 from ..storage.fs import display
 
-__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "PartUpload", "UploadSlots", "open_upload",
+__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots", "open_upload",
            "part_size", "speaks_s3", "store_checks"]
 
 log = logging.getLogger("recprep")
@@ -64,6 +64,9 @@ log = logging.getLogger("recprep")
 PART_BYTES = 8 << 20
 """The size of an upload's parts (the first 1,000; then it doubles every 1,000 parts)."""
 PARTS_IN_FLIGHT = 8
+SINGLE_PUT_BYTES = 32 << 20
+"""A file of known size up to this goes out in one ``PutObject`` (several files at once
+keep the link busy); larger, in parts of :data:`PART_BYTES`."""
 """Parts in flight at once when the filesystem doesn't say (s3fs: ``max_concurrency``)."""
 #: what :func:`store_checks` answers: the store checks a CRC-32C sent with an upload and
 #: refuses a wrong one; it accepts the header and ignores it; it refuses the header
@@ -222,7 +225,7 @@ class PartUpload:
         self._raise_failure()
         self._buffer += data
         self.size += len(data)
-        while len(self._buffer) >= (size := part_size(self.part_bytes, len(self._parts) + 1)):
+        while len(self._buffer) > (size := part_size(self.part_bytes, len(self._parts) + 1)):
             part = bytes(self._buffer[:size])
             del self._buffer[:size]
             self._send(part)
