@@ -301,9 +301,10 @@ class PartUpload:
     def _failure(self) -> WriteError:
         err = self._error
         assert err is not None
-        if _code(err) in _DIGEST_ERRORS:
+        if (code := _code(err)) in _DIGEST_ERRORS:
             err = OSError(f"the store refused the bytes it received: their checksum isn't "
-                          f"the CRC-32C recprep computed ({err})")
+                          f"the CRC-32C recprep computed ({code}: {err}); they changed on "
+                          "the way (run it again)")
         return WriteError(self.shown, err)
 
     async def _create(self) -> str:
