@@ -5,8 +5,8 @@ while its CRC-32C is computed (from an async filesystem, several ranges in fligh
 store that speaks S3, several parts in flight: :mod:`recprep.write.uploads`), refuses a
 source whose size or CRC-32C differs from what its listing and manifest say, and checks
 the copy: where the store checks the CRC-32C sent with every part, that is the check (a
-wrong byte is refused by the store); elsewhere the temporary is read back and compared. :func:`run_all_or_stop`
-runs transfers on a thread pool and stops them all at the first failure;
+wrong byte is refused by the store); elsewhere the temporary is read back and compared.
+:func:`run_all_or_stop` runs transfers on a thread pool and stops them all at the first failure;
 :class:`ByteProgress` counts the bytes (a tqdm bar, or a callback). Nothing here gives a
 file its final name but :func:`move_file`, which :mod:`recprep.tools.copy` calls once
 every file checks out.

@@ -20,10 +20,11 @@ handle only while they are among the ``max_open`` the pool keeps open:
 
 On an object store an open file is an upload that buffers up to a part before it sends
 it. Where the filesystem speaks the S3 API on an event loop (s3fs), a file is a
-:class:`~recprep.write.uploads.PartUpload`: its parts (:data:`~recprep.write.uploads.PART_BYTES`)
-go out while the task writes on, the task's uploads sharing one
-:class:`~recprep.write.uploads.UploadSlots` (at most ``max_concurrency`` parts in flight),
-and :meth:`WritePool.wait` waits for them all; elsewhere it is ``fs.open(path, "wb")``,
+:class:`~recprep.write.uploads.PartUpload`: its parts
+(:data:`~recprep.write.uploads.PART_BYTES`) go out while the task writes on, the task's
+uploads sharing one :class:`~recprep.write.uploads.UploadSlots` (at most
+``max_concurrency`` parts in flight), and :meth:`WritePool.wait` waits for them all;
+elsewhere it is ``fs.open(path, "wb")``,
 whose buffer is the filesystem's block size. With many files open at once, each is opened
 with a part (or block) size that keeps them together near :data:`UPLOAD_BUDGET` (never
 below :data:`MIN_UPLOAD_BLOCK`, S3's smallest part; never above the default): a task's

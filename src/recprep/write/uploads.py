@@ -8,11 +8,12 @@ an event loop (:func:`speaks_s3`: an fsspec async filesystem with ``_call_s3``, 
 is), :class:`PartUpload` is used instead. It looks like a file opened for writing
 (``write``, ``close``) but:
 
-* each part, once a byte more than it was written, (:data:`PART_BYTES`, less when many files are open: see
-  :mod:`recprep.write.filepool`) goes out at once on the filesystem's event loop while
-  the writer goes on; the parts of all the uploads sharing one :class:`UploadSlots` are
-  at most ``slots.parts`` in flight (the filesystem's ``max_concurrency`` — s3fs's own
-  knob, ``storage_options={"max_concurrency": 16}`` — else :data:`PARTS_IN_FLIGHT`): a
+* each part (:data:`PART_BYTES`, less when many files are open: see
+  :mod:`recprep.write.filepool`), once a byte more was written, goes out at once on
+  the filesystem's event loop while the writer goes on; the parts of all the uploads
+  sharing one :class:`UploadSlots` are at most ``slots.parts`` in flight (the
+  filesystem's ``max_concurrency`` — s3fs's own knob,
+  ``storage_options={"max_concurrency": 16}`` — else :data:`PARTS_IN_FLIGHT`): a
   writer that would pass it waits for a part to finish. Memory: ``slots.parts`` parts in
   flight plus one part filling per open file;
 * ``close`` sends the last part and completes the upload without waiting (a file smaller
@@ -56,8 +57,8 @@ import google_crc32c
 from ..errors import WriteError
 from ..storage.fs import display
 
-__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots", "open_upload",
-           "part_size", "speaks_s3", "store_checks"]
+__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
+           "open_upload", "part_size", "speaks_s3", "store_checks"]
 
 log = logging.getLogger("recprep")
 
