@@ -24,6 +24,7 @@ MB are 10**6 bytes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -357,7 +358,7 @@ def contender(name: str, endpoint: str, epochs: int, count: int) -> dict:
                                   "proxy": proxy_control(endpoint, "reset")})
             started = time.perf_counter()
         stats = getattr(getattr(_passes, "reader", None), "stats", None)
-        out["reader_stats"] = stats() if callable(stats) else None
+        out["reader_stats"] = dataclasses.asdict(stats()) if callable(stats) else None
         out["rss_mb"] = peak_rss_mb()
         out["cache_mb"] = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()) / 1e6
     finally:
