@@ -115,3 +115,31 @@ def test_a_store_that_always_throttles_fails_naming_the_status(flaky_set):
             list(reader())
     assert "503 SlowDown" in caught.value.status
     assert caught.value.attempts >= 2
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_stream_and_fetch_each_byte_once(s3, s3_url, link, context):
+    """Workers forked or spawned from a reader that already streamed stream afresh, and
+    together fetch the set once (the proxy counts bytes across processes)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from recprep.torch import RecordIODataset
+
+    rng = np.random.default_rng(9)
+    records = [rng.bytes(3000) for _ in range(400)]
+    convert(f"{s3_url}/dl", records, 4, "p", codec="raw", storage_options=s3.storage_options)
+    url = f"{s3_url}/dl/p"
+    warm = RecordIO(url, storage_options=link.storage_options)  # the parent streams first
+    assert len(list(warm())) == len(records)
+    dataset = RecordIODataset(url, storage_options=link.storage_options,
+                              fetch=FetchOptions(range_bytes=RANGE))
+    link.reset_stats()
+    loader = DataLoader(dataset, batch_size=None, num_workers=2,
+                        multiprocessing_context=context)
+    got = [bytes(x) for x in loader]
+    assert sorted(got) == sorted(records)
+    shard_bytes = sum(s.bytes for s in warm.manifests[0].shards)
+    down = link.stats()["bytes_down"]
+    assert shard_bytes <= down < shard_bytes * 1.1 + 200_000  # plus manifests and headers
+    del torch

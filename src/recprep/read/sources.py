@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..storage.discovery import ShardSet
 from ..storage.fetch import Fetcher, FetchOptions, FetchStats, streams_ranges
-from ..storage.fs import display
+from ..storage.fs import display, in_this_process
 from ..storage.manifest import Manifest, read_manifest
 from .cache import ShardCache
 from .committed import CommittedSets
@@ -96,7 +96,7 @@ class Sources:
         cache: ShardCache | None = None,
         fetch: FetchOptions | None = None,
     ) -> None:
-        self.fs = fs
+        self._fs = fs
         self.shard_sets = list(shard_sets)
         self.format = format
         self.compressor = compressor
@@ -155,6 +155,15 @@ class Sources:
             if self.on_skip is not None:
                 self.on_skip(warning)
             return None
+
+    @property
+    def fs(self) -> Any:
+        """The files' filesystem (made again in a forked process: see
+        :func:`~recprep.storage.fs.in_this_process`)."""
+        fs = in_this_process(self._fs)
+        if fs is not self._fs:
+            self._fs = self.files_open.fs = fs
+        return fs
 
     def stats(self) -> FetchStats:
         """What streaming from an object store has cost so far (zeros for local files)."""

@@ -46,16 +46,18 @@ Example
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 from ..errors import StoreUnavailableError, ThrottledWarning, warn
 from .fetchoptions import FetchOptions, FetchStats, streams_ranges
-from .fs import display
+from .fs import display, in_this_process
 from .rangeget import ObjectChangedError, RangeGetter, failure_of, range_getter, status_of
 
 __all__ = ["FetchOptions", "FetchStats", "Fetcher", "ObjectChangedError", "RangedFile",
@@ -118,6 +120,20 @@ class _Concurrency:
         self._hold_until = now + 20 * WINDOW_SECONDS
 
 
+_LIVE: weakref.WeakSet[Fetcher] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child (a DataLoader worker): the parent's event loop, connections and
+    transfers are not there; each fetcher starts afresh, with counts of its own."""
+    for fetcher in list(_LIVE):  # no filesystem made here: fsspec's own reset comes later
+        fetcher.__init__(fetcher._fs, fetcher.options)  # type: ignore[misc]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 class Fetcher:
     """The range requests of one reader's open shards: see the module docstring.
 
@@ -130,7 +146,7 @@ class Fetcher:
     """
 
     def __init__(self, fs: Any, options: FetchOptions | None = None) -> None:
-        self.fs = fs
+        self._fs = fs
         self.options = options or FetchOptions()
         self._getter: RangeGetter | None = None
         self._lock = threading.Lock()
@@ -142,9 +158,16 @@ class Fetcher:
         self._counts = FetchStats()
         self._throttled_warned = 0
         self._closed = False
+        _LIVE.add(self)
+
+    @property
+    def fs(self) -> Any:
+        """The filesystem (made again in a forked process, when first used there)."""
+        self._fs = in_this_process(self._fs)
+        return self._fs
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"fs": self.fs, "options": self.options}  # a fresh fetcher where it lands
+        return {"fs": self._fs, "options": self.options}  # a fresh fetcher where it lands
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["fs"], state["options"])  # type: ignore[misc]

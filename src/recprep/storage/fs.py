@@ -58,6 +58,21 @@ def display(fs: Any, path: str) -> str:
     return fs.unstrip_protocol(path)
 
 
+def in_this_process(fs: Any) -> Any:
+    """``fs``, or — in a process forked after ``fs`` was made (a DataLoader worker) — the
+    same filesystem made in this one: an async filesystem's event loop and connections
+    don't cross a fork (fsspec refuses to use them), its options do.
+
+    >>> fs = fsspec.filesystem("memory")
+    >>> in_this_process(fs) is fs
+    True
+    """
+    made_in = getattr(fs, "_pid", None)
+    if made_in is None or made_in == os.getpid() or not getattr(fs, "async_impl", False):
+        return fs
+    return type(fs)(*fs.storage_args, **fs.storage_options)
+
+
 def is_local(fs: Any) -> bool:
     """Whether ``fs`` is the local filesystem (where FIFOs, devices and locks exist).
 
