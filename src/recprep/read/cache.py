@@ -36,6 +36,7 @@ Example
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -50,15 +51,40 @@ import fsspec
 from ..errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, warn
 from ..storage.fs import checksum, open_regular
 from ..storage.manifest import ShardInfo
+from .cachefill import MAP, PART, FillingFile, Partial, default_cache_bytes
 from .filepool import FilePool, PooledFile
 
 __all__ = ["ShardCache"]
 
 log = logging.getLogger("recprep")
 
-_SUFFIX = ".shard"  # cached shards; downloads in progress end in ".part"
-_PART = ".part"
-_STALE_PART_SECONDS = 3600  # a download this old was abandoned (its process died)
+_SUFFIX = ".shard"  # cached shards; partials and downloads in progress end in ".part"
+_STALE_PART_SECONDS = 3600  # a partial nobody holds, this old, was abandoned
+#: how long a reader waits for another process's filler that makes no progress
+STALL_SECONDS = 60.0
+_POLL_SECONDS = 0.05
+_FILLING: set[str] = set()  # cache files this process is filling now
+_FILLING_LOCK = threading.Lock()
+
+
+def _let_go(local: str) -> None:
+    with _FILLING_LOCK:
+        _FILLING.discard(local)
+
+
+def _abandoned(path: str) -> bool:
+    """Whether nobody holds the partial ``path`` (so it may be removed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def _crc_of(path: str) -> tuple[int, int]:
@@ -70,14 +96,24 @@ def _crc_of(path: str) -> tuple[int, int]:
 
 
 class ShardCache:
-    """Shards of remote sets, downloaded whole into ``directory`` (at most ``max_bytes``).
+    """Shards of remote sets, kept whole in ``directory`` (at most ``max_bytes``), filled
+    as passes stream them (see the module docstring).
 
     Parameters
     ----------
     directory
         A local directory (created if missing); several readers and processes may share it.
     max_bytes
-        The most the cached shards may hold together; ``None``: no bound.
+        The most the cached shards may hold together; ``None``: the default bound,
+        :func:`~recprep.read.cachefill.default_cache_bytes` (80% of the directory's free
+        space plus what the cache holds; on tmpfs at most half the container's memory
+        limit), fixed when the cache is made.
+
+    Attributes
+    ----------
+    stall_seconds
+        How long a reader waits for another process filling the same shard while that
+        process writes nothing (then it reads from the store, uncached).
     """
 
     def __init__(self, directory: str | os.PathLike[str], max_bytes: int | None = None) -> None:
@@ -91,7 +127,9 @@ class ShardCache:
             raise InvalidArgumentError(
                 f"cache_dir={self.directory!r} can't be used as a cache directory: {err}"
             ) from None
-        self.max_bytes = max_bytes
+        self.max_bytes: int = (default_cache_bytes(self.directory, self.size())
+                               if max_bytes is None else max_bytes)
+        self.stall_seconds = STALL_SECONDS
         self._files = FilePool(fsspec.filesystem("file"))
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
@@ -121,28 +159,94 @@ class ShardCache:
         """The bytes the cached shards hold together."""
         return sum(size for _, size, _ in self._scan())
 
-    def open(self, fs: Any, path: str, url: str, entry: ShardInfo) -> PooledFile | None:
-        """The local copy of the shard ``path`` of ``fs`` (shown as ``url``), downloaded
-        and checked against ``entry`` if it isn't cached yet; ``None`` when it can't be
-        cached (too large, gone, or its bytes don't match ``entry``): read it from ``fs``."""
-        if self.max_bytes is not None and entry.bytes > self.max_bytes:
+    def open(self, pool: FilePool, path: str, url: str, entry: ShardInfo,
+             span: tuple[int, int] | None = None) -> Any:
+        """The shard ``path`` of ``pool``'s filesystem (shown as ``url``, described by
+        ``entry``) as a file to read: its local copy when cached; else, where the pool
+        streams from an object store, the store's file filling the cache as it is read
+        (``span``: the bytes the pass reads; see :mod:`recprep.read.cachefill`), and for
+        other filesystems a copy downloaded whole first. ``None`` when it isn't cached
+        (too large, gone, its bytes don't match ``entry``, or a stalled filler elsewhere):
+        read it from the store."""
+        if entry.bytes > self.max_bytes:
             return None
         name = self.name_for(url, entry)
         local = os.path.join(self.directory, name)
+        if pool.fetcher is not None:
+            return self._streamed(pool, path, url, entry, span)
         with self._key_lock(name):
             if not self._usable(local, name, url, entry):
-                if not self._download(fs, path, url, entry, local):
+                if not self._download(pool.fs, path, url, entry, local):
                     return None
-            now = time.time_ns()
-            with contextlib.suppress(OSError):  # last use, for the LRU
-                os.utime(local, ns=(now, now))
-            try:
-                stat = os.stat(local)
-                opened = self._files.open(local)
-            except FileNotFoundError:  # evicted by another process just now
-                return None
-            self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            return self._local(local, name)
+
+    def _local(self, local: str, name: str) -> PooledFile | None:
+        """The cached file ``local`` opened (its use noted for the LRU)."""
+        now = time.time_ns()
+        with contextlib.suppress(OSError):  # last use, for the LRU
+            os.utime(local, ns=(now, now))
+        try:
+            stat = os.stat(local)
+            opened = self._files.open(local)
+        except FileNotFoundError:  # evicted by another process just now
+            return None
+        self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         return opened
+
+    def _streamed(self, pool: FilePool, path: str, url: str, entry: ShardInfo,
+                  span: tuple[int, int] | None) -> Any:
+        """The local copy, or the store's file filling the partial this reader claims,
+        or (another process filling it) the local copy once renamed into place."""
+        name = self.name_for(url, entry)
+        local = os.path.join(self.directory, name)
+        evicted, seen, since = False, None, time.monotonic()
+        while True:
+            if self._usable(local, name, url, entry):
+                return self._local(local, name)
+            with _FILLING_LOCK:
+                if local in _FILLING:  # another thread of this process fills it
+                    return None
+                if not evicted:
+                    self._evict(room=entry.bytes)
+                    evicted = True
+                partial = Partial.claim(local, entry.bytes)
+                if partial is not None:
+                    _FILLING.add(local)
+            if partial is not None:
+                return self._filling(pool, path, url, entry, span, partial)
+            try:  # another process fills it: wait while it makes progress
+                mtime = os.stat(local + PART).st_mtime_ns
+            except FileNotFoundError:
+                continue  # renamed into place, or removed: look again
+            if mtime != seen:
+                seen, since = mtime, time.monotonic()
+            elif time.monotonic() - since > self.stall_seconds:
+                log.debug("recprep: %s is being cached by another reader that made no "
+                          "progress for %.0f s: reading it from the store", url,
+                          self.stall_seconds)
+                return None
+            time.sleep(_POLL_SECONDS)
+
+    def _filling(self, pool: FilePool, path: str, url: str, entry: ShardInfo,
+                 span: tuple[int, int] | None, partial: Partial) -> Any:
+        """The store's file, its bytes going into ``partial`` as they are read."""
+        try:
+            if os.path.exists(partial.local):  # cached between our look and our claim
+                partial.drop()
+                _let_go(partial.local)
+                return self._local(partial.local, self.name_for(url, entry))
+            inner = pool.open(path, size=entry.bytes, span=span)
+        except BaseException:
+            partial.finish(url, entry)
+            _let_go(partial.local)
+            raise
+        return FillingFile(inner, partial, url, entry, on_finish=self._filled)
+
+    def _filled(self, partial: Partial) -> None:
+        """A filler let go of ``partial``: make room for what it cached."""
+        _let_go(partial.local)
+        if os.path.exists(partial.local):
+            self._evict(room=0, keep=partial.local)
 
     def _key_lock(self, name: str) -> threading.Lock:
         with self._lock:
@@ -180,7 +284,7 @@ class ShardCache:
     def _download(self, fs: Any, path: str, url: str, entry: ShardInfo, local: str) -> bool:
         """Copy the shard into place at ``local`` if its bytes match ``entry``."""
         self._evict(room=entry.bytes)
-        part = f"{local}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_PART}"
+        part = f"{local}.{os.getpid()}.{uuid.uuid4().hex[:8]}{PART}"
         try:
             with open_regular(fs, path) as source, open(part, "wb") as out:
                 crc, size = checksum(source, out=out)
@@ -212,7 +316,13 @@ class ShardCache:
                     continue
                 if item.name.endswith(_SUFFIX):
                     found.append((item.name, stat.st_size, stat.st_mtime_ns))
-                elif item.name.endswith(_PART) and now - stat.st_mtime > _STALE_PART_SECONDS:
+                elif now - stat.st_mtime <= _STALE_PART_SECONDS:
+                    continue
+                elif item.name.endswith(PART) and _abandoned(item.path):
+                    with contextlib.suppress(OSError):
+                        os.remove(item.path)
+                elif item.name.endswith(MAP) and not os.path.exists(item.path[:-len(MAP)]
+                                                                    + PART):
                     with contextlib.suppress(OSError):
                         os.remove(item.path)
         found.sort(key=lambda f: f[2])
@@ -220,8 +330,6 @@ class ShardCache:
 
     def _evict(self, room: int, keep: str | None = None) -> None:
         """Remove least recently used shards until ``room`` more bytes fit the bound."""
-        if self.max_bytes is None:
-            return
         found = self._scan()
         total = sum(size for _, size, _ in found) + room
         for name, size, _ in found:
