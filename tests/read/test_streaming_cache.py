@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from recprep import FetchOptions, RecordIO, convert
-from recprep.read import cachefill
 from recprep.read.cache import ShardCache
 from recprep.storage.fs import checksum
 
@@ -167,6 +166,8 @@ def test_a_killed_filler_leaves_nothing_after_the_next_reader(remote_set, s3, tm
 
 
 def test_the_default_bound_follows_the_container(tmp_path, monkeypatch):
+    from recprep.read import cachefill
+
     directory = tmp_path / "c"
     directory.mkdir()
     cgroup, v1, mounts = tmp_path / "memory.max", tmp_path / "v1", tmp_path / "mounts"
