@@ -1,11 +1,20 @@
-"""A local directory of downloaded shards, so later epochs of a remote set read locally.
+"""A local directory of remote shards, filled while passes stream them, so that later
+epochs of a remote set read locally.
 
 ``RecordIO(url, cache_dir=..., cache_bytes=...)`` hands its reads of a committed remote set
-to a :class:`ShardCache`: the first time a shard is opened it is downloaded whole into the
-cache directory, under a temporary name, and its size and CRC-32C are checked against the
-set's manifest before it is renamed (atomically) to its cache name. Later opens — the next
-epoch, another reader, another process or DataLoader worker sharing the directory — read
-the local file. What is and isn't cached:
+to a :class:`ShardCache`. On an object store (a filesystem the reader streams from, see
+:mod:`recprep.storage.fetch`), a shard not yet cached is read from the store exactly as
+without a cache — the same range requests, the first instance after one round trip —
+and the bytes the reader reads are written into a partial file in the cache directory as
+they pass; when the partial holds the whole shard its size and CRC-32C are checked
+against the set's manifest and it is renamed (atomically) to its cache name
+(:mod:`recprep.read.cachefill`: one filler per shard across threads and processes, held
+by ``flock``; a rank that reads part of a shard leaves a partial the next pass completes;
+a killed filler's partial is taken over by the next reader). Other filesystems
+(``memory://``, synchronous ones) download a shard whole at its first open, under a
+temporary name, checked before the rename. Later opens — the next epoch, another reader,
+another process or DataLoader worker sharing the directory — read the local file. What
+is and isn't cached:
 
 * only shards with an entry in their set's manifest (the manifest's size and CRC-32C are
   what make a cached copy trustworthy); a file without one is read from the store;
@@ -14,11 +23,13 @@ the local file. What is and isn't cached:
 
 The cache name holds a digest of the shard's URL, size and CRC-32C, so a set replaced
 under the same name never reads the old bytes. The least recently used shards (by file
-mtime, set at every use) are removed when the cached bytes would pass ``cache_bytes``.
-Readers never see a partial file (a download is renamed into place only when whole and
-checked). A cached file is checked again (CRC-32C, a local read) the first time a
-:class:`ShardCache` uses it and whenever its mtime or size changed since; a damaged one
-is downloaded again, with a :class:`~recprep.errors.CorruptDataWarning`.
+mtime, set at every use) are removed when the cached bytes would pass ``cache_bytes``;
+without ``cache_bytes`` the bound is :func:`~recprep.read.cachefill.default_cache_bytes`
+(80% of the directory's free space plus what the cache holds, and on a tmpfs at most half
+the container's cgroup memory limit). Readers never see a partial file. A cached file is
+checked again (CRC-32C, a local read) the first time a :class:`ShardCache` uses it and
+whenever its mtime or size changed since; a damaged one is fetched again, with a
+:class:`~recprep.errors.CorruptDataWarning`.
 
 Example
 -------
@@ -36,7 +47,6 @@ Example
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -51,7 +61,15 @@ import fsspec
 from ..errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, warn
 from ..storage.fs import checksum, open_regular
 from ..storage.manifest import ShardInfo
-from .cachefill import MAP, PART, FillingFile, Partial, default_cache_bytes
+from .cachefill import (
+    CAN_FILL,
+    MAP,
+    PART,
+    FillingFile,
+    Partial,
+    default_cache_bytes,
+    remove_abandoned,
+)
 from .filepool import FilePool, PooledFile
 
 __all__ = ["ShardCache"]
@@ -72,19 +90,15 @@ def _let_go(local: str) -> None:
         _FILLING.discard(local)
 
 
-def _abandoned(path: str) -> bool:
-    """Whether nobody holds the partial ``path`` (so it may be removed)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+def _forked() -> None:
+    """In a forked child (a DataLoader worker): the parent's fills are not its own."""
+    global _FILLING_LOCK
+    _FILLING_LOCK = threading.Lock()
+    _FILLING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _crc_of(path: str) -> tuple[int, int]:
@@ -172,7 +186,7 @@ class ShardCache:
             return None
         name = self.name_for(url, entry)
         local = os.path.join(self.directory, name)
-        if pool.fetcher is not None:
+        if pool.fetcher is not None and CAN_FILL:
             return self._streamed(pool, path, url, entry, span)
         with self._key_lock(name):
             if not self._usable(local, name, url, entry):
@@ -245,8 +259,13 @@ class ShardCache:
     def _filled(self, partial: Partial) -> None:
         """A filler let go of ``partial``: make room for what it cached."""
         _let_go(partial.local)
-        if os.path.exists(partial.local):
-            self._evict(room=0, keep=partial.local)
+        try:  # checked as it was renamed: the next open needn't check it again
+            stat = os.stat(partial.local)
+        except FileNotFoundError:
+            return
+        name = os.path.basename(partial.local)
+        self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        self._evict(room=0, keep=partial.local)
 
     def _key_lock(self, name: str) -> threading.Lock:
         with self._lock:
@@ -318,9 +337,8 @@ class ShardCache:
                     found.append((item.name, stat.st_size, stat.st_mtime_ns))
                 elif now - stat.st_mtime <= _STALE_PART_SECONDS:
                     continue
-                elif item.name.endswith(PART) and _abandoned(item.path):
-                    with contextlib.suppress(OSError):
-                        os.remove(item.path)
+                elif item.name.endswith(PART):
+                    remove_abandoned(item.path)
                 elif item.name.endswith(MAP) and not os.path.exists(item.path[:-len(MAP)]
                                                                     + PART):
                     with contextlib.suppress(OSError):

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -49,8 +48,13 @@ from typing import Any
 from ..storage.fs import checksum
 from ..storage.manifest import ShardInfo
 
-__all__ = ["FillingFile", "Partial", "cgroup_memory_limit", "default_cache_bytes",
-           "memory_backed"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: shards are downloaded whole instead
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["CAN_FILL", "FillingFile", "Partial", "cgroup_memory_limit", "default_cache_bytes",
+           "memory_backed", "remove_abandoned"]
 
 log = logging.getLogger("recprep")
 
@@ -65,6 +69,9 @@ CGROUP_MEMORY_FILES: tuple[str, ...] = ("/sys/fs/cgroup/memory.max",
                                         "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 MOUNTS_FILE = "/proc/self/mounts"
 _MEMORY_FS = {"tmpfs", "ramfs"}
+#: whether partials can be held across processes here (``flock``); else shards are
+#: downloaded whole at their first open
+CAN_FILL = fcntl is not None
 _UNLIMITED = 1 << 60  # cgroup v1 says "no limit" with a number about this large
 
 
@@ -132,6 +139,26 @@ def default_cache_bytes(directory: str, held: int = 0, *, cgroup_files: Sequence
         if memory is not None:
             limit = min(limit, int(MEMORY_SHARE * memory))
     return max(1, limit)
+
+
+def remove_abandoned(path: str) -> None:
+    """Remove the partial ``path`` (and its map) if nobody holds it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == os.stat(path).st_ino:
+            os.remove(path)
+            if path.endswith(PART):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path[:-len(PART)] + MAP)
+    except OSError:  # held by its filler, or gone
+        pass
+    finally:
+        os.close(fd)
 
 
 def _add(have: list[list[int]], start: int, end: int) -> None:
