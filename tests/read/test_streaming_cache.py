@@ -188,3 +188,41 @@ def test_the_default_bound_follows_the_container(tmp_path, monkeypatch):
     mounts.write_text(f"/dev/vda / ext4 rw 0 0\n/dev/vdb {tmp_path} ext4 rw 0 0\n")
     assert ShardCache(directory).max_bytes > 3 << 20  # on a disk, memory doesn't bound it
     assert ShardCache(directory, 1000).max_bytes == 1000  # a bound given is kept
+
+
+def test_ranks_fill_disjoint_parts_of_a_shard_at_once(s3, s3_url, tmp_path):
+    records = _records(400, 2000, seed=3)
+    convert(f"{s3_url}/one", records, 1, "s", codec="raw", chunk_bytes=16 * KiB,
+            storage_options=s3.storage_options)
+    url = f"{s3_url}/one/s"
+    script, env = _script(f"""
+        import json, sys
+        from recprep import FetchOptions, RecordIO
+        read = RecordIO({url!r}, cache_dir={str(tmp_path / "c")!r}, split="range",
+                        rank=0, world_size=2, fetch=FetchOptions(range_bytes=65536))
+        stream = read()
+        got = [next(stream)]
+        print("reading", flush=True)
+        sys.stdin.readline()  # rank 1 reads its part meanwhile
+        got += list(stream)
+        print(json.dumps({{"records": [x.hex() for x in got], "bytes": read.stats().bytes}}))
+    """, s3)
+    rank0 = subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert rank0.stdout is not None and rank0.stdout.readline() == "reading\n"
+        rank1 = RecordIO(url, storage_options=s3.storage_options, split="range", rank=1,
+                         world_size=2, fetch=FETCH, cache_dir=tmp_path / "c")
+        rank1.cache.stall_seconds = 5  # a wait for rank 0 would end in an uncached read
+        second = list(rank1())  # while rank 0 holds its part of the same partial
+        assert rank1.cache.entries() == []
+        out, err = rank0.communicate("go\n", timeout=120)
+    finally:
+        rank0.kill()
+    assert rank0.returncode == 0, err
+    result = json.loads(out)
+    assert [bytes.fromhex(x) for x in result["records"]] + second == records
+    shard = _shards(rank1)[0]
+    assert result["bytes"] + rank1.stats().bytes == shard.bytes  # each byte once
+    assert _whole_and_checked(rank1.cache, [shard])  # rank 0, last out, renamed it
+    assert _leftovers(tmp_path / "c") == []

@@ -81,13 +81,17 @@ _STALE_PART_SECONDS = 3600  # a partial nobody holds, this old, was abandoned
 #: how long a reader waits for another process's filler that makes no progress
 STALL_SECONDS = 60.0
 _POLL_SECONDS = 0.05
-_FILLING: set[str] = set()  # cache files this process is filling now
+_FILLING: dict[str, list[Partial]] = {}  # this process's fillers, by cache file
 _FILLING_LOCK = threading.Lock()
 
 
-def _let_go(local: str) -> None:
+def _let_go(partial: Partial) -> None:
     with _FILLING_LOCK:
-        _FILLING.discard(local)
+        held = _FILLING.get(partial.local, [])
+        if partial in held:
+            held.remove(partial)
+        if not held:
+            _FILLING.pop(partial.local, None)
 
 
 def _forked() -> None:
@@ -218,14 +222,15 @@ class ShardCache:
             if self._usable(local, name, url, entry):
                 return self._local(local, name)
             with _FILLING_LOCK:
-                if local in _FILLING:  # another thread of this process fills it
-                    return None
+                held = _FILLING.get(local, [])
+                if any(p.overlaps(span) for p in held):  # this process fills those bytes
+                    return None  # (waiting for its own thread could only stall it)
                 if not evicted:
                     self._evict(room=entry.bytes)
                     evicted = True
-                partial = Partial.claim(local, entry.bytes)
+                partial = Partial.claim(local, entry.bytes, span)
                 if partial is not None:
-                    _FILLING.add(local)
+                    _FILLING.setdefault(local, []).append(partial)
             if partial is not None:
                 return self._filling(pool, path, url, entry, span, partial)
             try:  # another process fills it: wait while it makes progress
@@ -247,18 +252,18 @@ class ShardCache:
         try:
             if os.path.exists(partial.local):  # cached between our look and our claim
                 partial.drop()
-                _let_go(partial.local)
+                _let_go(partial)
                 return self._local(partial.local, self.name_for(url, entry))
             inner = pool.open(path, size=entry.bytes, span=span)
         except BaseException:
             partial.finish(url, entry)
-            _let_go(partial.local)
+            _let_go(partial)
             raise
         return FillingFile(inner, partial, url, entry, on_finish=self._filled)
 
     def _filled(self, partial: Partial) -> None:
         """A filler let go of ``partial``: make room for what it cached."""
-        _let_go(partial.local)
+        _let_go(partial)
         try:  # checked as it was renamed: the next open needn't check it again
             stat = os.stat(partial.local)
         except FileNotFoundError:
@@ -339,6 +344,9 @@ class ShardCache:
                     continue
                 elif item.name.endswith(PART):
                     remove_abandoned(item.path)
+                elif item.name.endswith(".tmp"):  # a map being written when its filler died
+                    with contextlib.suppress(OSError):
+                        os.remove(item.path)
                 elif item.name.endswith(MAP) and not os.path.exists(item.path[:-len(MAP)]
                                                                     + PART):
                     with contextlib.suppress(OSError):

@@ -41,8 +41,10 @@ import json
 import logging
 import os
 import shutil
+import struct
+import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..storage.fs import checksum
@@ -72,6 +74,12 @@ _MEMORY_FS = {"tmpfs", "ramfs"}
 #: whether partials can be held across processes here (``flock``); else shards are
 #: downloaded whole at their first open
 CAN_FILL = fcntl is not None
+#: ``struct flock`` on 64-bit Linux: fillers hold byte ranges of a partial (open file
+#: description locks: per open file, released when it closes or its process dies), so
+#: readers of disjoint parts of a shard fill it at once; elsewhere a filler holds it whole
+_FLOCK = struct.Struct("hhqqi4x")
+_RANGES = (CAN_FILL and sys.platform.startswith("linux") and hasattr(fcntl, "F_OFD_SETLK")
+           and struct.calcsize("l") == 8)
 _UNLIMITED = 1 << 60  # cgroup v1 says "no limit" with a number about this large
 
 
@@ -141,15 +149,52 @@ def default_cache_bytes(directory: str, held: int = 0, *, cgroup_files: Sequence
     return max(1, limit)
 
 
+def _lock(fd: int, start: int, length: int, wait: bool = False) -> bool:
+    """Hold bytes ``[start, start + length)`` of ``fd``'s file (``length`` 0: to the end
+    and beyond) — the whole file where byte ranges can't be held; whether it is held."""
+    try:
+        if _RANGES:
+            command = fcntl.F_OFD_SETLKW if wait else fcntl.F_OFD_SETLK
+            fcntl.fcntl(fd, command, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, length, 0))
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except (BlockingIOError, PermissionError):
+        return False
+    return True
+
+
+def _others_hold(fd: int, size: int) -> bool:
+    """Whether a filler other than ``fd``'s holds bytes of its partial."""
+    if not _RANGES:
+        return False  # held whole: nobody else is in
+    found = fcntl.fcntl(fd, fcntl.F_OFD_GETLK,
+                        _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, size, 0))
+    return bool(_FLOCK.unpack(found)[0] != fcntl.F_UNLCK)
+
+
+@contextlib.contextmanager
+def _meta(fd: int, size: int) -> Iterator[None]:
+    """Fillers of one partial, one at a time (reading and writing its map): a lock on
+    the byte past its end."""
+    if not _RANGES:
+        yield
+        return
+    _lock(fd, size, 1, wait=True)
+    try:
+        yield
+    finally:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, size, 1, 0))
+
+
 def remove_abandoned(path: str) -> None:
     """Remove the partial ``path`` (and its map) if nobody holds it."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return
     try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not _lock(fd, 0, 0):
+            return
         if os.fstat(fd).st_ino == os.stat(path).st_ino:
             os.remove(path)
             if path.endswith(PART):
@@ -178,13 +223,14 @@ def _add(have: list[list[int]], start: int, end: int) -> None:
             k += 1
 
 
-def _load_map(path: str, size: int) -> list[list[int]]:
-    """The intervals a partial of ``size`` bytes holds, as its map says; [] if unsure."""
+def _load_map(path: str, size: int, inode: int) -> list[list[int]]:
+    """The intervals the partial (``size`` bytes, inode ``inode``) holds, as its map
+    says; [] if unsure."""
     try:
         with open(path, encoding="utf-8") as file:
             saved = json.load(file)
         have: list[list[int]] = []
-        if saved.get("size") == size:
+        if saved.get("size") == size and saved.get("inode") == inode:
             for start, end in saved["have"]:
                 if isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= size:
                     _add(have, start, end)
@@ -194,38 +240,57 @@ def _load_map(path: str, size: int) -> list[list[int]]:
 
 
 class Partial:
-    """A shard's partial file in the cache, held (``flock``) by this filler: see the
-    module docstring. ``have``: the byte intervals written so far."""
+    """A shard's partial file in the cache, bytes ``span`` of it held by this filler:
+    see the module docstring. ``have``: the byte intervals written (by this filler, and
+    by those before it whose map was read)."""
 
     def __init__(self, local: str, size: int, fd: int, have: list[list[int]]) -> None:
         self.local = local
         self.path = local + PART
         self.size = size
         self.have = have
+        #: the bytes this filler holds
+        self.span = (0, max(1, size))
         self._fd: int | None = fd
 
     @classmethod
-    def claim(cls, local: str, size: int) -> Partial | None:
-        """The partial of the cache file ``local`` (a shard of ``size`` bytes), held by
-        this caller from now on; ``None`` while another reader holds it. A partial
-        without a trustworthy map starts empty."""
+    def claim(cls, local: str, size: int,
+              span: tuple[int, int] | None = None) -> Partial | None:
+        """The partial of the cache file ``local`` (a shard of ``size`` bytes), bytes
+        ``span`` (default: all) held by this caller from now on; ``None`` while another
+        filler holds some of them."""
+        start, end = span if span is not None else (0, size)
+        start, end = max(0, start), min(size, end)
+        if end <= start:
+            start, end = 0, max(1, size)
         path = local + PART
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _lock(fd, start, end - start):
+                raise BlockingIOError(path)
             if os.fstat(fd).st_ino != os.stat(path).st_ino:
                 raise FileNotFoundError(path)  # renamed or removed since we opened it
-            have = _load_map(local + MAP, size) if os.fstat(fd).st_size == size else []
-            if not have:
-                os.ftruncate(fd, 0)
-                os.ftruncate(fd, size)  # sparse: the room is taken as bytes arrive
+            with _meta(fd, size):
+                stat = os.fstat(fd)
+                have = _load_map(local + MAP, size, stat.st_ino) if stat.st_size == size else []
+                if stat.st_size != size:
+                    os.ftruncate(fd, size)  # sparse: the room is taken as bytes arrive
         except (BlockingIOError, FileNotFoundError):
             os.close(fd)
             return None
         except BaseException:
             os.close(fd)
             raise
-        return cls(local, size, fd, have)
+        partial = cls(local, size, fd, have)
+        partial.span = (start, end) if _RANGES else (0, max(1, size))
+        return partial
+
+    def overlaps(self, span: tuple[int, int] | None) -> bool:
+        """Whether a fill of ``span`` (None: the whole shard) needs bytes this one holds."""
+        start, end = span if span is not None else (0, self.size)
+        if end <= start or not _RANGES:
+            start, end = 0, max(1, self.size)
+        return start < self.span[1] and self.span[0] < end
 
     @property
     def complete(self) -> bool:
@@ -243,50 +308,74 @@ class Partial:
         _add(self.have, offset, end)
 
     def finish(self, url: str, entry: ShardInfo) -> bool:
-        """Let go of the partial: renamed whole to its cache name when complete and its
-        size and CRC-32C match ``entry`` (then True), else kept with its map for a later
-        pass (a mismatch removes it)."""
+        """Let go of the partial: with what the other fillers wrote, renamed whole to its
+        cache name when complete and its size and CRC-32C match ``entry`` (then True),
+        else kept with its map for a later pass (a mismatch removes it)."""
         fd, self._fd = self._fd, None
         if fd is None:
             return False
         try:
-            if not self.complete:
-                self._save_map()
-                return False
-            with open(self.path, "rb") as file:
-                crc, size = checksum(file)
-            if (size, crc) != (entry.bytes, entry.crc32c):
-                log.debug("recprep: not caching %s: %d bytes, CRC-32C %08x; manifest: %d, "
-                          "%08x", url, size, crc, entry.bytes, entry.crc32c)
-                self._remove()
-                return False
-            os.replace(self.path, self.local)  # atomic: a reader sees all or nothing
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self.local + MAP)
-            log.debug("recprep: cached %s (%d bytes) as %s", url, size, self.local)
-            return True
+            with _meta(fd, self.size):
+                inode = os.fstat(fd).st_ino
+                if not self._ours(inode):
+                    return False  # another filler completed it (or found it wrong)
+                for start, end in _load_map(self.local + MAP, self.size, inode):
+                    _add(self.have, start, end)
+                if not self.complete:
+                    self._save_map(inode)
+                    return False
+                return self._rename(url, entry)
         except OSError as err:  # disk full, directory gone: the read goes on regardless
             log.debug("recprep: not caching %s: %s", url, err)
             return False
         finally:
             os.close(fd)  # lets the next reader in
 
-    def drop(self) -> None:
-        """Let go without keeping anything (another reader cached the shard meanwhile)."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
+    def _rename(self, url: str, entry: ShardInfo) -> bool:
+        with open(self.path, "rb") as file:
+            crc, size = checksum(file)
+        if (size, crc) != (entry.bytes, entry.crc32c):
+            log.debug("recprep: not caching %s: %d bytes, CRC-32C %08x; manifest: %d, %08x",
+                      url, size, crc, entry.bytes, entry.crc32c)
             self._remove()
+            return False
+        os.replace(self.path, self.local)  # atomic: a reader sees all or nothing
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.local + MAP)
+        log.debug("recprep: cached %s (%d bytes) as %s", url, size, self.local)
+        return True
+
+    def drop(self) -> None:
+        """Let go, keeping nothing written since the map (the shard was cached meanwhile,
+        or the disk is full): removed unless another filler holds it."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            with _meta(fd, self.size):
+                if self._ours(os.fstat(fd).st_ino) and not _others_hold(fd, self.size):
+                    self._remove()
+        except OSError:
+            pass
+        finally:
             os.close(fd)
+
+    def _ours(self, inode: int) -> bool:
+        """Whether the partial's path still names the file this filler holds."""
+        try:
+            return os.stat(self.path).st_ino == inode
+        except FileNotFoundError:
+            return False
 
     def _remove(self) -> None:
         for path in (self.path, self.local + MAP):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
 
-    def _save_map(self) -> None:
+    def _save_map(self, inode: int) -> None:
         temporary = f"{self.local}{MAP}.{uuid.uuid4().hex[:8]}.tmp"
         with open(temporary, "w", encoding="utf-8") as file:
-            json.dump({"size": self.size, "have": self.have}, file)
+            json.dump({"size": self.size, "inode": inode, "have": self.have}, file)
         os.replace(temporary, self.local + MAP)
 
 
