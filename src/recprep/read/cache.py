@@ -8,9 +8,10 @@ without a cache — the same range requests, the first instance after one round 
 and the bytes the reader reads are written into a partial file in the cache directory as
 they pass; when the partial holds the whole shard its size and CRC-32C are checked
 against the set's manifest and it is renamed (atomically) to its cache name
-(:mod:`recprep.read.cachefill`: one filler per shard across threads and processes, held
-by ``flock``; a rank that reads part of a shard leaves a partial the next pass completes;
-a killed filler's partial is taken over by the next reader). Other filesystems
+(:mod:`recprep.read.cachefill`: each byte filled by one reader across threads and
+processes, which hold byte ranges of the partial with kernel locks; ranks reading
+disjoint parts fill it at once; a rank that reads part of a shard leaves a partial the
+next pass completes; a killed filler's partial is taken over by the next reader). Other filesystems
 (``memory://``, synchronous ones) download a shard whole at its first open, under a
 temporary name, checked before the rename. Later opens — the next epoch, another reader,
 another process or DataLoader worker sharing the directory — read the local file. What

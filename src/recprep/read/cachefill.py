@@ -7,21 +7,26 @@ is also written, at its offset, into the shard's *partial file* in the cache dir
 cover the whole shard, the partial is checked (size and CRC-32C against the manifest) and
 renamed whole to its cache name. Readers never see a partial as a cached shard.
 
-One filler at a time: the reader that fills a partial holds an exclusive ``flock`` on it
-(the kernel lets go when its process dies, even by SIGKILL). Another process (or
-DataLoader worker) that opens the same shard meanwhile waits for the rename and then
-reads the local copy, so a node downloads each byte once; when the filler lets go
-without finishing (it read only part of the shard, or died), the next reader takes the
-partial over. A waiter whose filler makes no progress for ``stall_seconds`` (two readers
-each waiting for a shard the other fills, in crossing orders) reads from the store
-instead, uncached: no pair of readers waits for each other forever. Within one process a
-second open of a shard being filled reads from the store at once (a reader reads
-disjoint pieces of a shard; waiting for its own thread could only stall it).
+Fillers hold the bytes they will read: a lock on the byte range of their pass (``span``)
+in the partial (an open file description lock on Linux — per open file, released by the
+kernel when it closes or its process dies, even by SIGKILL; a ``flock`` of the whole
+partial elsewhere). So ranks, tasks and DataLoader workers that read disjoint parts of a
+shard fill its partial at once, each fetching only its part; each merges what it wrote
+into the partial's map when it lets go, and the one that finds the map whole checks the
+partial and renames it. A reader whose bytes another process is filling (two processes
+reading the whole set) waits for the rename and then reads the local copy, so a node
+downloads each byte once; when that filler lets go without finishing (it read only part
+of the shard, or died), the reader takes over. A waiter whose filler makes no progress
+for ``stall_seconds`` (two readers each waiting for a shard the other fills, in crossing
+orders) reads from the store instead, uncached: no pair of readers waits for each other
+forever. Within one process, an open of bytes another thread is filling reads from the
+store at once (a reader reads disjoint pieces of a shard; waiting for its own thread
+could only stall it).
 
-Partials are kept for a later pass to complete (with ``<cache name>.part.map``, the
-intervals they hold, written when a filler lets go; bytes written by a filler that died
-are not in it and are fetched again). An abandoned partial nobody holds is removed after
-an hour, or when the cache needs its room.
+Partials are kept for a later pass to complete, with ``<cache name>.part.map`` (the
+intervals they hold, tied to the partial's inode, written when a filler lets go: bytes
+written by a filler that died are not in it and are fetched again). A partial nobody
+holds is removed after an hour without use.
 
 Example
 -------
