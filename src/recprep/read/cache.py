@@ -1,11 +1,21 @@
-"""A local directory of downloaded shards, so later epochs of a remote set read locally.
+"""A local directory of remote shards, filled while passes stream them, so that later
+epochs of a remote set read locally.
 
 ``RecordIO(url, cache_dir=..., cache_bytes=...)`` hands its reads of a committed remote set
-to a :class:`ShardCache`: the first time a shard is opened it is downloaded whole into the
-cache directory, under a temporary name, and its size and CRC-32C are checked against the
-set's manifest before it is renamed (atomically) to its cache name. Later opens — the next
-epoch, another reader, another process or DataLoader worker sharing the directory — read
-the local file. What is and isn't cached:
+to a :class:`ShardCache`. On an object store (a filesystem the reader streams from, see
+:mod:`recprep.storage.fetch`), a shard not yet cached is read from the store exactly as
+without a cache — the same range requests, the first instance after one round trip —
+and the bytes the reader reads are written into a partial file in the cache directory as
+they pass; when the partial holds the whole shard its size and CRC-32C are checked
+against the set's manifest and it is renamed (atomically) to its cache name
+(:mod:`recprep.read.cachefill`: each byte filled by one reader across threads and
+processes, which hold byte ranges of the partial with kernel locks; ranks reading
+disjoint parts fill it at once; a rank that reads part of a shard leaves a partial the
+next pass completes; a killed filler's partial is taken over by the next reader). Other filesystems
+(``memory://``, synchronous ones) download a shard whole at its first open, under a
+temporary name, checked before the rename. Later opens — the next epoch, another reader,
+another process or DataLoader worker sharing the directory — read the local file. What
+is and isn't cached:
 
 * only shards with an entry in their set's manifest (the manifest's size and CRC-32C are
   what make a cached copy trustworthy); a file without one is read from the store;
@@ -14,11 +24,13 @@ the local file. What is and isn't cached:
 
 The cache name holds a digest of the shard's URL, size and CRC-32C, so a set replaced
 under the same name never reads the old bytes. The least recently used shards (by file
-mtime, set at every use) are removed when the cached bytes would pass ``cache_bytes``.
-Readers never see a partial file (a download is renamed into place only when whole and
-checked). A cached file is checked again (CRC-32C, a local read) the first time a
-:class:`ShardCache` uses it and whenever its mtime or size changed since; a damaged one
-is downloaded again, with a :class:`~recprep.errors.CorruptDataWarning`.
+mtime, set at every use) are removed when the cached bytes would pass ``cache_bytes``;
+without ``cache_bytes`` the bound is :func:`~recprep.read.cachefill.default_cache_bytes`
+(80% of the directory's free space plus what the cache holds, and on a tmpfs at most half
+the container's cgroup memory limit). Readers never see a partial file. A cached file is
+checked again (CRC-32C, a local read) the first time a :class:`ShardCache` uses it and
+whenever its mtime or size changed since; a damaged one is fetched again, with a
+:class:`~recprep.errors.CorruptDataWarning`.
 
 Example
 -------
@@ -50,15 +62,48 @@ import fsspec
 from ..errors import CorruptDataError, CorruptDataWarning, InvalidArgumentError, warn
 from ..storage.fs import checksum, open_regular
 from ..storage.manifest import ShardInfo
+from .cachefill import (
+    CAN_FILL,
+    MAP,
+    PART,
+    FillingFile,
+    Partial,
+    default_cache_bytes,
+    remove_abandoned,
+)
 from .filepool import FilePool, PooledFile
 
 __all__ = ["ShardCache"]
 
 log = logging.getLogger("recprep")
 
-_SUFFIX = ".shard"  # cached shards; downloads in progress end in ".part"
-_PART = ".part"
-_STALE_PART_SECONDS = 3600  # a download this old was abandoned (its process died)
+_SUFFIX = ".shard"  # cached shards; partials and downloads in progress end in ".part"
+_STALE_PART_SECONDS = 3600  # a partial nobody holds, this old, was abandoned
+#: how long a reader waits for another process's filler that makes no progress
+STALL_SECONDS = 60.0
+_POLL_SECONDS = 0.05
+_FILLING: dict[str, list[Partial]] = {}  # this process's fillers, by cache file
+_FILLING_LOCK = threading.Lock()
+
+
+def _let_go(partial: Partial) -> None:
+    with _FILLING_LOCK:
+        held = _FILLING.get(partial.local, [])
+        if partial in held:
+            held.remove(partial)
+        if not held:
+            _FILLING.pop(partial.local, None)
+
+
+def _forked() -> None:
+    """In a forked child (a DataLoader worker): the parent's fills are not its own."""
+    global _FILLING_LOCK
+    _FILLING_LOCK = threading.Lock()
+    _FILLING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _crc_of(path: str) -> tuple[int, int]:
@@ -70,14 +115,24 @@ def _crc_of(path: str) -> tuple[int, int]:
 
 
 class ShardCache:
-    """Shards of remote sets, downloaded whole into ``directory`` (at most ``max_bytes``).
+    """Shards of remote sets, kept whole in ``directory`` (at most ``max_bytes``), filled
+    as passes stream them (see the module docstring).
 
     Parameters
     ----------
     directory
         A local directory (created if missing); several readers and processes may share it.
     max_bytes
-        The most the cached shards may hold together; ``None``: no bound.
+        The most the cached shards may hold together; ``None``: the default bound,
+        :func:`~recprep.read.cachefill.default_cache_bytes` (80% of the directory's free
+        space plus what the cache holds; on tmpfs at most half the container's memory
+        limit), fixed when the cache is made.
+
+    Attributes
+    ----------
+    stall_seconds
+        How long a reader waits for another process filling the same shard while that
+        process writes nothing (then it reads from the store, uncached).
     """
 
     def __init__(self, directory: str | os.PathLike[str], max_bytes: int | None = None) -> None:
@@ -91,7 +146,9 @@ class ShardCache:
             raise InvalidArgumentError(
                 f"cache_dir={self.directory!r} can't be used as a cache directory: {err}"
             ) from None
-        self.max_bytes = max_bytes
+        self.max_bytes: int = (default_cache_bytes(self.directory, self.size())
+                               if max_bytes is None else max_bytes)
+        self.stall_seconds = STALL_SECONDS
         self._files = FilePool(fsspec.filesystem("file"))
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
@@ -121,28 +178,100 @@ class ShardCache:
         """The bytes the cached shards hold together."""
         return sum(size for _, size, _ in self._scan())
 
-    def open(self, fs: Any, path: str, url: str, entry: ShardInfo) -> PooledFile | None:
-        """The local copy of the shard ``path`` of ``fs`` (shown as ``url``), downloaded
-        and checked against ``entry`` if it isn't cached yet; ``None`` when it can't be
-        cached (too large, gone, or its bytes don't match ``entry``): read it from ``fs``."""
-        if self.max_bytes is not None and entry.bytes > self.max_bytes:
+    def open(self, pool: FilePool, path: str, url: str, entry: ShardInfo,
+             span: tuple[int, int] | None = None) -> Any:
+        """The shard ``path`` of ``pool``'s filesystem (shown as ``url``, described by
+        ``entry``) as a file to read: its local copy when cached; else, where the pool
+        streams from an object store, the store's file filling the cache as it is read
+        (``span``: the bytes the pass reads; see :mod:`recprep.read.cachefill`), and for
+        other filesystems a copy downloaded whole first. ``None`` when it isn't cached
+        (too large, gone, its bytes don't match ``entry``, or a stalled filler elsewhere):
+        read it from the store."""
+        if entry.bytes > self.max_bytes:
             return None
         name = self.name_for(url, entry)
         local = os.path.join(self.directory, name)
+        if pool.fetcher is not None and CAN_FILL:
+            return self._streamed(pool, path, url, entry, span)
         with self._key_lock(name):
             if not self._usable(local, name, url, entry):
-                if not self._download(fs, path, url, entry, local):
+                if not self._download(pool.fs, path, url, entry, local):
                     return None
-            now = time.time_ns()
-            with contextlib.suppress(OSError):  # last use, for the LRU
-                os.utime(local, ns=(now, now))
-            try:
-                stat = os.stat(local)
-                opened = self._files.open(local)
-            except FileNotFoundError:  # evicted by another process just now
-                return None
-            self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            return self._local(local, name)
+
+    def _local(self, local: str, name: str) -> PooledFile | None:
+        """The cached file ``local`` opened (its use noted for the LRU)."""
+        now = time.time_ns()
+        with contextlib.suppress(OSError):  # last use, for the LRU
+            os.utime(local, ns=(now, now))
+        try:
+            stat = os.stat(local)
+            opened = self._files.open(local)
+        except FileNotFoundError:  # evicted by another process just now
+            return None
+        self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         return opened
+
+    def _streamed(self, pool: FilePool, path: str, url: str, entry: ShardInfo,
+                  span: tuple[int, int] | None) -> Any:
+        """The local copy, or the store's file filling the partial this reader claims,
+        or (another process filling it) the local copy once renamed into place."""
+        name = self.name_for(url, entry)
+        local = os.path.join(self.directory, name)
+        evicted, seen, since = False, None, time.monotonic()
+        while True:
+            if self._usable(local, name, url, entry):
+                return self._local(local, name)
+            with _FILLING_LOCK:
+                held = _FILLING.get(local, [])
+                if any(p.overlaps(span) for p in held):  # this process fills those bytes
+                    return None  # (waiting for its own thread could only stall it)
+                if not evicted:
+                    self._evict(room=entry.bytes)
+                    evicted = True
+                partial = Partial.claim(local, entry.bytes, span)
+                if partial is not None:
+                    _FILLING.setdefault(local, []).append(partial)
+            if partial is not None:
+                return self._filling(pool, path, url, entry, span, partial)
+            try:  # another process fills it: wait while it makes progress
+                mtime = os.stat(local + PART).st_mtime_ns
+            except FileNotFoundError:
+                continue  # renamed into place, or removed: look again
+            if mtime != seen:
+                seen, since = mtime, time.monotonic()
+            elif time.monotonic() - since > self.stall_seconds:
+                log.debug("recprep: %s is being cached by another reader that made no "
+                          "progress for %.0f s: reading it from the store", url,
+                          self.stall_seconds)
+                return None
+            time.sleep(_POLL_SECONDS)
+
+    def _filling(self, pool: FilePool, path: str, url: str, entry: ShardInfo,
+                 span: tuple[int, int] | None, partial: Partial) -> Any:
+        """The store's file, its bytes going into ``partial`` as they are read."""
+        try:
+            if os.path.exists(partial.local):  # cached between our look and our claim
+                partial.drop()
+                _let_go(partial)
+                return self._local(partial.local, self.name_for(url, entry))
+            inner = pool.open(path, size=entry.bytes, span=span)
+        except BaseException:
+            partial.finish(url, entry)
+            _let_go(partial)
+            raise
+        return FillingFile(inner, partial, url, entry, on_finish=self._filled)
+
+    def _filled(self, partial: Partial) -> None:
+        """A filler let go of ``partial``: make room for what it cached."""
+        _let_go(partial)
+        try:  # checked as it was renamed: the next open needn't check it again
+            stat = os.stat(partial.local)
+        except FileNotFoundError:
+            return
+        name = os.path.basename(partial.local)
+        self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        self._evict(room=0, keep=partial.local)
 
     def _key_lock(self, name: str) -> threading.Lock:
         with self._lock:
@@ -180,7 +309,7 @@ class ShardCache:
     def _download(self, fs: Any, path: str, url: str, entry: ShardInfo, local: str) -> bool:
         """Copy the shard into place at ``local`` if its bytes match ``entry``."""
         self._evict(room=entry.bytes)
-        part = f"{local}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_PART}"
+        part = f"{local}.{os.getpid()}.{uuid.uuid4().hex[:8]}{PART}"
         try:
             with open_regular(fs, path) as source, open(part, "wb") as out:
                 crc, size = checksum(source, out=out)
@@ -212,7 +341,15 @@ class ShardCache:
                     continue
                 if item.name.endswith(_SUFFIX):
                     found.append((item.name, stat.st_size, stat.st_mtime_ns))
-                elif item.name.endswith(_PART) and now - stat.st_mtime > _STALE_PART_SECONDS:
+                elif now - stat.st_mtime <= _STALE_PART_SECONDS:
+                    continue
+                elif item.name.endswith(PART):
+                    remove_abandoned(item.path)
+                elif item.name.endswith(".tmp"):  # a map being written when its filler died
+                    with contextlib.suppress(OSError):
+                        os.remove(item.path)
+                elif item.name.endswith(MAP) and not os.path.exists(item.path[:-len(MAP)]
+                                                                    + PART):
                     with contextlib.suppress(OSError):
                         os.remove(item.path)
         found.sort(key=lambda f: f[2])
@@ -220,8 +357,6 @@ class ShardCache:
 
     def _evict(self, room: int, keep: str | None = None) -> None:
         """Remove least recently used shards until ``room`` more bytes fit the bound."""
-        if self.max_bytes is None:
-            return
         found = self._scan()
         total = sum(size for _, size, _ in found) + room
         for name, size, _ in found:

@@ -198,9 +198,9 @@ class CommittedSets:
         if not guarded and sources.manifests[index] is not None:  # committed meanwhile
             self._check_unchanged(index)
         cache, entry = sources.cache, self._entry(file) if guarded else None
-        cached = None if cache is None or entry is None else cache.open(
-            sources.fs, file.path, file.shown, entry)  # None: read from the store
-        try:
+        try:  # the cache's copy, or its fill while streaming (None: read from the store)
+            cached = None if cache is None or entry is None else cache.open(
+                sources.files_open, file.path, file.shown, entry, span=span)
             opened = cached if cached is not None else sources.files_open.open(
                 file.path, span=span)
         except FileNotFoundError:
