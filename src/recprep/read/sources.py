@@ -36,7 +36,6 @@ from ..errors import (
     CorruptDataError,
     CorruptDataWarning,
     InvalidArgumentError,
-    NotFoundError,
     RecordRangeError,
     RecordsLostError,
     Remedy,
@@ -44,7 +43,7 @@ from ..errors import (
 )
 from ..storage.discovery import ShardSet
 from ..storage.fs import display
-from ..storage.manifest import Manifest, read_manifest
+from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
@@ -105,8 +104,9 @@ class Sources:
         #: local copies of remote shards (see read/cache.py); a local set is read where it is
         self.cache = None if {"file", "local"} & set(protocols) else cache
         self.files_open = FilePool(fs)  # round-robin reads of many shards: bounded fds
-        self.commits = CommittedSets(self)  # before the manifests are read: see read/committed.py
-        self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
+        self.commits = CommittedSets(self)  # notes each manifest's identity: read/committed.py
+        self.manifests: list[Manifest | None] = [
+            self._manifest(i) for i in range(len(self.shard_sets))]
         self.commits.check_listings(self._manifest)  # a listing older than its manifest
         self.files = [
             SourceFile(index, path, display(fs, path))
@@ -130,15 +130,17 @@ class Sources:
                 if count is not None:
                     self._counts[n] = count
 
-    def _manifest(self, shard_set: ShardSet) -> Manifest | None:
-        """The manifest of ``shard_set``, if it has one. A damaged one raises, or with
-        ``on_corrupt="skip"`` is left aside with a warning: counts then come from the
-        shards' own chunk headers, as ``recprep ls`` does."""
-        if not shard_set.manifest_path:
-            return None
+    def _manifest(self, index: int) -> Manifest | None:
+        """The manifest of shard set ``index``, if it has one (read once, with its
+        identity: :meth:`~recprep.read.committed.CommittedSets.note`). A damaged one
+        raises, or with ``on_corrupt="skip"`` is left aside with a warning: counts then
+        come from the shards' own chunk headers, as ``recprep ls`` does."""
+        shard_set = self.shard_sets[index]
         try:
-            return read_manifest(self.fs, shard_set.manifest_path)
+            found = self.commits.note(index)
+            return None if found is None else found.parse()
         except CorruptDataError as err:
+            assert shard_set.manifest_path is not None
             if self.on_corrupt != "skip":
                 raise
             warning = CorruptDataWarning(
@@ -214,12 +216,11 @@ class Sources:
         if number not in checked:
             file = self.files[number]
             manifest = self.manifests[file.set_index]
-            if manifest is not None:
-                try:
+            if manifest is not None and self.commits.pinned(file) is None:  # else: its
+                try:  # size is the manifest's, and its reads are pinned to its ETag
                     size = self.fs.size(file.path)
                 except FileNotFoundError:
-                    raise NotFoundError(file.shown, "a file of the set is missing (it was "
-                                        "there when the reader listed it)") from None
+                    raise self.commits.missing(file) from None
                 most = manifest.max_records(size)
                 if count > most or (count == 0 and size > 0):
                     detail = (
