@@ -207,8 +207,12 @@ class CommittedSets:
         return None if entry is None else entry.bytes
 
     def pinned(self, file: SourceFile) -> ShardInfo | None:
-        """The manifest's entry for ``file`` when it records the shard's ETag: the
-        reader then pins the shard's reads to it, and asks nothing of it before."""
+        """The manifest's entry for ``file`` when it records the shard's ETag and the
+        reader's files pin their reads to it (``FilePool.pins_etags``: the streaming
+        fetcher's reads send ``If-Match``): the reader then asks nothing of the shard
+        before reading it. None otherwise: the shard is checked when opened."""
+        if not getattr(self._sources.files_open, "pins_etags", False):
+            return None
         entry = self._entry(file) if self._identities[file.set_index] is not None else None
         return entry if entry is not None and entry.etag is not None else None
 
@@ -237,7 +241,7 @@ class CommittedSets:
         if not guarded and sources.manifests[index] is not None:  # committed meanwhile
             self._check_unchanged(index)
         cache, entry = sources.cache, self._entry(file) if guarded else None
-        pin = None if entry is None else entry.etag
+        pin = None if self.pinned(file) is None or entry is None else entry.etag
         cached = None if cache is None or entry is None else cache.open(
             sources.fs, file.path, file.shown, entry)  # None: read from the store
         try:

@@ -31,6 +31,7 @@ output directory (final names). A side file that fails either check is refused w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -60,6 +61,31 @@ FINGERPRINT = "options.json"
 #: a staging side file (``options.json``, ``done-*.json``, ``commit.json``, the staged
 #: manifest) larger than this is refused before it is read
 MAX_SIDE_BYTES = 64 << 20
+
+
+def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
+    """The manifest ``data`` with each shard's ETag, as storage gives it now for the shard
+    in ``directory``, recorded (and any it recorded dropped where storage gives none: a
+    set copied from an object store to a disk); None when ``data`` is not a manifest."""
+    from .manifest import Manifest
+
+    try:
+        manifest = Manifest.from_json(data)
+    except CorruptDataError:
+        return None
+    shards = []
+    for shard in manifest.shards:
+        path = posixpath.join(directory, shard.name)
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(path)  # a listing taken before the move knows another
+        try:
+            info = fs.info(path)
+        except FileNotFoundError:
+            info = {}
+        etag = info.get("ETag", info.get("etag"))
+        shards.append(dataclasses.replace(shard, etag=None if etag is None else str(etag)))
+    manifest.shards = shards
+    return manifest.to_json()
 
 
 # -- staged files ----------------------------------------------------------------------------
@@ -386,7 +412,7 @@ class Staging:
                 if name not in journal.staged and path != final_manifest and fs.exists(path):
                     fs.rm(path)
                     failpoints.hit("commit.replaced")
-            fs.mv(staged_manifest, final_manifest)
+            self._move_manifest(journal, staged_manifest, final_manifest)
             failpoints.hit("commit.manifest")
         for name in (FINGERPRINT, JOURNAL):  # the run is over, then the commit
             if fs.exists(self.file(name)):
@@ -394,6 +420,24 @@ class Staging:
                 failpoints.hit("commit.cleanup")
         self.committing = False
         self.remove()
+
+    def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
+        """Move the staged manifest to its final name, the commit point; on a store that
+        gives ETags, with each shard's ETag under its final name recorded in it (asked
+        now, after the moves: a copy may give an object another ETag). Its bytes then
+        differ from the staged ones (which the journal names): they go to a temporary
+        beside it, moved in the same way."""
+        fs = self.fs
+        data = self._read(manifest_name(self.prefix))
+        pinned = None if data is None else with_etags(fs, self.output, data)
+        if pinned is None or pinned == data:
+            fs.mv(staged, final)
+            return
+        temp = self.file(f".{manifest_name(self.prefix)}.final")
+        with fs.open(temp, "wb") as f:
+            f.write(pinned)
+        fs.mv(temp, final)
+        fs.rm(staged)
 
     # -- cleanup -------------------------------------------------------------------------
 
