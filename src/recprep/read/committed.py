@@ -216,19 +216,34 @@ class CommittedSets:
         entry = self._entry(file) if self._identities[file.set_index] is not None else None
         return entry if entry is not None and entry.etag is not None else None
 
-    def missing(self, file: SourceFile) -> RecprepError:
+    def missing(self, file: SourceFile) -> RecprepError | None:
         """The error for ``file`` not found where its set's reader expected it: the set
         was replaced, or (a set found by its manifest) the shards storage doesn't hold,
-        from a fresh listing."""
+        from a fresh listing — None when that listing holds them all (what said the file
+        was missing was a listing the filesystem had cached: try again)."""
         index = file.set_index
         if self._identities[index] is not None:
             self._check_unchanged(index)
         if index in self._unlisted_sets:
-            error = missing_shards(self._sources.fs, self._sources.shard_sets[index])
-            if error is not None:
-                return error
+            return missing_shards(self._sources.fs, self._sources.shard_sets[index])
         return NotFoundError(file.shown, "a file of the set is missing (it was there when "
                                          "the reader listed it)")
+
+    def _open(self, file: SourceFile, entry: ShardInfo | None, pin: str | None) -> Any:
+        """``file`` opened from the store (pinned to ``pin``), or the missing-file error."""
+        for _ in range(2):
+            try:
+                return self._sources.files_open.open(
+                    file.path, size=None if pin is None or entry is None else entry.bytes,
+                    etag=pin)
+            except FileNotFoundError:
+                error = self.missing(file)
+                if error is not None:
+                    raise error from None
+            except ObjectChangedError as err:
+                raise self._replaced(file.set_index, file.shown) from err
+        raise NotFoundError(file.shown, "a file of the set is missing, though a listing "
+                                        "taken just now holds it")
 
     @contextlib.contextmanager
     def open(self, file: SourceFile, whole: bool = False) -> Iterator[BinaryIO]:
@@ -244,13 +259,7 @@ class CommittedSets:
         pin = None if self.pinned(file) is None or entry is None else entry.etag
         cached = None if cache is None or entry is None else cache.open(
             sources.fs, file.path, file.shown, entry)  # None: read from the store
-        try:
-            opened = cached if cached is not None else sources.files_open.open(
-                file.path, size=None if pin is None else entry.bytes, etag=pin)
-        except FileNotFoundError:
-            raise self.missing(file) from None
-        except ObjectChangedError as err:
-            raise self._replaced(index, file.shown) from err
+        opened = cached if cached is not None else self._open(file, entry, pin)
         with opened:
             if not guarded:
                 yield cast(BinaryIO, opened)

@@ -315,6 +315,7 @@ def _committed_set(fs: Any, pattern: str) -> list[ShardSet]:
     if manifest is None or manifest.name_prefix != prefix or not manifest.shards:
         return []
     paths = [posixpath.join(directory, s.name) for s in manifest.shards]
+    forget_listings(fs, directory)  # a listing cached before a commit would hide its shards
     return [ShardSet(directory, prefix, paths, manifest_file=found)]
 
 
