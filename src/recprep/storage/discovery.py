@@ -69,6 +69,7 @@ __all__ = [
     "ShardSet",
     "SideFileKind",
     "classify",
+    "committed_set",
     "explained",
     "forget_listings",
     "is_data_name",
@@ -297,7 +298,7 @@ def _glob_sets(fs: Any, pattern: str) -> list[ShardSet]:
     return sets
 
 
-def _committed_set(fs: Any, pattern: str) -> list[ShardSet]:
+def committed_set(fs: Any, pattern: str) -> list[ShardSet]:
     """The set ``dir/prefix`` (or ``dir/prefix.manifest.json``) names, found by reading
     its manifest directly, on a store where a listing is a request: its shards are the
     ones the manifest lists (the commit point says which they are). [] when there is no
@@ -342,7 +343,7 @@ def _resolve_pattern(fs: Any, pattern: str) -> list[ShardSet]:
     """The shard sets one pattern names (see :func:`resolve_shard_sets`)."""
     directory, name = posixpath.split(pattern)
     shown = display(fs, pattern)
-    committed = _committed_set(fs, pattern)
+    committed = committed_set(fs, pattern)
     if committed:
         return committed
     if has_magic(pattern):
