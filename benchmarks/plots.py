@@ -252,6 +252,50 @@ def plot_storage(tables: list[Table], plt) -> object:
     return fig
 
 
+def plot_network(tables: list[Table], plt) -> object:
+    """MB/s per contender, epoch 1 and epoch 2, one panel per link setting (the tables
+    under ``Network: ...`` headings, as ``bench_storage.py --network`` writes them)."""
+    settings = [t for t in tables if t.heading.startswith("Network:")
+                and "epoch 1 MB/s" in t.columns]
+    if not settings:
+        raise LookupError("no table under a heading starting with 'Network:'")
+    fig, axes = plt.subplots(len(settings), 1, figsize=(WIDTH_IN, 2.9 * len(settings)),
+                             squeeze=False)
+    for ax, table in zip(axes[:, 0], settings, strict=True):
+        labels = [_short(row["contender"]) for row in table.rows]
+        for k, (column, label) in enumerate((("epoch 1 MB/s", "epoch 1"),
+                                             ("epoch 2 MB/s", "epoch 2"))):
+            values = [table.number(row, column) if _NUMBER.search(row[column]) else 0.0
+                      for row in table.rows]
+            bars = ax.barh([y + (k - 0.5) * 0.4 for y in range(len(labels))], values,
+                           height=0.4, label=label)
+            ax.bar_label(bars, [f"{v:.0f}" if v else "" for v in values], padding=2,
+                         fontsize=MIN_FONT_PT)
+        ax.set_yticks(range(len(labels)), labels)
+        ax.invert_yaxis()
+        ax.set_xlabel("MB / s (higher is better)")
+        ax.set_title(table.heading.removeprefix("Network: "))
+        ax.grid(axis="x", alpha=0.3)
+        ax.legend(loc="lower right")
+    fig.suptitle("Reading from S3 through an emulated link (bench_storage.py --network)")
+    return fig
+
+
+def draw_network(report: str, target: Path) -> None:
+    """Draw :func:`plot_network` of a ``--network`` report's tables into ``target``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(STYLE)
+    fig = plot_network(parse_tables(report), plt)
+    fig.tight_layout()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, metadata={"Software": None})
+    plt.close(fig)
+
+
 #: output file -> (results file, figure function)
 FIGURES = {
     "bench-core.png": ("RESULTS.md", plot_core),
@@ -259,6 +303,8 @@ FIGURES = {
     "bench-reading.png": ("RESULTS-reading.md", plot_reading),
     "bench-batches.png": ("RESULTS-reading.md", plot_batches),
     "bench-storage.png": ("RESULTS-storage.md", plot_storage),
+    # "bench-network.png": ("RESULTS-storage.md", plot_network) once RESULTS-storage.md
+    # holds the --network tables (bench_storage.py --network --plot draws it meanwhile)
 }
 
 

@@ -117,3 +117,37 @@ def s3_url(s3):
     clear_s3fs_cache()
     yield s3.bucket()
     clear_s3fs_cache()
+
+
+# -- an emulated network link in front of that server (tests/support/linkproxy.py) ---------
+
+
+@pytest.fixture(scope="session")
+def link_session(s3):
+    """One :class:`tests.support.linkproxy.LinkProxy` in front of the session's S3 server
+    for the whole run: 5 ms each way, fast enough (500 MB/s per connection, 2 GB/s
+    shared) that functional tests through it cost little."""
+    from .support.linkproxy import LinkProxy
+
+    proxy = LinkProxy(s3.endpoint_url, delay=0.005, conn_rate=500e6, link_rate=2e9).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture
+def link(link_session):
+    """The session's link proxy, its faults off and counters zeroed before the test and
+    its faults off after it. Reach the server through it with ``link.storage_options``
+    (s3fs) or ``link.endpoint_url``; set faults with ``link.faults.update(...)``; read
+    ``link.stats()``. Buckets come from ``s3_url`` (the same server behind the proxy);
+    s3fs's cached instances are dropped before and after."""
+    from .support.s3 import clear_s3fs_cache
+
+    link_session.faults.clear()
+    link_session.reset_stats()
+    clear_s3fs_cache()
+    yield link_session
+    link_session.faults.clear()
+    clear_s3fs_cache()

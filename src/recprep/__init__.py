@@ -39,7 +39,9 @@ from .errors import (
     RecprepError,
     RecprepWarning,
     SetChangedError,
+    StoreUnavailableError,
     TaskFailedError,
+    ThrottledWarning,
     UncommittedSetWarning,
     UnsplitInputWarning,
     UntrustedFileError,
@@ -50,6 +52,7 @@ from .read.mixing import mix
 from .read.reader import RecordIO
 from .read.splits import index_split
 from .read.taskqueue import TaskQueue
+from .storage.fetch import FetchOptions, FetchStats
 from .storage.manifest import Manifest
 from .write.convert import ConvertResult, convert
 from .write.plan import partitions
@@ -66,6 +69,8 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "Feature",
+    "FetchOptions",
+    "FetchStats",
     "InputError",
     "InvalidArgumentError",
     "Manifest",
@@ -80,8 +85,10 @@ __all__ = [
     "RecprepError",
     "RecprepWarning",
     "SetChangedError",
+    "StoreUnavailableError",
     "TaskFailedError",
     "TaskQueue",
+    "ThrottledWarning",
     "UncommittedSetWarning",
     "UnsplitInputWarning",
     "UntrustedFileError",

@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recprep import CorruptDataError, CorruptDataWarning, InvalidArgumentError, RecordIO, convert
-from recprep.containers import available_formats
 from recprep.errors import DecodeError
 from recprep.read.dataset import CacheInfo, InstanceIndexError, MapDataset, RecordsLostError
+
+from ..support import builtin_formats
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*shards are empty")
 
@@ -31,7 +32,7 @@ def write(n: int, num_shards: int, fmt: str = "recordio", chunk_bytes: int = 40,
 @given(
     n=st.integers(0, 120),
     num_shards=st.integers(1, 7),
-    fmt=st.sampled_from(available_formats()),
+    fmt=st.sampled_from(builtin_formats()),
     chunk_bytes=st.sampled_from([1, 40, 1 << 20]),
     cache=st.sampled_from([0, 1, 64]),
     data=st.data(),

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from recprep import CorruptDataError, InvalidArgumentError, RecordIO, RecprepError, convert
 from recprep.codecs import get_codec
 from recprep.codecs.base import Codec
-from recprep.containers import available_formats
 from recprep.containers.recordio import RecordIOFormat, scan_index
 from recprep.decorators import batch, shuffle
 from recprep.errors import RecordRangeError
@@ -25,7 +24,7 @@ from recprep.read.prefetch import Prefetcher, prefetched
 from recprep.read.ranks import SPLIT_MODES, Piece, split
 from recprep.read.shuffling import buffered_shuffle, rng
 
-from ..support import DATA, vector_records  # noqa: E402
+from ..support import DATA, builtin_formats, vector_records  # noqa: E402
 
 MEM = fsspec.filesystem("memory")
 
@@ -351,7 +350,7 @@ def test_ranges_and_counts_without_a_header_index(many_chunks, monkeypatch):
 
 @pytest.mark.parametrize(  # the outside format (tests/support/outside_format.py) has its
     # own suite, tests/test_format_contract.py, which registers it while it runs
-    "fmt", [f for f in available_formats() if f != "outside-recordio"])
+    "fmt", builtin_formats())
 def test_every_format_splits_and_reads_ranges(tmp_path, fmt):
     """The contract, run against every registered container format."""
     convert(str(tmp_path), list(range(300)), 2, "f", format=fmt, chunk_bytes=30,

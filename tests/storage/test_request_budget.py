@@ -85,10 +85,9 @@ def test_a_whole_pass_reads_no_chunk_index_and_lists_nothing(s3, eight):
     assert sorted(set(sent.keys_of("GetObject"))) == shard_keys(eight), sent.log
 
 
-@pytest.mark.xfail(strict=True, reason="needs the streaming fetcher")
 def test_a_whole_pass_asks_nothing_per_shard_but_its_ranges(s3, eight):
-    """Reads pinned to the ETags the manifest records (FilePool.pins_etags): no HEAD of
-    the manifest before each shard (today: one per shard opened) nor of the shard."""
+    """Reads pinned to the ETags the manifest records (the fetcher's If-Match): no HEAD
+    of the manifest before each shard (before: one per shard opened) nor of the shard."""
     reader = RecordIO(f"{eight}/set/p", storage_options=s3.storage_options)
     with s3_requests(eight) as sent:
         assert sorted(i for i, _ in reader()) == list(range(800))
@@ -116,10 +115,9 @@ def test_a_shard_missing_from_a_set_found_by_its_manifest_is_named(s3, eight):
     assert "matched 7 shard(s) of a set that should have 8" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="needs the streaming fetcher")
 def test_a_shard_replaced_after_the_reader_was_built_is_a_set_changed_error(s3, eight):
     """The manifest is untouched: only the shard's ETag, pinned by every range read
-    (If-Match), tells the reader the object is another (today: a CRC mismatch)."""
+    (If-Match), tells the reader the object is another (before: a CRC mismatch)."""
     fs = s3.filesystem()
     reader = RecordIO(f"{eight}/set/p", storage_options=s3.storage_options)
     convert(f"{eight}/other", [(i, f"x{i}") for i in range(800)], SHARDS, "p",

@@ -11,6 +11,15 @@ SUPPORT = Path(__file__).parent
 DATA = SUPPORT.parent / "data"
 
 
+def builtin_formats() -> list[str]:
+    """The formats recprep registers itself: not ``outside-recordio``, which
+    ``outside_format.py`` registers when imported (collecting its doctests does, before
+    any test runs) and ``tests/test_format_contract.py`` removes when its tests end."""
+    from recprep.containers import available_formats
+
+    return [name for name in available_formats() if name != "outside-recordio"]
+
+
 def vector_records() -> list[bytes]:
     """The 44 records every file in tests/data/{go-recordio,pyrecordio-0.0.4,tfrecord} holds."""
     lines = (DATA / "go-recordio" / "records.hex").read_text().splitlines()

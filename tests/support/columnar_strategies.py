@@ -16,13 +16,15 @@ from hypothesis import strategies as st
 from recprep._core.batching import NUMBERS
 from recprep.codecs.example import ExampleCodec
 from recprep.codecs.features import Feature
-from recprep.containers import available_formats, get_format
+from recprep.containers import get_format
+
+from . import builtin_formats
 
 INT64 = (-(2**63), 2**63 - 1)
 
 #: every (format, compressor) pair the registry declares (a new format is covered by
 #: being registered)
-FORMS = [(name, compressor) for name in available_formats()
+FORMS = [(name, compressor) for name in builtin_formats()
          for compressor in get_format(name).compressors]
 
 #: codecs whose instances each strategy below makes

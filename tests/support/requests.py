@@ -1,12 +1,14 @@
-"""Counting the requests s3fs sends: :func:`s3_requests`.
+"""Counting the requests sent to S3: :func:`s3_requests`.
 
-Every request an ``S3FileSystem`` sends to the store (HEAD, LIST, GET, PUT, copy, delete:
-an s3fs filesystem method, an open file's range read, an upload's part) goes through its
-``_call_s3`` coroutine. :func:`s3_requests` wraps that method for the whole process while
-the ``with`` block runs and counts each call by its S3 operation name (``HeadObject``,
-``ListObjectsV2``, ``GetObject``, ``PutObject``, ``CopyObject``, ``DeleteObject``...),
-whichever thread or filesystem instance sends it. A request that botocore retries on its
-own is counted once; one s3fs tries again is counted again (it is another request).
+Every request to S3 from this process — s3fs's (a filesystem method, an open file's
+range read, an upload's part, all through ``S3FileSystem._call_s3``) and the streaming
+fetcher's own range GETs (``storage/rangeget.py``, on s3fs's client) — is an API call of
+an aiobotocore client, ``AioBaseClient._make_api_call``. :func:`s3_requests` wraps that
+method for the whole process while the ``with`` block runs and counts each call by its
+S3 operation name (``HeadObject``, ``ListObjectsV2``, ``GetObject``, ``PutObject``,
+``CopyObject``, ``DeleteObject``...), whichever thread, filesystem or client sends it. A
+request that botocore retries on its own is counted once; one s3fs or the fetcher tries
+again is counted again (it is another call).
 
 Use it as::
 
@@ -65,25 +67,25 @@ def operation_name(method: str) -> str:
 
 @contextmanager
 def s3_requests(bucket: str | None = None) -> Iterator[Requests]:
-    """Count every request any ``S3FileSystem`` of this process sends while the block
-    runs (to ``bucket`` only, when given); see the module docstring."""
-    import s3fs
+    """Count every S3 request this process sends while the block runs (to ``bucket``
+    only, when given); see the module docstring."""
+    from aiobotocore.client import AioBaseClient
 
     only = None if bucket is None else bucket.removeprefix("s3://").strip("/")
     sent = Requests()
     lock = threading.Lock()
-    original = s3fs.S3FileSystem._call_s3
+    original = AioBaseClient._make_api_call
 
-    async def counted(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-        target = kwargs.get("Bucket")
+    async def counted(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        target = params.get("Bucket")
         if only is None or target == only:
-            key = kwargs.get("Key", kwargs.get("Prefix", ""))
+            key = params.get("Key", params.get("Prefix", ""))
             with lock:
-                sent.note(operation_name(method), f"{target}/{key}")
-        return await original(self, method, *args, **kwargs)
+                sent.note(operation, f"{target}/{key}")
+        return await original(self, operation, params)
 
-    s3fs.S3FileSystem._call_s3 = counted
+    AioBaseClient._make_api_call = counted  # type: ignore[method-assign]
     try:
         yield sent
     finally:
-        s3fs.S3FileSystem._call_s3 = original
+        AioBaseClient._make_api_call = original  # type: ignore[method-assign]

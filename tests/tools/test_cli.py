@@ -462,15 +462,16 @@ def test_cp_progress_counts_every_byte(data, tmp_path):
 def test_cp_failing_s3_upload_leaves_nothing(data, s3, s3_url, monkeypatch):
     import s3fs
 
-    original = s3fs.core.S3File._upload_chunk
+    original = s3fs.S3FileSystem._call_s3
     failing = shard(data, 1).name
 
-    def upload(self, *args, **kwargs):
-        if failing in self.path:
+    async def call(self, method, *args, **kwargs):  # the upload of one shard fails
+        if method in ("put_object", "upload_part") and failing in kwargs.get("Key", ""):
             raise ConnectionResetError(104, "Connection reset by peer")
-        return original(self, *args, **kwargs)
+        return await original(self, method, *args, **kwargs)
 
-    monkeypatch.setattr(s3fs.core.S3File, "_upload_chunk", upload)
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", call)
+    monkeypatch.setattr(s3fs.S3FileSystem, "call_s3", fsspec.asyn.sync_wrapper(call))
     with pytest.raises(WriteError, match=f"{s3_url}/ds/{failing} failed: ConnectionResetError"):
         copy(str(data / PREFIX), f"{s3_url}/ds", storage_options=s3.storage_options,
              num_workers=2, progress=False)

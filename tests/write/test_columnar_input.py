@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from recprep import RecordIO, convert
 from recprep.codecs import get_codec
-from recprep.containers import available_formats, get_format
+from recprep.containers import get_format
 from recprep.errors import (
     ColumnsError,
     EncodeError,
@@ -33,11 +33,13 @@ from recprep.write import tables
 from recprep.write.inputs import ROWS_PER_PART, as_input, split_sized
 from recprep.write.tables import TableReader
 
+from ..support import builtin_formats
+
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
 ds = pytest.importorskip("pyarrow.dataset")
 
-FORMS = [(name, compressor) for name in available_formats()
+FORMS = [(name, compressor) for name in builtin_formats()
          for compressor in get_format(name).compressors]
 CODECS = ("recprep", "example")
 

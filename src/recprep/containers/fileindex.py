@@ -150,6 +150,19 @@ class FileIndex:
         or the one before the damage that lost it (0 before the first)."""
         return max(int(np.searchsorted(self.firsts, record, side="right")) - 1, 0)
 
+    def byte_span(self, start: int, end: int, size: int) -> tuple[int, int] | None:
+        """The bytes that hold records ``start:end`` (their chunks, first to last) in a
+        file of ``size`` bytes; None when there are none.
+
+        >>> FileIndex.from_counts([0, 100, 250], [4, 4, 2], True).byte_span(5, 9, 300)
+        (100, 300)
+        """
+        if end <= start or not self.num_chunks:
+            return None
+        first, last = self.chunk_of(start), self.chunk_of(end - 1)
+        stop = int(self.offsets[last + 1]) if last + 1 < self.num_chunks else size
+        return int(self.offsets[first]), stop
+
     def chunk_at(self, offset: int) -> int | None:
         """The number of the chunk at byte ``offset``, if the index lists one there."""
         return self._by_offset.get(offset)

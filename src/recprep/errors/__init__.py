@@ -43,6 +43,7 @@ from .paths import (
     SetChangedError,
     UncommittedSetWarning,
 )
+from .stores import StoreUnavailableError, ThrottledWarning
 from .usage import (
     ClusterUnreachableError,
     InstanceIndexError,
@@ -112,8 +113,10 @@ __all__ = [
     "SchemaConflictError",
     "SchemaMismatchError",
     "SetChangedError",
+    "StoreUnavailableError",
     "TaskAbandonedWarning",
     "TaskFailedError",
+    "ThrottledWarning",
     "UncommittedSetWarning",
     "Unfinishable",
     "UnsplitInputWarning",

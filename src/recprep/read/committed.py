@@ -208,10 +208,10 @@ class CommittedSets:
 
     def pinned(self, file: SourceFile) -> ShardInfo | None:
         """The manifest's entry for ``file`` when it records the shard's ETag and the
-        reader's files pin their reads to it (``FilePool.pins_etags``: the streaming
-        fetcher's reads send ``If-Match``): the reader then asks nothing of the shard
-        before reading it. None otherwise: the shard is checked when opened."""
-        if not getattr(self._sources.files_open, "pins_etags", False):
+        reader's files pin their reads to it (streamed from an object store by the
+        fetcher, whose range reads send ``If-Match``): the reader then asks nothing of the
+        shard before reading it. None otherwise: the shard is checked when opened."""
+        if self._sources.files_open.fetcher is None:
             return None
         entry = self._entry(file) if self._identities[file.set_index] is not None else None
         return entry if entry is not None and entry.etag is not None else None
@@ -229,13 +229,15 @@ class CommittedSets:
         return NotFoundError(file.shown, "a file of the set is missing (it was there when "
                                          "the reader listed it)")
 
-    def _open(self, file: SourceFile, entry: ShardInfo | None, pin: str | None) -> Any:
-        """``file`` opened from the store (pinned to ``pin``), or the missing-file error."""
+    def _open(self, file: SourceFile, entry: ShardInfo | None, pin: str | None,
+              span: tuple[int, int] | None) -> Any:
+        """``file`` opened from the store (pinned to ``pin``; ``span``: the bytes the read
+        covers), or the missing-file error."""
         for _ in range(2):
             try:
                 return self._sources.files_open.open(
                     file.path, size=None if pin is None or entry is None else entry.bytes,
-                    etag=pin)
+                    etag=pin, span=span)
             except FileNotFoundError:
                 error = self.missing(file)
                 if error is not None:
@@ -246,10 +248,12 @@ class CommittedSets:
                                         "taken just now holds it")
 
     @contextlib.contextmanager
-    def open(self, file: SourceFile, whole: bool = False) -> Iterator[BinaryIO]:
+    def open(self, file: SourceFile, whole: bool = False,
+             span: tuple[int, int] | None = None) -> Iterator[BinaryIO]:
         """Open ``file`` for reading, checked against the manifest its reader holds (see
         the module docstring); ``whole``: it is read front to back, so its CRC-32C is
-        checked too."""
+        checked too. ``span``: the bytes the read covers (an object store's file fetches
+        them ahead)."""
         sources = self._sources
         index = file.set_index
         guarded = self._identities[index] is not None
@@ -259,7 +263,7 @@ class CommittedSets:
         pin = None if self.pinned(file) is None or entry is None else entry.etag
         cached = None if cache is None or entry is None else cache.open(
             sources.fs, file.path, file.shown, entry)  # None: read from the store
-        opened = cached if cached is not None else self._open(file, entry, pin)
+        opened = cached if cached is not None else self._open(file, entry, pin, span)
         with opened:
             if not guarded:
                 yield cast(BinaryIO, opened)
@@ -269,7 +273,8 @@ class CommittedSets:
                 if entry is not None:
                     self._check_size(opened, entry, file.shown)
             check = whole and entry is not None and sources.on_corrupt != "skip"
-            pinned = _Pinned(opened, self._label(index), file.shown, entry if check else None)
+            pinned = _Pinned(opened, self._label(index), file.shown, entry if check else None,
+                             lambda: self.missing(file))
             yield cast(BinaryIO, pinned)
 
     def _replaced(self, index: int, shown: str) -> SetChangedError:
@@ -303,12 +308,16 @@ class _Pinned:
     opened" becomes :class:`~recprep.errors.SetChangedError`; with ``expected``, the
     CRC-32C of the bytes read front to back is compared with it at the last byte."""
 
-    def __init__(self, file: Any, label: str, shown: str, expected: ShardInfo | None) -> None:
+    def __init__(self, file: Any, label: str, shown: str, expected: ShardInfo | None,
+                 missing: Callable[[], RecprepError | None] | None = None) -> None:
         self._file = file
+        self._missing = missing  # the error for a shard found missing when read (streamed)
         self._label = label
         self._shown = shown
         self._expected = expected
         self._sum = ChecksumReader(file)  # counts the bytes read here, front to back
+        #: the file's size when it is known without a request (a streamed shard's)
+        self.size: int | None = getattr(file, "size", None)
 
     def read(self, size: int = -1) -> bytes:
         pos = self._file.tell() if self._expected is not None else 0
@@ -319,6 +328,10 @@ class _Pinned:
                 raise SetChangedError(
                     self._label, f"{self._shown} was replaced while it was being read; "
                     "build the reader again") from err
+            if isinstance(err, FileNotFoundError) and self._missing is not None:
+                error = self._missing()  # a streamed shard is asked for at its first read
+                raise error or NotFoundError(self._shown, "a file of the set is missing") \
+                    from None
             raise
         expected = self._expected
         if expected is not None and pos <= self._sum.done < pos + len(data):

@@ -33,6 +33,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from ..storage.fetch import Fetcher
 from ..storage.fs import open_regular
 from ..storage.openfiles import MAX_OPEN_FILES, default_max_open
 
@@ -106,19 +107,23 @@ class PooledFile:
 
 
 class FilePool:
-    """Files of one filesystem, at most ``max_open`` of them really open at once."""
+    """Files of one filesystem, at most ``max_open`` of them really open at once. With a
+    ``fetcher`` (object stores), files are its ranged files instead: they hold no
+    handle, only the ranges fetched ahead within its budget."""
 
-    def __init__(self, fs: Any, max_open: int | None = None) -> None:
+    def __init__(self, fs: Any, max_open: int | None = None,
+                 fetcher: Fetcher | None = None) -> None:
         self.fs = fs
+        self.fetcher = fetcher
         self.max_open = max(1, default_max_open() if max_open is None else max_open)
         self._open: OrderedDict[int, PooledFile] = OrderedDict()
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"fs": self.fs, "max_open": self.max_open}  # no handles, no lock
+        return {"fs": self.fs, "max_open": self.max_open, "fetcher": self.fetcher}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["fs"], state["max_open"])  # type: ignore[misc]
+    def __setstate__(self, state: dict[str, Any]) -> None:  # no handles, no lock
+        self.__init__(state["fs"], state["max_open"], state["fetcher"])  # type: ignore[misc]
 
     @property
     def num_open(self) -> int:
@@ -138,6 +143,8 @@ class FilePool:
         read) let an object store's file stream ranges ahead (:mod:`recprep.storage.fetch`)
         without a request of its own to learn them.
         """
+        if self.fetcher is not None:
+            return self.fetcher.open(path, size=size, etag=etag, span=span)
         file = PooledFile(self, path)
         with file._lock:
             file._handle()

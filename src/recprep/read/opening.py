@@ -63,4 +63,5 @@ def open_sources(
     paths = [resolve(p, storage_options)[1] for p in patterns]
     return Sources(fs, resolve_shard_sets(fs, paths), format=options.format,
                    compressor=options.compressor, max_chunk_bytes=options.max_chunk_bytes,
-                   on_corrupt=options.on_corrupt, on_skip=on_skip, cache=options.cache)
+                   on_corrupt=options.on_corrupt, on_skip=on_skip, cache=options.cache,
+                   fetch=options.fetch)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..codecs import Codec, get_codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, get_format
 from ..errors import InvalidArgumentError
+from ..storage.fetch import FetchOptions
 from .cache import ShardCache
 from .prefetch import check_threads
 
@@ -33,8 +34,8 @@ __all__ = ["ReadOptions"]
 class ReadOptions:
     """How files become instances (see :class:`~recprep.RecordIO` for each option):
     ``codec`` (None: each set's manifest says), ``allow_pickle``, ``max_chunk_bytes``,
-    ``on_corrupt``, a forced ``format`` and ``compressor``, the shard ``cache`` and the
-    prefetch ``num_threads``."""
+    ``on_corrupt``, a forced ``format`` and ``compressor``, the shard ``cache``, the
+    prefetch ``num_threads`` and how object stores are streamed (``fetch``)."""
 
     codec: Codec | None = None
     allow_pickle: bool = False
@@ -44,6 +45,7 @@ class ReadOptions:
     compressor: str | None = None
     cache: ShardCache | None = None
     num_threads: int = 0
+    fetch: FetchOptions = FetchOptions()
 
     @classmethod
     def checked(
@@ -51,7 +53,7 @@ class ReadOptions:
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES, on_corrupt: str = "raise",
         format: str | None = None, compressor: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None, cache_bytes: int | None = None,
-        num_threads: int = 0,
+        num_threads: int = 0, fetch: FetchOptions | None = None,
     ) -> ReadOptions:
         """The options, each checked (:class:`~recprep.errors.InvalidArgumentError`
         naming what is wrong); names made objects (a codec, a format, the cache)."""
@@ -68,6 +70,9 @@ class ReadOptions:
             valid = "pass format= too" if container is None else list(container.compressors)
             raise InvalidArgumentError(
                 f"compressor={compressor!r} needs a format that has it ({valid})")
+        if fetch is not None and not isinstance(fetch, FetchOptions):
+            raise InvalidArgumentError(
+                f"fetch must be a recprep.FetchOptions, got {type(fetch).__name__}")
         if cache_bytes is not None and cache_dir is None:
             raise InvalidArgumentError("cache_bytes bounds a cache: pass cache_dir too")
         return cls(
@@ -75,5 +80,5 @@ class ReadOptions:
             allow_pickle=bool(allow_pickle), max_chunk_bytes=max_chunk_bytes,
             on_corrupt=on_corrupt, format=container, compressor=compressor,
             cache=None if cache_dir is None else ShardCache(cache_dir, cache_bytes),
-            num_threads=check_threads(num_threads),
+            num_threads=check_threads(num_threads), fetch=fetch or FetchOptions(),
         )

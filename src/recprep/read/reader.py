@@ -28,6 +28,7 @@ from .._core.names import CodecName, CompressorName, FormatName, OnCorrupt, Spli
 from ..codecs import Codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES
 from ..errors import InvalidArgumentError
+from ..storage.fetch import FetchOptions, FetchStats
 from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .checkpoint import Fingerprint, PassState, check_split, checked_for, combine
@@ -69,17 +70,14 @@ class RecordIO:
     allow_pickle
         Unpickle pickled values. Off by default: unpickling runs code chosen by whoever
         wrote the file.
-    storage_options
-        Passed to fsspec.
+    storage_options, fetch
+        Passed to fsspec; how object stores are streamed (:class:`~recprep.FetchOptions`).
     max_chunk_bytes
         The most one chunk may claim or decompress to (256 MiB); larger is reported as
         damage. Raise it for files with unusually large chunks.
-    format
-        Force a container format instead of taking it from the manifest or detecting it
-        from the bytes.
-    compressor
-        With ``format``: force a whole-file compression (TFRecord's ``"gzip"``/``"zlib"``)
-        instead of detecting it. RecordIO names its compressor in every chunk.
+    format, compressor
+        Force a container format (else the manifest's, or detected from the bytes); with
+        it, a whole-file compression (TFRecord's ``"gzip"``/``"zlib"``).
     on_corrupt
         ``"raise"`` (default): damage stops the read with a
         :class:`~recprep.errors.CorruptDataError` naming the file and byte offset.
@@ -104,19 +102,16 @@ class RecordIO:
         instance exactly once per epoch. Unshuffled, files are dealt out whole when there
         are at least as many as ranks, otherwise split into record ranges (``split``),
         and a rank's share is the same every epoch. Shuffled, rank ``r`` reads slice
-        ``r`` of the epoch order (the ranks within one instance of each other). ``len``
-        is the same every epoch.
+        ``r`` of the epoch order (the ranks within one instance of each other).
     num_threads
         Background threads that read, check, decompress and decode chunks ahead of the
         loop, so that remote storage and decoding don't stall it (memory: about
         ``2 * num_threads`` MiB of instances ahead, plus a chunk per shard of a set read
-        round-robin). The order is the same as with ``0`` (no threads, the default). See
-        ``docs/reading.md`` for what they buy.
+        round-robin). The order is the same as with ``0`` (no threads, the default).
     split
         For unshuffled passes: ``"auto"`` (by file when there are enough files, else by
-        record range),
-        ``"shard"`` (always whole files) or ``"range"`` (always record ranges: every rank
-        gets the same number of instances, to within one).
+        record range), ``"shard"`` (always whole files) or ``"range"`` (always record
+        ranges: every rank gets the same number of instances, to within one).
     cache_dir, cache_bytes
         Keep local copies of the shards of committed remote sets in the directory
         ``cache_dir`` (at most ``cache_bytes`` bytes, least recently used removed first),
@@ -173,11 +168,13 @@ class RecordIO:
         compressor: CompressorName | str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int | None = None,
+        fetch: FetchOptions | None = None,
     ) -> None:
         self.options = ReadOptions.checked(
             codec=codec, allow_pickle=allow_pickle, max_chunk_bytes=max_chunk_bytes,
             on_corrupt=on_corrupt, format=format, compressor=compressor,
-            cache_dir=cache_dir, cache_bytes=cache_bytes, num_threads=num_threads)
+            cache_dir=cache_dir, cache_bytes=cache_bytes, num_threads=num_threads,
+            fetch=fetch)
         if split not in SPLIT_MODES:
             raise InvalidArgumentError(f"split must be one of {list(SPLIT_MODES)}, got {split!r}")
         check_part(rank, world_size)
@@ -239,6 +236,12 @@ class RecordIO:
     def cache(self) -> ShardCache | None:
         """The local cache of remote shards (``cache_dir``), or None."""
         return self._sources.cache
+
+    def stats(self) -> FetchStats:
+        """What streaming from an object store cost so far (:class:`~recprep.FetchStats`:
+        requests, bytes, retries, throttling...; zeros for local files), shared by the
+        copies :meth:`for_rank`/:meth:`for_worker` make in one process."""
+        return self._sources.stats()
 
     @property
     def epoch(self) -> int:

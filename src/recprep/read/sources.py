@@ -43,6 +43,7 @@ from ..errors import (
     warn,
 )
 from ..storage.discovery import ShardSet
+from ..storage.fetch import Fetcher, FetchOptions, FetchStats, streams_ranges
 from ..storage.fs import display
 from ..storage.manifest import Manifest
 from .cache import ShardCache
@@ -93,6 +94,7 @@ class Sources:
         on_corrupt: str = "raise",
         on_skip: Callable[[CorruptDataWarning], None] | None = None,
         cache: ShardCache | None = None,
+        fetch: FetchOptions | None = None,
     ) -> None:
         self.fs = fs
         self.shard_sets = list(shard_sets)
@@ -104,7 +106,9 @@ class Sources:
         protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
         #: local copies of remote shards (see read/cache.py); a local set is read where it is
         self.cache = None if {"file", "local"} & set(protocols) else cache
-        self.files_open = FilePool(fs)  # round-robin reads of many shards: bounded fds
+        #: object stores: shards streamed as ranges in parallel (see storage/fetch.py)
+        self.fetcher = Fetcher(fs, fetch) if streams_ranges(fs) else None
+        self.files_open = FilePool(fs, fetcher=self.fetcher)  # round-robin reads: bounded fds
         self.commits = CommittedSets(self)  # notes each manifest's identity: read/committed.py
         self.manifests: list[Manifest | None] = [
             self._manifest(i) for i in range(len(self.shard_sets))]
@@ -154,6 +158,30 @@ class Sources:
             if self.on_skip is not None:
                 self.on_skip(warning)
             return None
+
+    def stats(self) -> FetchStats:
+        """What streaming from an object store has cost so far (zeros for local files)."""
+        return FetchStats() if self.fetcher is None else self.fetcher.stats()
+
+    def pass_ended(self) -> None:
+        """A pass is over: say once if the store throttled it."""
+        if self.fetcher is not None and self.shard_sets:
+            first = self.shard_sets[0]
+            where = first.paths[0] if first.prefix is None else (
+                f"{first.directory}/{first.prefix}")
+            self.fetcher.warn_throttled(display(self.fs, where))
+
+    def span(self, piece: Piece) -> tuple[int, int] | None:
+        """The bytes a read of ``piece`` covers, where known without a request: a whole
+        file's (its size from the manifest), a range's from its set's chunk index."""
+        listed = self.commits.listed_bytes(self.files[piece.file])
+        if listed is None or piece.whole:
+            return None if listed is None else (0, listed)
+        index = self._indexes.get(piece.file) or self._chunk_side(piece.file)
+        if index is None:
+            return None
+        end = index.num_records if piece.end is None else piece.end
+        return index.byte_span(piece.start, end, listed)
 
     @property
     def set_of(self) -> list[int]:
@@ -288,6 +316,9 @@ class Sources:
             number = self._numbers.get(path)
             manifest = None if number is None else self.manifests[self.files[number].set_index]
             forced = None if manifest is None else get_format(manifest.format)
+        size = getattr(handle, "size", None)
+        if forced is not None and isinstance(size, int):
+            return None if size == 0 else forced  # known without reading a byte
         if forced is not None:
             handle.seek(0)
             empty = not handle.read(1)
@@ -410,7 +441,8 @@ class Sources:
         options: dict[str, Any] = {
             "max_chunk_bytes": self.max_chunk_bytes, "on_corrupt": self.on_corrupt,
         }
-        with self.commits.open(file, piece.whole) as opened:
+        span = self.span(piece) if self.fetcher is not None else None
+        with self.commits.open(file, piece.whole, span=span) as opened:
             handle = opened if wrap is None else wrap(opened)
             container = self.container(handle, file.path)
             if container is None:

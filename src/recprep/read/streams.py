@@ -103,7 +103,12 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool
             written_with=reading.written_with(file.set_index),
         ))
     with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
-        yield prefetching
+        try:
+            yield prefetching
+        except GeneratorExit:  # the consumer stopped early: the pass is over
+            sources.pass_ended()
+            raise
+    sources.pass_ended()  # not when the pass failed: its error says what happened
 
 
 def instances(runs: Iterator[Block], progress: PassProgress) -> Iterator[Any]:

@@ -1,19 +1,460 @@
 """Streaming reads from object stores: many range requests in flight, bounded memory.
 
-(Being built for issue 24.)
+A reader of a set on S3, GCS, Azure or HTTP opens each shard as a :class:`RangedFile`
+of one :class:`Fetcher` (per reader). A ranged file plans the bytes its pass will read
+(``span``: a whole shard, or the chunks of a rank's or task's records) as ranges of
+``range_bytes`` on a grid aligned to the file's start, and the fetcher keeps ranges of
+all open files in flight at once — across shards and within one — on the filesystem's
+event loop (:mod:`recprep.storage.rangeget` makes the requests):
+
+* **what comes first**: a read that waits goes first, whatever the budget; then the open
+  file with the fewest bytes fetched ahead of its reader (shards read round-robin move
+  together);
+* **memory is bounded**: bytes in flight plus bytes fetched and not yet read stay within
+  ``budget_bytes`` (a read that waits may add one range more). A range is let go as
+  soon as its reader has passed it;
+* **the first bytes come early**: a range is handed to its reader piece by piece as it
+  streams in (S3), so the first instance waits one round trip plus its own chunk, not a
+  whole range or shard;
+* **the concurrency adapts**: requests in flight start at ``initial_requests`` and grow
+  while the bytes per second grow with them, up to ``max_requests``; a store that
+  throttles (503 SlowDown, 429) halves them (:class:`~recprep.errors.ThrottledWarning`
+  says so once per pass);
+* **failures are retried where they stopped**: 5xx, throttling, dropped connections,
+  short bodies and silent stores are retried with exponential backoff and full jitter,
+  from the first byte not yet received; a range that makes no progress for ``deadline``
+  seconds fails the read with :class:`~recprep.errors.StoreUnavailableError` naming the
+  shard, the byte range and the last status. A 412 on a pinned ETag raises
+  :class:`ObjectChangedError`.
+
+Nothing here checks the bytes: every chunk still passes its CRC in the container, and a
+shard read whole its CRC-32C against the manifest (:mod:`recprep.read.committed`).
+
+Example
+-------
+>>> import fsspec
+>>> fs = fsspec.filesystem("memory")
+>>> fs.pipe_file("/doc/fetch/x", bytes(range(256)) * 40)
+>>> fetcher = Fetcher(fs, FetchOptions(range_bytes=4096, initial_requests=2))
+>>> with fetcher.open("/doc/fetch/x", size=10240, span=(0, 10240)) as f:
+...     head, rest = f.read(3), f.read()
+>>> head, len(rest), fetcher.stats().requests, fetcher.stats().bytes
+(b'\\x00\\x01\\x02', 10237, 3, 10240)
+>>> fetcher.close()
 """
 
 from __future__ import annotations
 
-__all__ = ["ObjectChangedError"]
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from ..errors import StoreUnavailableError, ThrottledWarning, warn
+from .fetchoptions import FetchOptions, FetchStats, streams_ranges
+from .fs import display
+from .rangeget import ObjectChangedError, RangeGetter, failure_of, range_getter, status_of
+
+__all__ = ["FetchOptions", "FetchStats", "Fetcher", "ObjectChangedError", "RangedFile",
+           "streams_ranges"]
+
+#: a read outside its file's plan (a header, a probe) fetches at least this much
+SMALL_READ_BYTES = 64 << 10
+#: ranges shrink to this at the least when many files share the budget
+MIN_RANGE_BYTES = 256 << 10
+#: how often the concurrency is reconsidered while ranges are in flight
+WINDOW_SECONDS = 0.25
 
 
-class ObjectChangedError(OSError):
-    """An object read under a pinned ETag (``If-Match``) is no longer that object: the
-    store answered 412 Precondition Failed. Readers turn it into
-    :class:`~recprep.errors.SetChangedError`."""
+class _FetchRange:
+    """Bytes ``[start, end)`` of one file, filled as they arrive."""
 
-    def __init__(self, path: str, etag: str) -> None:
-        super().__init__(f"{path} is no longer the object with ETag {etag}")
+    __slots__ = ("file", "start", "end", "data", "filled", "error", "done", "demand")
+
+    def __init__(self, file: RangedFile, start: int, end: int, demand: bool) -> None:
+        self.file = file
+        self.start = start
+        self.end = end
+        self.data = bytearray(end - start)
+        self.filled = 0  # bytes received, from start
+        self.error: BaseException | None = None
+        self.done = False
+        self.demand = demand
+
+
+class _Concurrency:
+    """Requests in flight: additive increase while throughput grows, halved on pushback."""
+
+    def __init__(self, options: FetchOptions) -> None:
+        self.limit = options.initial_requests
+        self.most = options.max_requests
+        self._best = 0.0
+        self._window_start = time.monotonic()
+        self._window_bytes = 0
+        self._saturated = False
+        self._hold_until = 0.0
+
+    def received(self, n: int, now: float, saturated: bool) -> None:
+        self._window_bytes += n
+        self._saturated = self._saturated or saturated
+        elapsed = now - self._window_start
+        if elapsed < WINDOW_SECONDS:
+            return
+        rate = self._window_bytes / elapsed
+        if self._saturated and now >= self._hold_until and self.limit < self.most:
+            if rate > self._best * 1.05:
+                self._best = rate
+                self.limit = min(self.most, self.limit + max(2, self.limit // 4))
+            else:
+                self._hold_until = now + 8 * WINDOW_SECONDS  # a plateau: look again later
+        self._window_start, self._window_bytes, self._saturated = now, 0, False
+
+    def throttled(self, now: float) -> None:
+        self.limit = max(1, self.limit // 2)
+        self._best = 0.0
+        self._hold_until = now + 20 * WINDOW_SECONDS
+
+
+class Fetcher:
+    """The range requests of one reader's open shards: see the module docstring.
+
+    Parameters
+    ----------
+    fs
+        The filesystem (its getter: :func:`~recprep.storage.rangeget.range_getter`).
+    options
+        :class:`FetchOptions`.
+    """
+
+    def __init__(self, fs: Any, options: FetchOptions | None = None) -> None:
+        self.fs = fs
+        self.options = options or FetchOptions()
+        self._getter: RangeGetter | None = None
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._files: dict[int, RangedFile] = {}
+        self._held = 0  # bytes reserved: in flight plus fetched and not yet read
+        self._in_flight = 0
+        self._concurrency = _Concurrency(self.options)
+        self._counts = FetchStats()
+        self._throttled_warned = 0
+        self._closed = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"fs": self.fs, "options": self.options}  # a fresh fetcher where it lands
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["fs"], state["options"])  # type: ignore[misc]
+
+    def open(self, path: str, *, size: int | None = None, etag: str | None = None,
+             span: tuple[int, int] | None = None,
+             on_bytes: Callable[[int, bytes], None] | None = None) -> RangedFile:
+        """``path`` as a file whose reads are fetched ahead. ``size`` (else one request
+        to learn it), ``etag`` (pins every range: ``If-Match``) and ``span`` (the bytes
+        the pass will read; else from the first read to the end). ``on_bytes(offset,
+        data)`` is called with each piece as it arrives, in order within a range, on
+        the fetcher's event loop (a cache fills from it: keep it short, and don't raise)."""
+        if size is None:
+            size = int(self.fs.size(path))
+        file = RangedFile(self, path, size, etag, span)
+        file.on_bytes = on_bytes
+        with self._lock:
+            self._files[id(file)] = file
+            self._pump()
+        return file
+
+    def stats(self) -> FetchStats:
+        """The counts so far (a snapshot)."""
+        with self._lock:
+            return replace(self._counts, concurrency=self._concurrency.limit)
+
+    def warn_throttled(self, where: str) -> None:
+        """Say once, with the counts, that the store pushed back since the last call."""
+        with self._lock:
+            counts = self._counts
+            new = counts.throttled - self._throttled_warned
+            self._throttled_warned = counts.throttled
+            limit = self._concurrency.limit
+        if new:
+            warn(ThrottledWarning(where, new, counts.retries, limit))
+
+    def close(self) -> None:
+        """Stop fetching (open files' reads fail after this) and let go of connections."""
+        with self._lock:
+            self._closed = True
+            files = list(self._files.values())
+        for file in files:
+            file.close()
+        if self._getter is not None:
+            self._getter.close()
+            self._getter = None
+
+    # -- scheduling (called with the lock held) -------------------------------------------
+
+    def _count(self, **added: int | float) -> None:
+        counts = self._counts
+        self._counts = replace(counts, **{k: getattr(counts, k) + v for k, v in added.items()})
+
+    def _reserve(self, file: RangedFile, start: int, end: int, demand: bool) -> _FetchRange:
+        r = _FetchRange(file, start, end, demand)
+        file._ranges.append(r)
+        file._ahead += end - start
+        self._held += end - start
+        if self._held > self._counts.peak_bytes:
+            self._counts = replace(self._counts, peak_bytes=self._held)
+        self._in_flight += 1
+        if self._in_flight > self._counts.most_in_flight:
+            self._counts = replace(self._counts, most_in_flight=self._in_flight)
+        self._start(r)
+        return r
+
+    def _release(self, r: _FetchRange) -> None:
+        r.file._ahead -= r.end - r.start
+        self._held -= r.end - r.start
+        r.data = bytearray()
+
+    def _pump(self) -> None:
+        """Start planned ranges while the concurrency and the budget allow."""
+        if self._closed:
+            return
+        budget = self.options.budget_bytes
+        while self._in_flight < self._concurrency.limit:
+            best: RangedFile | None = None
+            for file in self._files.values():
+                if file._planned < file._plan_end and (best is None or file._ahead < best._ahead):
+                    best = file
+            if best is None:
+                return
+            start, end = best._next_range()
+            if self._held + (end - start) > budget:
+                return  # a read that waits still starts its range (see RangedFile)
+            best._planned = end
+            self._reserve(best, start, end, demand=False)
+
+    def _getter_now(self) -> RangeGetter:
+        if self._getter is None:
+            self._getter = range_getter(self.fs, self.options.max_requests)
+        return self._getter
+
+    def _start(self, r: _FetchRange) -> None:
+        getter = self._getter_now()
+        asyncio.run_coroutine_threadsafe(self._transfer(r, getter), getter.loop)
+
+    # -- transfers (on the getter's event loop) -------------------------------------------
+
+    async def _transfer(self, r: _FetchRange, getter: RangeGetter) -> None:
+        """Fill ``r``, retrying from the first byte not yet received."""
+        options, path = self.options, r.file.path
+        attempts, since, last = 0, time.monotonic(), "no answer"
+        try:
+            while r.filled < r.end - r.start and not r.file.closed:
+                left = options.deadline - (time.monotonic() - since)
+                if left <= 0:
+                    raise StoreUnavailableError(
+                        display(self.fs, path), r.start + r.filled, r.end, last,
+                        attempts=attempts, seconds=time.monotonic() - since)
+                with self._lock:
+                    self._count(requests=1, retries=1 if attempts else 0,
+                                resumed=1 if attempts and r.filled else 0)
+                attempts += 1
+                try:
+                    if await self._attempt(r, getter, left):
+                        since = time.monotonic()  # progress: the deadline starts again
+                    if r.filled < r.end - r.start and not r.file.closed:
+                        last = "a body cut short"
+                        await self._back_off(attempts)
+                except ObjectChangedError:
+                    raise
+                except Exception as err:
+                    kind = failure_of(err)
+                    if kind == "final":
+                        raise
+                    last = status_of(err)
+                    if kind == "throttled":
+                        with self._lock:
+                            self._count(throttled=1)
+                            self._concurrency.throttled(time.monotonic())
+                    await self._back_off(attempts)
+        except BaseException as err:
+            r.error = err
+            with self._lock:
+                self._count(failed=1)
+        finally:
+            with self._lock:
+                r.done = True
+                self._in_flight -= 1
+                passed = r.file.closed or r.file._pos >= r.end
+                if passed and r in r.file._ranges:
+                    r.file._ranges.remove(r)
+                    self._release(r)
+                self._pump()
+                self._arrived.notify_all()
+
+    async def _attempt(self, r: _FetchRange, getter: RangeGetter, left: float) -> bool:
+        """One request for what ``r`` still lacks; whether any byte arrived."""
+        got = False
+        pieces = getter.get(r.file.path, r.start + r.filled, r.end, r.file.etag)
+        try:
+            while True:
+                try:
+                    piece = await asyncio.wait_for(anext(pieces), left)
+                except StopAsyncIteration:
+                    return got
+                except asyncio.TimeoutError:
+                    raise TimeoutError(f"no answer in {left:.1f} s") from None
+                if not piece:
+                    continue
+                got = True
+                with self._lock:
+                    if r.file.closed:
+                        return got
+                    n = min(len(piece), r.end - r.start - r.filled)
+                    r.data[r.filled:r.filled + n] = piece[:n]
+                    r.filled += n
+                    self._count(bytes=n)
+                    self._concurrency.received(
+                        n, time.monotonic(), self._in_flight >= self._concurrency.limit)
+                    self._arrived.notify_all()
+                    offset, full = r.start + r.filled - n, r.filled >= r.end - r.start
+                if r.file.on_bytes is not None:
+                    r.file.on_bytes(offset, piece[:n])
+                if full:
+                    return got
+        finally:
+            await pieces.aclose()  # type: ignore[attr-defined]
+
+    async def _back_off(self, attempts: int) -> None:
+        ceiling = min(20.0, self.options.backoff * 2 ** (attempts - 1))
+        await asyncio.sleep(random.uniform(0, ceiling))
+
+
+class RangedFile:
+    """A read-only file of a :class:`Fetcher` (``read``/``seek``/``tell``): its reads
+    wait for the bytes the fetcher streams in. ``size`` is known without a request."""
+
+    def __init__(self, fetcher: Fetcher, path: str, size: int, etag: str | None,
+                 span: tuple[int, int] | None) -> None:
+        self._fetcher = fetcher
         self.path = path
+        self.size = size
         self.etag = etag
+        self.closed = False
+        #: called with each piece that arrives (see :meth:`Fetcher.open`)
+        self.on_bytes: Callable[[int, bytes], None] | None = None
+        self._pos = 0
+        self._ranges: list[_FetchRange] = []
+        self._ahead = 0  # bytes of this file reserved in the fetcher
+        start, end = span if span is not None else (0, 0)
+        self._planned = max(0, min(start, size))  # the next planned byte to fetch
+        self._plan_end = max(self._planned, min(end, size))
+
+    def _next_range(self) -> tuple[int, int]:
+        """The next planned range: to the next multiple of the range size, which halves
+        (down to 256 KiB, on the same grid) while the fetcher's open files could not each
+        have one range within the budget."""
+        fetcher = self._fetcher
+        step = fetcher.options.range_bytes
+        share = fetcher.options.budget_bytes // max(1, len(fetcher._files))
+        while step > MIN_RANGE_BYTES and step > share:
+            step //= 2
+        start = self._planned
+        return start, min(self._plan_end, (start // step + 1) * step)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 1:
+            offset += self._pos
+        elif whence == 2:
+            offset += self.size
+        if offset < 0:
+            raise ValueError(f"negative seek position {offset}")
+        self._pos = offset
+        return offset
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.path}")
+        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
+        parts = []
+        while self._pos < end:
+            parts.append(self._read_some(end))
+        return b"".join(parts)
+
+    def _read_some(self, end: int) -> bytes:
+        """Bytes from the position on (toward ``end``), as many as have arrived of the
+        range that holds it (waiting for at least one)."""
+        fetcher, pos = self._fetcher, self._pos
+        with fetcher._lock:
+            r = self._range_at(pos, end)
+            began = None
+            while r.start + r.filled <= pos and not r.done:
+                began = began or time.monotonic()
+                fetcher._arrived.wait()
+            if began is not None:
+                fetcher._count(waited=time.monotonic() - began)
+            if r.start + r.filled <= pos:  # done, and short
+                if r.error is not None:
+                    raise r.error
+                raise ConnectionError(f"{self.path}: the fetch stopped at byte {pos}")
+            stop = min(end, r.start + r.filled)
+            data = bytes(r.data[pos - r.start:stop - r.start])
+            self._pos = stop
+            self._let_go(stop)
+            return data
+
+    def _range_at(self, pos: int, end: int) -> _FetchRange:
+        """The range that holds byte ``pos`` (started now if there is none: a read that
+        waits comes before the budget)."""
+        for r in self._ranges:
+            if r.start <= pos < r.end:
+                return r
+        fetcher = self._fetcher
+        if self._plan_end == 0 and not self._ranges:  # no span: plan from here to the end
+            self._planned, self._plan_end = pos, self.size
+        if self._planned <= pos < self._plan_end:
+            self._planned = pos
+            start, stop = self._next_range()
+            self._planned = stop
+        else:  # outside the plan: a header, a probe
+            start = pos
+            stop = min(self.size, max(end, pos + SMALL_READ_BYTES),
+                       (pos // fetcher.options.range_bytes + 1) * fetcher.options.range_bytes)
+            stop = max(stop, min(end, self.size))
+        return fetcher._reserve(self, start, stop, demand=True)
+
+    def _let_go(self, pos: int) -> None:
+        """Release the ranges the reader has passed (lock held)."""
+        passed = [r for r in self._ranges if r.end <= pos and r.done]
+        if not passed:
+            return
+        for r in passed:
+            self._ranges.remove(r)
+            self._fetcher._release(r)
+        self._fetcher._pump()
+
+    def close(self) -> None:
+        fetcher = self._fetcher
+        with fetcher._lock:
+            if self.closed:
+                return
+            self.closed = True
+            for r in [r for r in self._ranges if r.done]:
+                self._ranges.remove(r)
+                fetcher._release(r)
+            fetcher._files.pop(id(self), None)
+            fetcher._pump()
+            fetcher._arrived.notify_all()
+
+    def __enter__(self) -> RangedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[bytes]:
+        raise TypeError("a RangedFile is read with read(), not by lines")

@@ -12,8 +12,10 @@ Then, as in ``convert``'s commit protocol (``docs/format.md`` §3):
 2. Each file is streamed, several at a time, into a hidden temporary — a set's files into
    the set's staging directory ``.recprep-staging-{prefix}/``, other files as
    ``.recprep-cp-{token}-{name}`` — while its CRC-32C is computed; a source whose CRC-32C
-   differs from its manifest's is refused. Each temporary is read back and its size and
-   CRC-32C compared with the source's.
+   differs from its manifest's is refused. Each copy is checked: where the destination
+   store checks the CRC-32C sent with each uploaded part (S3's ``x-amz-checksum-crc32c``;
+   found out once per run, :func:`~recprep.write.uploads.store_checks`), by the store;
+   elsewhere each temporary is read back and its size and CRC-32C compared.
 3. Only when every file checks out: files of no set are moved to their names, and each
    set is committed with the journal: its old manifest removed, its files moved in, the
    manifest moved in **last**. Readers see the old set, the new one, or an error (a set
@@ -66,6 +68,7 @@ from .copyplan import (
 from .transfer import (
     ByteProgress,
     CopiedFile,
+    Destination,
     copy_one,
     move_file,
     remove_temporaries,
@@ -232,8 +235,9 @@ def _copy_and_commit(
     try:
         for staging in stagings.values():
             staging.create(keep=False)
+        dest = Destination.of(dfs, dpath)
         with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
-            calls = [(copy_one, it, dfs, temps[it.name], finals[it.name], bar, stop)
+            calls = [(copy_one, it, dest, temps[it.name], finals[it.name], bar, stop)
                      for it in items]
             copied = run_all_or_stop(pool, calls, stop)
             lone = [it.name for it in groups.get(None, [])]

@@ -1,9 +1,12 @@
 """Transferring a copy's files: each streamed into a temporary and checked, several at once.
 
 :func:`copy_one` streams one :class:`~recprep.tools.copyplan.CopyItem` into a temporary
-while its CRC-32C is computed, refuses a source whose size or CRC-32C differs from what
-its listing and manifest say, and reads the temporary back to compare. :func:`run_all_or_stop`
-runs transfers on a thread pool and stops them all at the first failure;
+while its CRC-32C is computed (from an async filesystem, several ranges in flight; to a
+store that speaks S3, several parts in flight: :mod:`recprep.write.uploads`), refuses a
+source whose size or CRC-32C differs from what its listing and manifest say, and checks
+the copy: where the store checks the CRC-32C sent with every part, that is the check (a
+wrong byte is refused by the store); elsewhere the temporary is read back and compared.
+:func:`run_all_or_stop` runs transfers on a thread pool and stops them all at the first failure;
 :class:`ByteProgress` counts the bytes (a tqdm bar, or a callback). Nothing here gives a
 file its final name but :func:`move_file`, which :mod:`recprep.tools.copy` calls once
 every file checks out.
@@ -19,24 +22,43 @@ Example
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import concurrent.futures as cf
+import itertools
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import google_crc32c
+
 from ..errors import CorruptDataError, NotFoundError, RecprepError, WriteError
 from ..storage import failpoints
-from ..storage.fs import checksum, display, open_regular
+from ..storage.fs import COPY_BLOCK, checksum, display, open_regular
 from ..storage.staging import note_cleanup_failure
+from ..write.uploads import (
+    PART_BYTES,
+    SINGLE_PUT_BYTES,
+    VERIFIED,
+    UploadSlots,
+    open_upload,
+    speaks_s3,
+    store_checks,
+)
 from .copyplan import CopyItem
 
-__all__ = ["ByteProgress", "CopiedFile", "copy_one", "move_file", "remove_temporaries",
-           "run_all_or_stop"]
+__all__ = ["RANGES_IN_FLIGHT", "RANGE_BYTES", "ByteProgress", "CopiedFile", "Destination",
+           "copy_one", "move_file", "remove_temporaries", "run_all_or_stop"]
 
 log = logging.getLogger("recprep")
+
+RANGE_BYTES = 8 << 20
+"""A file copied from an async filesystem (s3fs, gcsfs, HTTP) is fetched in ranges this
+big, :data:`RANGES_IN_FLIGHT` at once per file."""
+RANGES_IN_FLIGHT = 4
 
 
 @dataclass(frozen=True)
@@ -88,27 +110,76 @@ class ByteProgress:
             self._bar.close()
 
 
-def _stream(item: CopyItem, dfs: Any, temp: str, bar: ByteProgress, stop: threading.Event
-            ) -> tuple[int, int]:
+@dataclass
+class Destination:
+    """Where a copy's files go: the filesystem, and how uploads to it go out — with parts
+    in flight sharing ``slots`` (a store that speaks S3; None: ``fs.open``), each part's
+    CRC-32C sent for the store to check where it checks one (``verified``: then a copy
+    isn't read back)."""
+
+    fs: Any
+    slots: UploadSlots | None = None
+    verified: bool = False
+
+    @classmethod
+    def of(cls, fs: Any, directory: str) -> Destination:
+        """The destination directory ``directory`` of ``fs``, its store asked once
+        whether it checks checksums (:func:`~recprep.write.uploads.store_checks`)."""
+        if not speaks_s3(fs):
+            return cls(fs)
+        return cls(fs, UploadSlots(fs), store_checks(fs, directory) == VERIFIED)
+
+
+def _blocks(fs: Any, path: str, size: int) -> Iterator[bytes]:
+    """The bytes of ``path`` (``size`` of them), in order: ranges of :data:`RANGE_BYTES`
+    fetched several at a time (:data:`RANGES_IN_FLIGHT`) where ``fs`` is an fsspec async
+    filesystem; else read from one open file."""
+    if not (getattr(fs, "async_impl", False) and getattr(fs, "loop", None) is not None
+            and not getattr(fs, "asynchronous", False)) or size <= RANGE_BYTES:
+        with open_regular(fs, path, what="a file to copy") as source:
+            while block := source.read(COPY_BLOCK):
+                yield block
+        return
+    starts = iter(range(0, size, RANGE_BYTES))
+    pending: collections.deque[cf.Future[bytes]] = collections.deque()
+
+    def more() -> None:
+        for start in itertools.islice(starts, RANGES_IN_FLIGHT - len(pending)):
+            end = min(start + RANGE_BYTES, size)
+            pending.append(asyncio.run_coroutine_threadsafe(
+                fs._cat_file(path, start=start, end=end), fs.loop))
+
+    try:
+        more()
+        while pending:
+            block = bytes(pending.popleft().result())
+            more()
+            yield block
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def _stream(item: CopyItem, dest: Destination, temp: str, bar: ByteProgress,
+            stop: threading.Event) -> tuple[int, int]:
     """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read."""
     shown = display(item.fs, item.path)
-
-    def on_block(block: bytes) -> None:
-        bar.add(len(block))
-        if stop.is_set():
-            raise _TransferCancelled("stopped: another transfer failed")
-
     if stop.is_set():
         raise _TransferCancelled("stopped: another transfer failed")
+    crc = done = 0
     try:
-        source = open_regular(item.fs, item.path, what="a file to copy")
+        part = item.size if item.size <= SINGLE_PUT_BYTES else PART_BYTES
+        with open_upload(dest.fs, temp, dest.slots, part) as out:
+            for block in _blocks(item.fs, item.path, item.size):
+                crc = google_crc32c.extend(crc, block)
+                done += len(block)
+                out.write(block)
+                bar.add(len(block))
+                if stop.is_set():
+                    raise _TransferCancelled("stopped: another transfer failed")
     except FileNotFoundError:
-        raise NotFoundError(shown, "disappeared before it could be copied") from None
-    with source, dfs.open(temp, "wb") as out:
-        try:
-            return checksum(source, out=out, on_block=on_block)
-        except FileNotFoundError:
-            raise NotFoundError(shown, "disappeared while it was being copied") from None
+        raise NotFoundError(shown, "disappeared before or while it was copied") from None
+    return crc, done
 
 
 def _read_back(fs: Any, path: str) -> tuple[int, int]:
@@ -118,11 +189,15 @@ def _read_back(fs: Any, path: str) -> tuple[int, int]:
 
 
 def copy_one(
-    item: CopyItem, dfs: Any, temp: str, final: str, bar: ByteProgress, stop: threading.Event
+    item: CopyItem, dest: Destination, temp: str, final: str, bar: ByteProgress,
+    stop: threading.Event,
 ) -> CopiedFile:
-    source, dest = display(item.fs, item.path), display(dfs, final)
+    """Copy ``item`` into ``temp``, checked: its size and CRC-32C as its listing and
+    manifest say, and the copy's — by the store, which checked every part's CRC-32C
+    (``dest.verified``), or else read back."""
+    source, shown = display(item.fs, item.path), display(dest.fs, final)
     try:
-        crc, size = _stream(item, dfs, temp, bar, stop)
+        crc, size = _stream(item, dest, temp, bar, stop)
         if size != item.size:
             raise CorruptDataError(
                 f"read {size} bytes where the listing said {item.size}: the file changed "
@@ -134,20 +209,23 @@ def copy_one(
                 "source is damaged (run recprep verify on it); nothing was copied",
                 path=source,
             )
-        got_crc, got_size = _read_back(dfs, temp)
-        if (got_crc, got_size) != (crc, size):
-            raise CorruptDataError(
-                f"the copy has {got_size} bytes, CRC-32C {got_crc:08x}; the source has "
-                f"{size} bytes, CRC-32C {crc:08x}; nothing was committed", path=dest,
-            )
+        if not dest.verified:
+            got_crc, got_size = _read_back(dest.fs, temp)
+            if (got_crc, got_size) != (crc, size):
+                raise CorruptDataError(
+                    f"the copy has {got_size} bytes, CRC-32C {got_crc:08x}; the source has "
+                    f"{size} bytes, CRC-32C {crc:08x}; nothing was committed", path=shown,
+                )
+    except WriteError as err:  # an upload's: named by the file's final name
+        raise (err if err.path == shown else WriteError(shown, err.original)) from err
     except RecprepError:
         raise
     except Exception as err:
-        raise WriteError(dest, err) from err
+        raise WriteError(shown, err) from err
     bar.add(files=1)
     failpoints.hit("cp.copied")
-    log.debug("recprep: copied %s -> %s (%d bytes, crc32c %08x)", source, dest, size, crc)
-    return CopiedFile(source, dest, size, f"{crc:08x}")
+    log.debug("recprep: copied %s -> %s (%d bytes, crc32c %08x)", source, shown, size, crc)
+    return CopiedFile(source, shown, size, f"{crc:08x}")
 
 
 def run_all_or_stop(pool: cf.Executor, calls: Iterable[tuple[Any, ...]], stop: threading.Event

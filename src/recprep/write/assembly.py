@@ -59,6 +59,7 @@ from ..errors import CorruptDataError, WriteError
 from ..storage.fs import ChecksumReader, ChecksumWriter, checksum
 from ..storage.staging import FileFacts
 from .options import WriteOptions
+from .uploads import open_upload
 
 __all__ = ["PieceSlice", "build_shard"]
 
@@ -221,7 +222,7 @@ def build_shard(
     kind = options.container().record_index
     lengths: list[np.ndarray] = []
     try:
-        with fs.open(path, "wb") as raw:
+        with open_upload(fs, path) as raw:  # parts in flight on an object store
             out = ChecksumWriter(raw)
             shard = _Shard(fs, out, options)
             for run in runs:

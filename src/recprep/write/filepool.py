@@ -18,12 +18,19 @@ handle only while they are among the ``max_open`` the pool keeps open:
 * Either way the file's bytes are exactly what one open file would have received,
   whatever ``max_open`` is: the output doesn't depend on the limit.
 
-On an object store an open file is an upload that buffers up to the filesystem's block
-size before it sends a part (s3fs: 50 MiB). With many files open at once, each is opened
-with a block size that keeps them together near :data:`UPLOAD_BUDGET` (never below
-:data:`MIN_UPLOAD_BLOCK`, S3's smallest part; never above the filesystem's default): a
-task's uploads buffer at most about ``max(UPLOAD_BUDGET, max_open * MIN_UPLOAD_BLOCK)``
-(1.25 GiB with 256 open), however many shards it writes and however big they are.
+On an object store an open file is an upload that buffers up to a part before it sends
+it. Where the filesystem speaks the S3 API on an event loop (s3fs), a file is a
+:class:`~recprep.write.uploads.PartUpload`: its parts
+(:data:`~recprep.write.uploads.PART_BYTES`) go out while the task writes on, the task's
+uploads sharing one :class:`~recprep.write.uploads.UploadSlots` (at most
+``max_concurrency`` parts in flight), and :meth:`WritePool.wait` waits for them all;
+elsewhere it is ``fs.open(path, "wb")``,
+whose buffer is the filesystem's block size. With many files open at once, each is opened
+with a part (or block) size that keeps them together near :data:`UPLOAD_BUDGET` (never
+below :data:`MIN_UPLOAD_BLOCK`, S3's smallest part; never above the default): a task's
+uploads buffer at most about ``max(UPLOAD_BUDGET, max_open * MIN_UPLOAD_BLOCK)`` (1.25 GiB
+with 256 open) plus the parts in flight, however many shards it writes and however big
+they are.
 
 ``max_open`` defaults to :func:`~recprep.storage.openfiles.default_max_open` (256, or a
 quarter of ``RLIMIT_NOFILE`` if lower). An open that still fails with ``EMFILE`` or
@@ -53,6 +60,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import posixpath
 from collections import OrderedDict
 from typing import Any
 
@@ -62,6 +70,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from ..errors import WriteError
 from ..storage.fs import COPY_BLOCK
 from ..storage.openfiles import default_max_open
+from .uploads import PART_BYTES, VERIFIED, PartUpload, UploadSlots, speaks_s3, store_checks
 
 __all__ = ["MIN_UPLOAD_BLOCK", "UPLOAD_BUDGET", "PooledWriter", "WritePool", "can_append"]
 
@@ -130,13 +139,16 @@ class PooledWriter:
         self.closed = True
         handle, self.handle = self.handle, None
         self.pool.forget(self)
-        if handle is not None:
+        if isinstance(handle, PartUpload):
+            handle.discard()  # aborted: no part stays on the store
+        elif handle is not None:
             with contextlib.suppress(Exception):
                 handle.close()
 
     def _join(self) -> None:
         """``path`` followed by its segments, in order, into ``path``."""
         fs = self.pool.fs
+        self.pool.wait()  # the segments' uploads are complete
         joined = f"{self.path}.joined"
         with fs.open(joined, "wb") as out:
             for k in range(self.segments + 1):
@@ -160,8 +172,13 @@ class WritePool:
         #: how files are opened for writing: the block size of uploads, when ``files``
         #: (how many the task writes) open together would buffer more than the budget
         self.options: dict[str, Any] = {}
+        #: uploads with parts in flight (a filesystem that speaks S3), else None
+        self.slots = UploadSlots(fs) if not self.appends and speaks_s3(fs) else None
+        self.part_bytes = PART_BYTES
+        self._checksums: bool | None = None  # whether the store checks them (found once)
         if not self.appends and files:
             block = max(MIN_UPLOAD_BLOCK, UPLOAD_BUDGET // min(files, self.max_open))
+            self.part_bytes = min(PART_BYTES, block)
             default = getattr(fs, "default_block_size", None) or getattr(fs, "blocksize", None)
             if isinstance(default, int) and block < default:
                 self.options["block_size"] = block
@@ -200,14 +217,33 @@ class WritePool:
 
     def _open_handle(self, file: PooledWriter) -> Any:
         if not file.created:
-            handle = self.fs.open(file.path, "wb", **self.options)
+            handle = self._create(file.path)
             file.created = True
         elif self.appends:
             handle = self.fs.open(file.path, "ab")
         else:
-            handle = self.fs.open(file.segment(file.segments + 1), "wb", **self.options)
+            handle = self._create(file.segment(file.segments + 1))
             file.segments += 1
         return handle
+
+    def _create(self, path: str) -> Any:
+        if self.slots is None:
+            return self.fs.open(path, "wb", **self.options)
+        if self._checksums is None:
+            self._checksums = store_checks(self.fs, posixpath.dirname(path)) == VERIFIED
+        return PartUpload(self.fs, path, self.slots, part_bytes=self.part_bytes,
+                          checksums=self._checksums)
+
+    def wait(self) -> None:
+        """Wait for the uploads of the files closed so far (where they go out in the
+        background); a failed one raises :class:`~recprep.errors.WriteError` naming it."""
+        if self.slots is not None:
+            self.slots.wait()
+
+    def discard(self) -> None:
+        """Abort the uploads not complete yet (the task failed); never raises."""
+        if self.slots is not None:
+            self.slots.discard()
 
     def release(self, file: PooledWriter) -> None:
         """Close ``file``'s real handle (where an object store uploads it). A failure is

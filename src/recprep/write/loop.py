@@ -137,7 +137,7 @@ class _WritePass:
         self._cuts = iter([*cuts, -1])
         self.next_cut = next(self._cuts)
         self.budget = None if target.pack_into is None else MemoryBudget(target.spill_bytes)
-        pool = WritePool(target.fs, files=len(target.paths))
+        self.pool = pool = WritePool(target.fs, files=len(target.paths))
         self.sinks = [FileSink(pool, path, options, self.budget) for path in target.paths]
         if self.budget is not None:
             self.budget.sinks = self.sinks
@@ -224,6 +224,7 @@ class _WritePass:
         """Every file written out: their facts (packed into one file, if they fit)."""
         target = self.target
         facts = [sink.finish(target.create_empty) for sink in self.sinks]
+        self.pool.wait()  # uploads still going out (an object store's) are complete
         if self.budget is not None and not self.budget.spilled and target.pack_into:
             facts = pack_pieces(target.fs, target.pack_into, self.sinks, facts)
         return facts
@@ -231,6 +232,7 @@ class _WritePass:
     def discard(self) -> None:
         for sink in self.sinks:
             sink.discard()
+        self.pool.discard()
 
     def report_rest(self) -> None:
         """Tell progress of the instances it hasn't heard of."""

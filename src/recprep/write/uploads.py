@@ -1,0 +1,372 @@
+"""Uploads to an object store with several parts in flight, each part's CRC-32C checked by
+the store where it checks one.
+
+A file opened for writing on an object store through fsspec (s3fs's ``S3File``) sends a
+part when its buffer is full and waits for it: one request in flight per file, and a task
+writing its shards round-robin waits for each. Where the filesystem speaks the S3 API on
+an event loop (:func:`speaks_s3`: an fsspec async filesystem with ``_call_s3``, as s3fs
+is), :class:`PartUpload` is used instead. It looks like a file opened for writing
+(``write``, ``close``) but:
+
+* each part (:data:`PART_BYTES`, less when many files are open: see
+  :mod:`recprep.write.filepool`), once a byte more was written, goes out at once on
+  the filesystem's event loop while the writer goes on; the parts of all the uploads
+  sharing one :class:`UploadSlots` are at most ``slots.parts`` in flight (the
+  filesystem's ``max_concurrency`` — s3fs's own knob,
+  ``storage_options={"max_concurrency": 16}`` — else :data:`PARTS_IN_FLIGHT`): a
+  writer that would pass it waits for a part to finish. Memory: ``slots.parts`` parts in
+  flight plus one part filling per open file;
+* ``close`` sends the last part and completes the upload without waiting (a file smaller
+  than a part is one ``PutObject``); :meth:`UploadSlots.wait` waits for every upload and
+  raises the first failure as :class:`~recprep.errors.WriteError` naming the file;
+* a failed upload, or one discarded (:meth:`PartUpload.discard`), is aborted: no parts
+  are left behind on the store;
+* where the store verifies a CRC-32C on upload (:func:`store_checks`), every part (or the
+  whole object) carries its ``x-amz-checksum-crc32c``, so a byte changed on the way is
+  refused by the store (``BadDigest``) and becomes a ``WriteError``.
+
+The output's bytes are what ``fs.open(path, "wb")`` would have written: only how they
+travel changes. Part ``k`` (from 1) is ``part_bytes << ((k - 1) // 1000)`` bytes: a part
+size that doubles every 1,000 parts keeps any object under S3's 10,000 parts.
+
+Example
+-------
+>>> import fsspec
+>>> speaks_s3(fsspec.filesystem("memory"))
+False
+>>> part_size(8 << 20, 1) == 8 << 20, part_size(8 << 20, 1001) == 16 << 20
+(True, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures as cf
+import contextlib
+import logging
+import posixpath
+import threading
+import uuid
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import google_crc32c
+
+from ..errors import WriteError
+from ..storage.fs import display
+
+__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
+           "open_upload", "part_size", "speaks_s3", "store_checks"]
+
+log = logging.getLogger("recprep")
+
+PART_BYTES = 8 << 20
+"""The size of an upload's parts (the first 1,000; then it doubles every 1,000 parts)."""
+PARTS_IN_FLIGHT = 8
+SINGLE_PUT_BYTES = 32 << 20
+"""A file of known size up to this goes out in one ``PutObject`` (several files at once
+keep the link busy); larger, in parts of :data:`PART_BYTES`."""
+"""Parts in flight at once when the filesystem doesn't say (s3fs: ``max_concurrency``)."""
+#: what :func:`store_checks` answers: the store checks a CRC-32C sent with an upload and
+#: refuses a wrong one; it accepts the header and ignores it; it refuses the header
+VERIFIED, IGNORED, UNSUPPORTED = "verified", "ignored", "unsupported"
+#: the error codes an S3 store answers a wrong ``x-amz-checksum-*`` with
+_DIGEST_ERRORS = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
+_PROBE = b"recprep: does this store check x-amz-checksum-crc32c?"
+_checks: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_checks_lock = threading.Lock()
+
+
+def speaks_s3(fs: Any) -> bool:
+    """Whether ``fs`` is an fsspec filesystem that calls the S3 API on an event loop
+    (``_call_s3`` coroutines, a running ``loop``): what :class:`PartUpload` needs."""
+    call = getattr(fs, "_call_s3", None)
+    return (asyncio.iscoroutinefunction(call) and getattr(fs, "loop", None) is not None
+            and not getattr(fs, "asynchronous", False))
+
+
+def part_size(part_bytes: int, number: int) -> int:
+    """The size of part ``number`` (from 1) of an upload whose first parts are
+    ``part_bytes``: doubled every 1,000 parts (S3 allows 10,000)."""
+    return part_bytes << min((number - 1) // 1000, 20)
+
+
+def _b64(crc: int) -> str:
+    return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
+
+
+def _code(err: BaseException) -> str | None:
+    """The S3 error code behind ``err`` (s3fs raises an ``OSError`` caused by botocore's
+    ``ClientError``)."""
+    for e in (err, err.__cause__, err.__context__):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            return response.get("Error", {}).get("Code")
+    return None
+
+
+def store_checks(fs: Any, path: str) -> str:
+    """Whether the store under ``path`` (a directory to write into) checks the CRC-32C
+    sent with an upload: :data:`VERIFIED` (a wrong one is refused: sending it makes the
+    store verify every byte it received), :data:`IGNORED` (accepted, not checked: moto,
+    or a store that drops the header) or :data:`UNSUPPORTED` (the header itself is
+    refused, or ``fs`` doesn't speak S3: nothing is sent).
+
+    Found out once per filesystem and bucket in a process, by one ``PutObject`` of a
+    small object with a deliberately wrong ``x-amz-checksum-crc32c`` into ``path``: a store
+    that checks refuses it (``BadDigest``) and stores nothing; one that doesn't stores it,
+    and the object is removed at once.
+    """
+    if not speaks_s3(fs):
+        return UNSUPPORTED
+    bucket = fs.split_path(path)[0]
+    with _checks_lock:
+        known = _checks.setdefault(fs, {}).get(bucket)
+    if known is not None:
+        return known
+    probe = posixpath.join(path, f".recprep-cp-probe-{uuid.uuid4().hex[:12]}")
+    wrong = google_crc32c.value(_PROBE) ^ 0xFFFFFFFF
+    key = fs.split_path(probe)[1]
+    try:
+        fs.call_s3("put_object", Bucket=bucket, Key=key, Body=_PROBE, ChecksumCRC32C=_b64(wrong))
+    except Exception as err:  # noqa: BLE001 - the answer is the capability
+        found = VERIFIED if _code(err) in _DIGEST_ERRORS else UNSUPPORTED
+        if found == UNSUPPORTED:
+            log.info("recprep: %s refused a CRC-32C with an upload (%s); uploads there go "
+                     "without one", display(fs, path), err)
+    else:
+        found = IGNORED
+        with contextlib.suppress(Exception):
+            fs.call_s3("delete_object", Bucket=bucket, Key=key)
+    log.debug("recprep: the store of %s: checksums on upload %s", display(fs, path), found)
+    with _checks_lock:
+        _checks.setdefault(fs, {})[bucket] = found
+    return found
+
+
+class UploadSlots:
+    """The parts in flight of the uploads sharing it, at most ``parts`` at once, and the
+    uploads to wait for. One per write task (or ``recprep cp`` run); thread-safe."""
+
+    def __init__(self, fs: Any, parts: int | None = None) -> None:
+        default = getattr(fs, "max_concurrency", None)
+        if parts is None:
+            parts = default if isinstance(default, int) and default > 0 else PARTS_IN_FLIGHT
+        self.parts = max(1, parts)
+        self._free = threading.Semaphore(self.parts)
+        self._lock = threading.Lock()
+        self.uploads: list[PartUpload] = []
+        self.most_in_flight = 0  # the most parts that were in flight at once
+        self._in_flight = 0
+
+    def take(self) -> None:
+        self._free.acquire()
+        with self._lock:
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+
+    def give(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+        self._free.release()
+
+    def wait(self) -> None:
+        """Wait for every upload closed so far; the first failure raises
+        :class:`~recprep.errors.WriteError` (naming its file) once all are done."""
+        with self._lock:
+            uploads, self.uploads = self.uploads, []
+        first: BaseException | None = None
+        for upload in uploads:
+            try:
+                upload.result()
+            except WriteError as err:
+                first = first or err
+        if first is not None:
+            raise first
+
+    def discard(self) -> None:
+        """Abort every upload not yet complete (a failure elsewhere: nothing is kept)."""
+        with self._lock:
+            uploads, self.uploads = self.uploads, []
+        for upload in uploads:
+            upload.discard()
+
+
+class PartUpload:
+    """One object uploaded in parts, several in flight (see the module docs).
+
+    ``checksums``: send each part's CRC-32C for the store to check. ``shown``: the file
+    as errors name it (default: ``path`` as users write it).
+    """
+
+    def __init__(self, fs: Any, path: str, slots: UploadSlots, *,
+                 part_bytes: int = PART_BYTES, checksums: bool = False) -> None:
+        self.fs, self.path, self.slots = fs, path, slots
+        self.bucket, self.key = fs.split_path(path)[:2]
+        self.part_bytes = max(1, part_bytes)
+        self.checksums = checksums
+        self.shown = display(fs, path)
+        self._buffer = bytearray()
+        self._parts: list[cf.Future[dict[str, Any]]] = []
+        self._upload_id: asyncio.Future[str] | None = None  # (on the loop)
+        self._done: cf.Future[Any] | None = None
+        self._error: BaseException | None = None
+        self.closed = False
+        self.size = 0
+        with slots._lock:
+            slots.uploads.append(self)
+
+    # -- the writer's side ---------------------------------------------------------------
+
+    def write(self, data: bytes) -> int:
+        if self.closed:
+            raise ValueError(f"write to closed upload {self.shown}")
+        self._raise_failure()
+        self._buffer += data
+        self.size += len(data)
+        while len(self._buffer) > (size := part_size(self.part_bytes, len(self._parts) + 1)):
+            part = bytes(self._buffer[:size])
+            del self._buffer[:size]
+            self._send(part)
+        return len(data)
+
+    def close(self) -> None:
+        """Send what is left and complete the upload, without waiting for it."""
+        if self.closed:
+            return
+        self.closed = True
+        self._raise_failure()
+        if not self._parts:  # one request: the whole object
+            data, self._buffer = bytes(self._buffer), bytearray()
+            self.slots.take()
+            self._done = self._submit(self._put(data))
+            self._done.add_done_callback(lambda _: self.slots.give())
+            return
+        if self._buffer:
+            self._send(bytes(self._buffer))
+            self._buffer = bytearray()
+        self._done = self._submit(self._complete())
+
+    def result(self) -> None:
+        """Wait for the upload; a failure raises :class:`~recprep.errors.WriteError`."""
+        if self._done is None:
+            self.close()
+        assert self._done is not None
+        try:
+            self._done.result()
+        except Exception as err:  # an object store's errors aren't all OSErrors
+            self._error = self._error or err
+            self.discard()
+            raise self._failure() from err
+        with contextlib.suppress(Exception):
+            self.fs.invalidate_cache(self.path)
+
+    def discard(self) -> None:
+        """Abort the upload (after the parts in flight end): no part stays on the store;
+        never raises."""
+        self.closed = True
+        for future in [*self._parts, *([self._done] if self._done else [])]:
+            with contextlib.suppress(Exception):
+                future.result()
+        if self._upload_id is None:
+            return
+        upload_id, self._upload_id = self._upload_id, None
+        with contextlib.suppress(Exception):
+            self._submit(self._abort(upload_id)).result()
+
+    # -- on the loop ---------------------------------------------------------------------
+
+    def _submit(self, coro: Any) -> cf.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.fs.loop)
+
+    def _send(self, data: bytes) -> None:
+        number = len(self._parts) + 1
+        crc = google_crc32c.value(data) if self.checksums else None
+        self.slots.take()
+        future = self._submit(self._part(number, data, crc))
+        future.add_done_callback(self._part_done)
+        self._parts.append(future)
+
+    def _part_done(self, future: cf.Future[Any]) -> None:
+        self.slots.give()
+        if not future.cancelled() and future.exception() is not None and self._error is None:
+            self._error = future.exception()
+
+    def _raise_failure(self) -> None:
+        if self._error is not None:
+            self.discard()
+            raise self._failure() from self._error
+
+    def _failure(self) -> WriteError:
+        err = self._error
+        assert err is not None
+        if (code := _code(err)) in _DIGEST_ERRORS:
+            err = OSError(f"the store refused the bytes it received: their checksum isn't "
+                          f"the CRC-32C recprep computed ({code}: {err}); they changed on "
+                          "the way (run it again)")
+        return WriteError(self.shown, err)
+
+    async def _create(self) -> str:
+        kw = {"ChecksumAlgorithm": "CRC32C"} if self.checksums else {}
+        out = await self.fs._call_s3("create_multipart_upload", Bucket=self.bucket,
+                                     Key=self.key, **kw)
+        return str(out["UploadId"])
+
+    async def _id(self) -> str:
+        if self._upload_id is None:
+            self._upload_id = asyncio.ensure_future(self._create())
+        return await self._upload_id
+
+    async def _part(self, number: int, data: bytes, crc: int | None) -> dict[str, Any]:
+        upload_id = await self._id()
+        kw = {} if crc is None else {"ChecksumCRC32C": _b64(crc)}
+        out = await self.fs._call_s3("upload_part", Bucket=self.bucket, Key=self.key,
+                                     UploadId=upload_id, PartNumber=number, Body=data, **kw)
+        return {"PartNumber": number, "ETag": out["ETag"], **kw}
+
+    async def _put(self, data: bytes) -> None:
+        kw = {"ChecksumCRC32C": _b64(google_crc32c.value(data))} if self.checksums else {}
+        await self.fs._call_s3("put_object", Bucket=self.bucket, Key=self.key, Body=data, **kw)
+
+    async def _complete(self) -> None:
+        parts = await asyncio.gather(*(asyncio.wrap_future(p) for p in self._parts))
+        upload_id = await self._id()
+        await self.fs._call_s3("complete_multipart_upload", Bucket=self.bucket,
+                               Key=self.key, UploadId=upload_id,
+                               MultipartUpload={"Parts": list(parts)})
+        self._upload_id = None  # complete: nothing to abort
+
+    async def _abort(self, upload_id: asyncio.Future[str]) -> None:
+        with contextlib.suppress(Exception):
+            await self.fs._call_s3("abort_multipart_upload", Bucket=self.bucket,
+                                   Key=self.key, UploadId=await upload_id)
+
+
+@contextlib.contextmanager
+def open_upload(fs: Any, path: str, slots: UploadSlots | None = None,
+                part_bytes: int = PART_BYTES) -> Iterator[Any]:
+    """``path`` opened for writing: a :class:`PartUpload` (complete when the block ends,
+    aborted if it raises) where ``fs`` speaks S3, else ``fs.open(path, "wb")``.
+
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> with open_upload(fs, "/doc/uploads/x") as out:
+    ...     _ = out.write(b"abc")
+    >>> fs.cat_file("/doc/uploads/x")
+    b'abc'
+    """
+    if not speaks_s3(fs):
+        with fs.open(path, "wb") as out:
+            yield out
+        return
+    slots = slots if slots is not None else UploadSlots(fs)
+    checksums = store_checks(fs, posixpath.dirname(path)) == VERIFIED
+    upload = PartUpload(fs, path, slots, part_bytes=part_bytes, checksums=checksums)
+    try:
+        yield upload
+        upload.result()
+    except BaseException:
+        upload.discard()
+        raise
