@@ -229,6 +229,19 @@ class CommittedSets:
         return NotFoundError(file.shown, "a file of the set is missing (it was there when "
                                          "the reader listed it)")
 
+    def size(self, file: SourceFile) -> int:
+        """The size of ``file`` as storage has it (asked again once when a cached listing
+        said it is missing); a missing file raises its set's missing-file error."""
+        for _ in range(2):
+            try:
+                return int(self._sources.fs.size(file.path))
+            except FileNotFoundError:
+                error = self.missing(file)
+                if error is not None:
+                    raise error from None
+        raise NotFoundError(file.shown, "a file of the set is missing, though a listing "
+                                        "taken just now holds it")
+
     def _open(self, file: SourceFile, entry: ShardInfo | None, pin: str | None,
               span: tuple[int, int] | None) -> Any:
         """``file`` opened from the store (pinned to ``pin``; ``span``: the bytes the read

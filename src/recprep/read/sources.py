@@ -36,7 +36,6 @@ from ..errors import (
     CorruptDataError,
     CorruptDataWarning,
     InvalidArgumentError,
-    NotFoundError,
     RecordRangeError,
     RecordsLostError,
     Remedy,
@@ -246,7 +245,7 @@ class Sources:
             file = self.files[number]
             manifest = self.manifests[file.set_index]
             if manifest is not None and self.commits.pinned(file) is None:  # else: its
-                size = self._size(file)  # size is the manifest's, its reads pinned
+                size = self.commits.size(file)  # size is the manifest's, reads pinned
                 most = manifest.max_records(size)
                 if count > most or (count == 0 and size > 0):
                     detail = (
@@ -274,19 +273,6 @@ class Sources:
                     count = self._counts[number] = self.index(number).num_records
             checked.add(number)
         return count
-
-    def _size(self, file: SourceFile) -> int:
-        """The size of ``file`` as storage has it (asked again once when a cached listing
-        said it is missing); a missing file raises its set's missing-file error."""
-        for _ in range(2):
-            try:
-                return int(self.fs.size(file.path))
-            except FileNotFoundError:
-                error = self.commits.missing(file)
-                if error is not None:
-                    raise error from None
-        raise NotFoundError(file.shown, "a file of the set is missing, though a listing "
-                                        "taken just now holds it")
 
     def proven_count(self, number: int) -> int:
         """The records of file ``number``, proven: a count its manifest vouches for, or

@@ -176,6 +176,7 @@ class Staging:
         self.path = path or posixpath.join(output, f"{STAGING_PREFIX}{prefix}")
         self.area = area or self.path
         self.committing = False  # this object wrote the journal now in place
+        self._staged_manifest: bytes | None = None  # the manifest this object staged
 
     def exists(self) -> bool:
         self._check_not_a_link()
@@ -319,6 +320,7 @@ class Staging:
         ``replaced`` files of an old set (paths in the output directory), then move the
         manifest in last."""
         self._write_atomic(manifest_name(self.prefix), manifest)
+        self._staged_manifest = manifest  # not read back to be moved in
         names = {name: self._name_of(path) for name, path in staged.items()}
         old = sorted({posixpath.basename(p) for p in replaced
                       if posixpath.dirname(p) == self.output})
@@ -428,7 +430,9 @@ class Staging:
         differ from the staged ones (which the journal names): they go to a temporary
         beside it, moved in the same way."""
         fs = self.fs
-        data = self._read(manifest_name(self.prefix))
+        data = self._staged_manifest
+        if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
+            data = self._read(manifest_name(self.prefix))  # a replay: as staged
         pinned = None if data is None else with_etags(fs, self.output, data)
         if pinned is None or pinned == data:
             fs.mv(staged, final)
