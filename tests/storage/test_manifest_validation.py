@@ -81,9 +81,26 @@ def test_counts_are_ints_in_range(text):
     ("num_shards", 3, "num_shards is 3"),
     ("manifest_version", 99, "newer than this recprep reads"),
     ("shards.0.records", 1000, "claims 1000 records in 60 bytes"),
+    # an ETag goes into a request header (If-Match): visible ASCII only, bounded
+    ("shards.0.etag", '"abc"\r\nX-Injected: 1', r"shards\[0\].etag must be 1 to 256 visible"),
+    ("shards.0.etag", "a b", "etag must be"),
+    ("shards.0.etag", "", "etag must be"),
+    ("shards.0.etag", "e" * 257, "etag must be"),
+    ("shards.1.etag", 1234, "etag must be"),
+    ("shards.1.etag", ["x"], "etag must be"),
 ])
 def test_every_field_is_validated(path, value, match):
     refused(mutated(path, value), match)
+
+
+def test_an_etag_is_kept_and_written_only_when_there_is_one():
+    doc = valid_doc()
+    assert all("etag" not in s for s in doc["shards"])  # no ETag: the bytes of before
+    doc["shards"][1]["etag"] = '"9b2cf535f27731c974343645a3985328"'
+    m = Manifest.from_json(json.dumps(doc))
+    assert [s.etag for s in m.shards] == [None, '"9b2cf535f27731c974343645a3985328"']
+    assert Manifest.from_json(m.to_json()) == m
+    assert [("etag" in s) for s in json.loads(m.to_json())["shards"]] == [False, True]
 
 
 def test_not_an_object_and_not_json():

@@ -255,7 +255,7 @@ class ShardCache:
                 partial.drop()
                 _let_go(partial)
                 return self._local(partial.local, self.name_for(url, entry))
-            inner = pool.open(path, size=entry.bytes, span=span)
+            inner = pool.open(path, size=entry.bytes, etag=entry.etag, span=span)
         except BaseException:
             partial.finish(url, entry)
             _let_go(partial)

@@ -10,13 +10,25 @@ sets). A reader (:class:`CommittedSets`, used by :class:`recprep.read.sources.So
 * refuses a set without a manifest whose journal exists
   (:class:`~recprep.errors.SetChangedError`; ``on_corrupt="skip"`` reads its files as they
   are, with an :class:`~recprep.errors.UncommittedSetWarning`);
-* notes the manifest's identity (size, inode and mtime; an object store's ETag) before
-  reading it, and after opening each shard checks that it is unchanged: the open file
-  (a local inode; an object store read pinned to the ETag seen at open) then belongs to
-  the set the reader holds. A set replaced after the reader was built raises
-  :class:`~recprep.errors.SetChangedError` at the next shard it opens;
-* checks each shard's size at open against the manifest, and the CRC-32C of a shard
-  read whole when its last byte is read (:class:`~recprep.errors.CorruptDataError`).
+* notes the manifest's identity (size, inode and mtime; an object store's ETag) as it
+  reads it (on S3 from the response of the one GET that reads it), and then:
+
+  - when the manifest records each shard's ETag (sets committed on an object store by
+    this version), opens each shard pinned to it: every read of the shard asks for that
+    object (``If-Match``), so a shard replaced since the set was committed fails the read
+    (:class:`~recprep.storage.fetch.ObjectChangedError`, s3fs's ``FileExpired``), which
+    becomes :class:`~recprep.errors.SetChangedError`. No request per shard before its
+    reads: its size is the manifest's;
+  - otherwise (a local or in-memory set, a set written before ETags were recorded),
+    after opening each shard checks that the manifest is unchanged (one request per
+    shard on an object store) and that the shard's size is the manifest's: the open file
+    (a local inode; an object store read pinned to the ETag seen at open) then belongs to
+    the set the reader holds.
+
+  Either way a set replaced after the reader was built raises
+  :class:`~recprep.errors.SetChangedError` when the reader reads it;
+* checks the CRC-32C of a shard read whole when its last byte is read
+  (:class:`~recprep.errors.CorruptDataError`).
 
 Example
 -------
@@ -41,13 +53,15 @@ from ..errors import (
     CorruptDataError,
     CorruptDataWarning,
     NotFoundError,
+    RecprepError,
     SetChangedError,
     UncommittedSetWarning,
     warn,
 )
-from ..storage.discovery import ShardSet, relist
+from ..storage.discovery import ShardSet, missing_shards, relist
+from ..storage.fetch import ObjectChangedError
 from ..storage.fs import ChecksumReader, display
-from ..storage.manifest import Manifest, ShardInfo
+from ..storage.manifest import Manifest, ManifestFile, ShardInfo, fetch_manifest, identity_of
 from ..storage.shardnames import manifest_name
 from ..storage.writers import JOURNAL, STAGING_PREFIX, uncommitted
 
@@ -55,10 +69,6 @@ if TYPE_CHECKING:
     from .sources import SourceFile, Sources
 
 __all__ = ["CommittedSets", "journal_path", "manifest_identity", "pending_journal"]
-
-_IDENTITY_KEYS = ("size", "ino", "mtime", "created", "ETag", "etag", "LastModified",
-                  "last_modified", "generation", "VersionId", "version_id")
-
 
 def journal_path(directory: str, prefix: str) -> str:
     """Where a commit into the set ``prefix`` of ``directory`` keeps its journal."""
@@ -72,14 +82,15 @@ def pending_journal(fs: Any, directory: str, prefix: str) -> str | None:
 
 
 def manifest_identity(fs: Any, path: str) -> tuple[Any, ...] | None:
-    """What tells one manifest file from its replacement (None when there is none)."""
+    """What tells one manifest file from its replacement (None when there is none):
+    :func:`~recprep.storage.manifest.identity_of` its facts, asked of storage afresh."""
     with contextlib.suppress(Exception):
         fs.invalidate_cache(path)
     try:
         info = fs.info(path)
     except FileNotFoundError:
         return None
-    return tuple((key, str(info[key])) for key in _IDENTITY_KEYS if key in info)
+    return identity_of(info)
 
 
 class CommittedSets:
@@ -89,17 +100,27 @@ class CommittedSets:
         self._sources = sources
         self._identities: list[tuple[Any, ...] | None] = [None] * len(sources.shard_sets)
         self._entries: dict[int, dict[str, ShardInfo]] = {}
-        for index in range(len(sources.shard_sets)):
-            self._note(index)
+        #: the sets found by reading their manifest (their shards were never listed)
+        self._unlisted_sets = {i for i, s in enumerate(sources.shard_sets)
+                               if s.manifest_file is not None}
 
-    def _note(self, index: int) -> None:
-        """Note the identity of set ``index``'s manifest; a set without one whose commit
-        journal is there is refused (or, skipping, read with a warning)."""
+    def note(self, index: int) -> ManifestFile | None:
+        """Set ``index``'s manifest file, read with its identity (which is noted), or None
+        when it has none; a set without one whose commit journal is there is refused (or,
+        skipping, read with a warning). A manifest that is not a regular file or too big
+        raises :class:`~recprep.errors.CorruptDataError` (its identity noted first)."""
         sources, fs = self._sources, self._sources.fs
         shard_set = sources.shard_sets[index]
         if shard_set.prefix is None or shard_set.manifest_path is None:
-            return
-        identity = self._identities[index] = manifest_identity(fs, shard_set.manifest_path)
+            return None
+        found, shard_set.manifest_file = shard_set.manifest_file, None  # read once
+        try:
+            if found is None:
+                found = fetch_manifest(fs, shard_set.manifest_path)
+        except CorruptDataError:
+            self._identities[index] = manifest_identity(fs, shard_set.manifest_path)
+            raise
+        identity = self._identities[index] = None if found is None else found.identity
         journal = None if identity is not None else pending_journal(
             fs, shard_set.directory, shard_set.prefix)
         if journal is not None:
@@ -108,8 +129,9 @@ class CommittedSets:
             if sources.on_corrupt != "skip":
                 raise SetChangedError(shown, detail)
             warn(UncommittedSetWarning(shown, detail))
+        return found
 
-    def check_listings(self, read_manifest: Callable[[ShardSet], Manifest | None]) -> None:
+    def check_listings(self, read_manifest: Callable[[int], Manifest | None]) -> None:
         """Make each set's listing agree with its manifest (call once the manifests are
         read, before the files are numbered).
 
@@ -133,8 +155,7 @@ class CommittedSets:
                 raise NotFoundError(self._label(index), "the set is gone: a fresh listing "
                                     "holds none of its shards")
             shard_set.paths[:] = paths
-            self._note(index)
-            manifest = sources.manifests[index] = read_manifest(shard_set)
+            manifest = sources.manifests[index] = read_manifest(index)
             self._entries.pop(index, None)
             unlisted = [] if manifest is None else _unlisted(shard_set, manifest)
             if not unlisted:
@@ -185,6 +206,60 @@ class CommittedSets:
         entry = self._entry(file) if self._identities[file.set_index] is not None else None
         return None if entry is None else entry.bytes
 
+    def pinned(self, file: SourceFile) -> ShardInfo | None:
+        """The manifest's entry for ``file`` when it records the shard's ETag and the
+        reader's files pin their reads to it (streamed from an object store by the
+        fetcher, whose range reads send ``If-Match``): the reader then asks nothing of the
+        shard before reading it. None otherwise: the shard is checked when opened."""
+        if self._sources.files_open.fetcher is None:
+            return None
+        entry = self._entry(file) if self._identities[file.set_index] is not None else None
+        return entry if entry is not None and entry.etag is not None else None
+
+    def missing(self, file: SourceFile) -> RecprepError | None:
+        """The error for ``file`` not found where its set's reader expected it: the set
+        was replaced, or (a set found by its manifest) the shards storage doesn't hold,
+        from a fresh listing — None when that listing holds them all (what said the file
+        was missing was a listing the filesystem had cached: try again)."""
+        index = file.set_index
+        if self._identities[index] is not None:
+            self._check_unchanged(index)
+        if index in self._unlisted_sets:
+            return missing_shards(self._sources.fs, self._sources.shard_sets[index])
+        return NotFoundError(file.shown, "a file of the set is missing (it was there when "
+                                         "the reader listed it)")
+
+    def size(self, file: SourceFile) -> int:
+        """The size of ``file`` as storage has it (asked again once when a cached listing
+        said it is missing); a missing file raises its set's missing-file error."""
+        for _ in range(2):
+            try:
+                return int(self._sources.fs.size(file.path))
+            except FileNotFoundError:
+                error = self.missing(file)
+                if error is not None:
+                    raise error from None
+        raise NotFoundError(file.shown, "a file of the set is missing, though a listing "
+                                        "taken just now holds it")
+
+    def _open(self, file: SourceFile, entry: ShardInfo | None, pin: str | None,
+              span: tuple[int, int] | None) -> Any:
+        """``file`` opened from the store (pinned to ``pin``; ``span``: the bytes the read
+        covers), or the missing-file error."""
+        for _ in range(2):
+            try:
+                return self._sources.files_open.open(
+                    file.path, size=None if pin is None or entry is None else entry.bytes,
+                    etag=pin, span=span)
+            except FileNotFoundError:
+                error = self.missing(file)
+                if error is not None:
+                    raise error from None
+            except ObjectChangedError as err:
+                raise self._replaced(file.set_index, file.shown) from err
+        raise NotFoundError(file.shown, "a file of the set is missing, though a listing "
+                                        "taken just now holds it")
+
     @contextlib.contextmanager
     def open(self, file: SourceFile, whole: bool = False,
              span: tuple[int, int] | None = None) -> Iterator[BinaryIO]:
@@ -198,26 +273,33 @@ class CommittedSets:
         if not guarded and sources.manifests[index] is not None:  # committed meanwhile
             self._check_unchanged(index)
         cache, entry = sources.cache, self._entry(file) if guarded else None
+        pin = None if self.pinned(file) is None or entry is None else entry.etag
         try:  # the cache's copy, or its fill while streaming (None: read from the store)
             cached = None if cache is None or entry is None else cache.open(
                 sources.files_open, file.path, file.shown, entry, span=span)
-            opened = cached if cached is not None else sources.files_open.open(
-                file.path, span=span)
         except FileNotFoundError:
-            if guarded:
-                self._check_unchanged(index)
-            raise NotFoundError(file.shown, "a file of the set is missing (it was there when "
-                                            "the reader listed it)") from None
+            error = self.missing(file)
+            raise error or NotFoundError(file.shown, "a file of the set is missing") from None
+        except ObjectChangedError as err:
+            raise self._replaced(file.set_index, file.shown) from err
+        opened = cached if cached is not None else self._open(file, entry, pin, span)
         with opened:
             if not guarded:
                 yield cast(BinaryIO, opened)
                 return
-            self._check_unchanged(index)
-            if entry is not None:
-                self._check_size(opened, entry, file.shown)
+            if pin is None or cached is not None:  # no ETag to pin reads to: ask now
+                self._check_unchanged(index)
+                if entry is not None:
+                    self._check_size(opened, entry, file.shown)
             check = whole and entry is not None and sources.on_corrupt != "skip"
-            pinned = _Pinned(opened, self._label(index), file.shown, entry if check else None)
+            pinned = _Pinned(opened, self._label(index), file.shown, entry if check else None,
+                             lambda: self.missing(file))
             yield cast(BinaryIO, pinned)
+
+    def _replaced(self, index: int, shown: str) -> SetChangedError:
+        return SetChangedError(self._label(index), f"{shown} was replaced since the set was "
+                               "committed (its ETag is not the one its manifest records); "
+                               "build the reader again")
 
     def _check_size(self, opened: Any, entry: ShardInfo, shown: str) -> None:
         size = opened.seek(0, 2)
@@ -245,8 +327,10 @@ class _Pinned:
     opened" becomes :class:`~recprep.errors.SetChangedError`; with ``expected``, the
     CRC-32C of the bytes read front to back is compared with it at the last byte."""
 
-    def __init__(self, file: Any, label: str, shown: str, expected: ShardInfo | None) -> None:
+    def __init__(self, file: Any, label: str, shown: str, expected: ShardInfo | None,
+                 missing: Callable[[], RecprepError | None] | None = None) -> None:
         self._file = file
+        self._missing = missing  # the error for a shard found missing when read (streamed)
         self._label = label
         self._shown = shown
         self._expected = expected
@@ -258,11 +342,15 @@ class _Pinned:
         pos = self._file.tell() if self._expected is not None else 0
         try:
             data = self._file.read(size)
-        except OSError as err:
-            if type(err).__name__ == "FileExpired":  # s3fs: the object's ETag changed
+        except OSError as err:  # s3fs: FileExpired; a pinned range read: ObjectChangedError
+            if isinstance(err, ObjectChangedError) or type(err).__name__ == "FileExpired":
                 raise SetChangedError(
                     self._label, f"{self._shown} was replaced while it was being read; "
                     "build the reader again") from err
+            if isinstance(err, FileNotFoundError) and self._missing is not None:
+                error = self._missing()  # a streamed shard is asked for at its first read
+                raise error or NotFoundError(self._shown, "a file of the set is missing") \
+                    from None
             raise
         expected = self._expected
         if expected is not None and pos <= self._sum.done < pos + len(data):

@@ -241,7 +241,7 @@ class RecordIO:
         """What streaming from an object store cost so far (:class:`~recprep.FetchStats`:
         requests, bytes, retries, throttling...; zeros for local files), shared by the
         copies :meth:`for_rank`/:meth:`for_worker` make in one process."""
-        return self._sources.stats()
+        return FetchStats() if (f := self._sources.fetcher) is None else f.stats()
 
     @property
     def epoch(self) -> int:

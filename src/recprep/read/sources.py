@@ -36,16 +36,15 @@ from ..errors import (
     CorruptDataError,
     CorruptDataWarning,
     InvalidArgumentError,
-    NotFoundError,
     RecordRangeError,
     RecordsLostError,
     Remedy,
     warn,
 )
 from ..storage.discovery import ShardSet
-from ..storage.fetch import Fetcher, FetchOptions, FetchStats, streams_ranges
+from ..storage.fetch import Fetcher, FetchOptions, streams_ranges
 from ..storage.fs import display, in_this_process
-from ..storage.manifest import Manifest, read_manifest
+from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
@@ -109,8 +108,9 @@ class Sources:
         #: object stores: shards streamed as ranges in parallel (see storage/fetch.py)
         self.fetcher = Fetcher(fs, fetch) if streams_ranges(fs) else None
         self.files_open = FilePool(fs, fetcher=self.fetcher)  # round-robin reads: bounded fds
-        self.commits = CommittedSets(self)  # before the manifests are read: see read/committed.py
-        self.manifests: list[Manifest | None] = [self._manifest(s) for s in self.shard_sets]
+        self.commits = CommittedSets(self)  # notes each manifest's identity: read/committed.py
+        self.manifests: list[Manifest | None] = [
+            self._manifest(i) for i in range(len(self.shard_sets))]
         self.commits.check_listings(self._manifest)  # a listing older than its manifest
         self.files = [
             SourceFile(index, path, display(fs, path))
@@ -134,15 +134,17 @@ class Sources:
                 if count is not None:
                     self._counts[n] = count
 
-    def _manifest(self, shard_set: ShardSet) -> Manifest | None:
-        """The manifest of ``shard_set``, if it has one. A damaged one raises, or with
-        ``on_corrupt="skip"`` is left aside with a warning: counts then come from the
-        shards' own chunk headers, as ``recprep ls`` does."""
-        if not shard_set.manifest_path:
-            return None
+    def _manifest(self, index: int) -> Manifest | None:
+        """The manifest of shard set ``index``, if it has one (read once, with its
+        identity: :meth:`~recprep.read.committed.CommittedSets.note`). A damaged one
+        raises, or with ``on_corrupt="skip"`` is left aside with a warning: counts then
+        come from the shards' own chunk headers, as ``recprep ls`` does."""
+        shard_set = self.shard_sets[index]
         try:
-            return read_manifest(self.fs, shard_set.manifest_path)
+            found = self.commits.note(index)
+            return None if found is None else found.parse()
         except CorruptDataError as err:
+            assert shard_set.manifest_path is not None
             if self.on_corrupt != "skip":
                 raise
             warning = CorruptDataWarning(
@@ -158,23 +160,17 @@ class Sources:
 
     @property
     def fs(self) -> Any:
-        """The files' filesystem (made again in a forked process: see
-        :func:`~recprep.storage.fs.in_this_process`)."""
+        """The files' filesystem (made again in a forked process: ``in_this_process``)."""
         fs = in_this_process(self._fs)
         if fs is not self._fs:
             self._fs = self.files_open.fs = fs
         return fs
 
-    def stats(self) -> FetchStats:
-        """What streaming from an object store has cost so far (zeros for local files)."""
-        return FetchStats() if self.fetcher is None else self.fetcher.stats()
-
     def pass_ended(self) -> None:
         """A pass is over: say once if the store throttled it."""
         if self.fetcher is not None and self.shard_sets:
             first = self.shard_sets[0]
-            where = first.paths[0] if first.prefix is None else (
-                f"{first.directory}/{first.prefix}")
+            where = f"{first.directory}/{first.prefix}" if first.prefix else first.paths[0]
             self.fetcher.warn_throttled(display(self.fs, where))
 
     def span(self, piece: Piece) -> tuple[int, int] | None:
@@ -251,12 +247,8 @@ class Sources:
         if number not in checked:
             file = self.files[number]
             manifest = self.manifests[file.set_index]
-            if manifest is not None:
-                try:
-                    size = self.fs.size(file.path)
-                except FileNotFoundError:
-                    raise NotFoundError(file.shown, "a file of the set is missing (it was "
-                                        "there when the reader listed it)") from None
+            if manifest is not None and self.commits.pinned(file) is None:  # else: its
+                size = self.commits.size(file)  # size is the manifest's, reads pinned
                 most = manifest.max_records(size)
                 if count > most or (count == 0 and size > 0):
                     detail = (

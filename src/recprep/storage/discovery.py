@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AmbiguousPathError, MissingShardsError, NotFoundError
-from .fs import display
+from ..errors import AmbiguousPathError, CorruptDataError, MissingShardsError, NotFoundError
+from .fs import display, is_local
 from .listing import (
     SET_KINDS,
     SUCCESS_NAME,
@@ -48,6 +48,7 @@ from .listing import (
     set_files,
     side_file_kinds,
 )
+from .manifest import ManifestFile, fetch_manifest
 from .shardnames import (
     MANIFEST_SUFFIX,
     glob_root,
@@ -68,12 +69,14 @@ __all__ = [
     "ShardSet",
     "SideFileKind",
     "classify",
+    "committed_set",
     "explained",
     "forget_listings",
     "is_data_name",
     "is_partition_dir",
     "list_directory",
     "list_entries",
+    "missing_shards",
     "one_set",
     "relist",
     "resolve_shard_sets",
@@ -89,12 +92,15 @@ class ShardSet:
     ``paths`` are in shard-index order; a reader interleaves them round-robin, which
     gives back the order ``convert`` saw the instances in. ``pattern`` is what the user
     named that resolved to this set (to list it again, see :func:`relist`).
+    ``manifest_file``: the set's manifest, when it was read to find the set (its paths are
+    then the manifest's shards, not a listing's; a reader reads it from here, once).
     """
 
     directory: str
     prefix: str | None
     paths: list[str] = field(default_factory=list)
     pattern: str | None = None
+    manifest_file: ManifestFile | None = field(default=None, repr=False, compare=False)
 
     @property
     def named_alone(self) -> bool:
@@ -292,10 +298,54 @@ def _glob_sets(fs: Any, pattern: str) -> list[ShardSet]:
     return sets
 
 
+def committed_set(fs: Any, pattern: str) -> list[ShardSet]:
+    """The set ``dir/prefix`` (or ``dir/prefix.manifest.json``) names, found by reading
+    its manifest directly, on a store where a listing is a request: its shards are the
+    ones the manifest lists (the commit point says which they are). [] when there is no
+    manifest there, or one that is damaged or not this prefix's: the caller lists."""
+    directory, name = posixpath.split(pattern)
+    prefix = name[: -len(MANIFEST_SUFFIX)] if name.endswith(MANIFEST_SUFFIX) else name
+    if is_local(fs) or has_magic(pattern) or not prefix or prefix.startswith(".") or (
+            parse_shard_name(name) is not None):
+        return []
+    try:
+        found = fetch_manifest(fs, posixpath.join(directory, manifest_name(prefix)))
+        manifest = None if found is None else found.parse()
+    except (CorruptDataError, OSError):
+        return []
+    if manifest is None or manifest.name_prefix != prefix or not manifest.shards:
+        return []
+    paths = [posixpath.join(directory, s.name) for s in manifest.shards]
+    forget_listings(fs, directory)  # a listing cached before a commit would hide its shards
+    return [ShardSet(directory, prefix, paths, manifest_file=found)]
+
+
+def missing_shards(fs: Any, shard_set: ShardSet) -> MissingShardsError | None:
+    """The error naming the shards of ``shard_set`` that storage doesn't hold (a fresh
+    listing of its directory), or None when it holds them all: for a set found by its
+    manifest, whose shards were not listed, when one of them turns out missing."""
+    assert shard_set.prefix is not None
+    forget_listings(fs, shard_set.directory)
+    try:
+        present = {e.name for e in list_entries(fs, shard_set.directory) if not e.is_dir}
+    except FileNotFoundError:
+        present = set()
+    missing = [p for p in shard_set.paths if posixpath.basename(p) not in present]
+    if not missing:
+        return None
+    return MissingShardsError(
+        display(fs, shard_set.pattern or posixpath.join(shard_set.directory, shard_set.prefix)),
+        [display(fs, p) for p in missing], len(shard_set.paths) - len(missing),
+        manifest=manifest_name(shard_set.prefix) in present)
+
+
 def _resolve_pattern(fs: Any, pattern: str) -> list[ShardSet]:
     """The shard sets one pattern names (see :func:`resolve_shard_sets`)."""
     directory, name = posixpath.split(pattern)
     shown = display(fs, pattern)
+    committed = committed_set(fs, pattern)
+    if committed:
+        return committed
     if has_magic(pattern):
         sets = _glob_sets(fs, pattern)
         if not sets:
@@ -369,6 +419,13 @@ def resolve_shard_sets(fs: Any, patterns: Iterable[str]) -> list[ShardSet]:
     * a file: just that file — but a manifest (``dir/p.manifest.json``) stands for its set;
     * ``dir/prefix`` (no such file): the shard set ``prefix`` of ``dir``, as the command
       line tools take it.
+
+    On a store where a listing is a request (not the local disk), ``dir/prefix`` and
+    ``dir/prefix.manifest.json`` are first looked up as a committed set: its manifest is
+    read (one GET, which also gives its identity) and its shards are the ones it lists:
+    no listing, no request per shard (a shard missing from storage raises
+    :class:`~recprep.errors.MissingShardsError` when a reader reaches it). Only when there
+    is no manifest there is the path listed, by the rules above.
 
     A directory that holds several shard sets raises
     :class:`~recprep.errors.AmbiguousPathError` naming them: name one.

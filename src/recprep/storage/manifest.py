@@ -1,13 +1,15 @@
 """The manifest: ``{name_prefix}.manifest.json``, written last, the commit point of a set.
 
 It records how the set was written (format, codec, compressor), each shard's name,
-record count, byte size and CRC-32C, and a free ``schema`` object that codecs fill. It
-has no timestamps, so the same input and options give the same manifest, byte for byte.
+record count, byte size and CRC-32C (and, on a store that gives them, its ETag), and a
+free ``schema`` object that codecs fill. It has no timestamps, so the same input and
+options give the same manifest, byte for byte.
 
 A manifest is input like any file in the output directory: :meth:`Manifest.from_json`
 validates all of it (at most :data:`MAX_MANIFEST_BYTES`; types; counts and sizes
 non-negative ints below 2**63, and no more records than a shard's bytes can hold; shard
-names those of the prefix, in order; CRCs of 8 hex digits; a schema object at most
+names those of the prefix, in order; CRCs of 8 hex digits; ETags of at most
+:data:`MAX_ETAG_CHARS` visible ASCII characters; a schema object at most
 :data:`MAX_SCHEMA_DEPTH` deep), and anything else raises
 :class:`~recprep.errors.CorruptDataError`, never another exception.
 
@@ -27,6 +29,7 @@ import builtins
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -43,6 +46,13 @@ MAX_MANIFEST_BYTES = 64 << 20
 MAX_SCHEMA_DEPTH = 32
 _MANIFEST_INT_LIMIT = 1 << 63
 _CRC_HEX = re.compile(r"[0-9a-fA-F]{8}")
+#: the longest ETag a manifest may record (S3's are 34 to 45 characters, quotes included)
+MAX_ETAG_CHARS = 256
+#: an ETag: visible ASCII, no space or control character (it goes into a request header)
+_ETAG = re.compile(rf"[\x21-\x7e]{{1,{MAX_ETAG_CHARS}}}")
+#: the keys of a file's facts (``fs.info``) that tell one file from its replacement
+_IDENTITY_KEYS = ("size", "ino", "mtime", "created", "LastModified", "last_modified",
+                  "generation", "VersionId", "version_id")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 #: the most one byte inflates to, per compressor
 _EXPANSION = {"none": 1, "snappy": 22, "gzip": 1032, "zlib": 1032}
@@ -59,12 +69,25 @@ def _min_record_bytes(format: str) -> int:
 
 @dataclass(frozen=True)
 class ShardInfo:
-    """One shard of a set, as the manifest records it."""
+    """One shard of a set, as the manifest records it. ``etag``: the object's ETag under
+    its final name, recorded at commit on stores that give one (None elsewhere, and in
+    sets written before ETags were recorded); a reader pins its reads of the shard to it.
+    """
 
     name: str
     records: int
     bytes: int
     crc32c: int
+    etag: str | None = None
+
+    def to_doc(self) -> dict[str, Any]:
+        """The shard's entry in the manifest file (``etag`` only when there is one, so a
+        manifest without ETags keeps its bytes)."""
+        doc: dict[str, Any] = {"name": self.name, "records": self.records,
+                               "bytes": self.bytes, "crc32c": f"{self.crc32c:08x}"}
+        if self.etag is not None:
+            doc["etag"] = self.etag
+        return doc
 
 
 @dataclass(frozen=True)
@@ -154,9 +177,7 @@ class Manifest:
             "num_shards": self.num_shards,
             "num_records": self.num_records,
             "total_bytes": self.total_bytes,
-            "shards": [
-                {**asdict(s), "crc32c": f"{s.crc32c:08x}"} for s in self.shards
-            ],
+            "shards": [s.to_doc() for s in self.shards],
             "schema": self.schema,
         }
         if self.pickled:
@@ -333,7 +354,103 @@ def _shard_entry(manifest: Manifest, entry: Any, index: int, count: int) -> Shar
     if records > most:
         raise _Invalid(f"{where} claims {records} records in {size} bytes, which can hold at "
                        f"most {most} ({manifest.format}, {manifest.compressor})")
-    return ShardInfo(name, records, size, int(crc, 16))
+    etag = entry.get("etag")
+    if etag is not None and (not isinstance(etag, str) or not _ETAG.fullmatch(etag)):
+        raise _Invalid(f"{where}.etag must be 1 to {MAX_ETAG_CHARS} visible ASCII "
+                       f"characters, found {_shown_value(etag)}")
+    return ShardInfo(name, records, size, int(crc, 16), etag)
+
+
+def identity_of(info: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What tells a file from its replacement, from its facts (``fs.info``, or the
+    response to a GET): its ETag (and version, when versioned) on a store that gives
+    one, else its size, inode and times.
+
+    >>> identity_of({"ETag": '"9b2c"', "size": 10, "VersionId": None})
+    (('etag', '"9b2c"'),)
+    >>> identity_of({"size": 10, "created": 1.5, "name": "x"})
+    (('size', '10'), ('created', '1.5'))
+    """
+    etag = info.get("ETag", info.get("etag"))
+    if etag is None:
+        return tuple((key, str(info[key])) for key in _IDENTITY_KEYS if key in info)
+    version = info.get("VersionId") or info.get("version_id") or info.get("generation")
+    return (("etag", str(etag)),) + ((("version", str(version)),) if version else ())
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """A manifest file's bytes and its identity (:func:`identity_of`), read together."""
+
+    path: str
+    data: builtins.bytes
+    identity: tuple[tuple[str, str], ...]
+
+    def parse(self) -> Manifest:
+        """The manifest, validated (:meth:`Manifest.from_json`)."""
+        return Manifest.from_json(self.data, path=self.path)
+
+
+def fetch_manifest(fs: Any, path: str) -> ManifestFile | None:
+    """The bytes and identity of the manifest at ``path`` (None when there is none), each
+    checked as :func:`read_manifest` does: on S3 one GET, whose response gives the ETag
+    (no HEAD); elsewhere ``fs.info`` and one read.
+
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe_file("/doc/fetch/p.manifest.json", b"{}")
+    >>> got = fetch_manifest(fs, "/doc/fetch/p.manifest.json")
+    >>> got.data, dict(got.identity)["size"], fetch_manifest(fs, "/doc/fetch/q.manifest.json")
+    (b'{}', '2', None)
+    """
+    try:
+        got = _s3_get(fs, path, MAX_MANIFEST_BYTES)
+        if got is None:
+            info = fs.info(path)
+            got = read_regular(fs, path, MAX_MANIFEST_BYTES, what="a manifest"), info
+    except FileNotFoundError:
+        return None
+    except CorruptDataError as err:
+        raise CorruptDataError(f"not a valid recprep manifest: {err.detail}",
+                               path=err.path) from None
+    return ManifestFile(path, got[0], identity_of(got[1]))
+
+
+def _s3_get(fs: Any, path: str, limit: int) -> tuple[builtins.bytes, dict[str, Any]] | None:
+    """At most ``limit`` bytes of the object at ``path`` and the response's facts (its
+    ETag, version), by one ranged GET through s3fs; None when ``fs`` is not s3fs or the
+    GET is refused for another reason than a missing key (an empty object, whose range is
+    not satisfiable): the caller reads it the ordinary way. More than ``limit`` bytes
+    raise :class:`~recprep.errors.CorruptDataError`."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    if "s3" not in protocols or not hasattr(fs, "_call_s3"):
+        return None
+    from fsspec.asyn import sync
+
+    bucket, key, version = fs.split_path(path)
+
+    async def get() -> tuple[builtins.bytes, dict[str, Any]]:
+        extra = {"VersionId": version} if version else {}
+        response = await fs._call_s3("get_object", Bucket=bucket, Key=key,
+                                     Range=f"bytes=0-{limit}", **extra)
+        body = response["Body"]
+        try:
+            data = await body.read()
+        finally:
+            body.close()
+        return data, response
+
+    try:
+        data, response = sync(fs.loop, get)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None
+    if len(data) > limit:
+        total = str(response.get("ContentRange", "")).rpartition("/")[2]
+        raise CorruptDataError(f"{total or 'more'} bytes, more than a manifest may have "
+                               f"({limit})", path=fs.unstrip_protocol(path))
+    return data, {"ETag": response.get("ETag"), "VersionId": response.get("VersionId")}
 
 
 def read_manifest(fs: Any, path: str) -> Manifest | None:

@@ -31,6 +31,7 @@ output directory (final names). A side file that fails either check is refused w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -60,6 +61,31 @@ FINGERPRINT = "options.json"
 #: a staging side file (``options.json``, ``done-*.json``, ``commit.json``, the staged
 #: manifest) larger than this is refused before it is read
 MAX_SIDE_BYTES = 64 << 20
+
+
+def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
+    """The manifest ``data`` with each shard's ETag, as storage gives it now for the shard
+    in ``directory``, recorded (and any it recorded dropped where storage gives none: a
+    set copied from an object store to a disk); None when ``data`` is not a manifest."""
+    from .manifest import Manifest
+
+    try:
+        manifest = Manifest.from_json(data)
+    except CorruptDataError:
+        return None
+    shards = []
+    for shard in manifest.shards:
+        path = posixpath.join(directory, shard.name)
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(path)  # a listing taken before the move knows another
+        try:
+            info = fs.info(path)
+        except FileNotFoundError:
+            info = {}
+        etag = info.get("ETag", info.get("etag"))
+        shards.append(dataclasses.replace(shard, etag=None if etag is None else str(etag)))
+    manifest.shards = shards
+    return manifest.to_json()
 
 
 # -- staged files ----------------------------------------------------------------------------
@@ -150,6 +176,7 @@ class Staging:
         self.path = path or posixpath.join(output, f"{STAGING_PREFIX}{prefix}")
         self.area = area or self.path
         self.committing = False  # this object wrote the journal now in place
+        self._staged_manifest: bytes | None = None  # the manifest this object staged
 
     def exists(self) -> bool:
         self._check_not_a_link()
@@ -293,6 +320,7 @@ class Staging:
         ``replaced`` files of an old set (paths in the output directory), then move the
         manifest in last."""
         self._write_atomic(manifest_name(self.prefix), manifest)
+        self._staged_manifest = manifest  # not read back to be moved in
         names = {name: self._name_of(path) for name, path in staged.items()}
         old = sorted({posixpath.basename(p) for p in replaced
                       if posixpath.dirname(p) == self.output})
@@ -386,7 +414,7 @@ class Staging:
                 if name not in journal.staged and path != final_manifest and fs.exists(path):
                     fs.rm(path)
                     failpoints.hit("commit.replaced")
-            fs.mv(staged_manifest, final_manifest)
+            self._move_manifest(journal, staged_manifest, final_manifest)
             failpoints.hit("commit.manifest")
         for name in (FINGERPRINT, JOURNAL):  # the run is over, then the commit
             if fs.exists(self.file(name)):
@@ -394,6 +422,26 @@ class Staging:
                 failpoints.hit("commit.cleanup")
         self.committing = False
         self.remove()
+
+    def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
+        """Move the staged manifest to its final name, the commit point; on a store that
+        gives ETags, with each shard's ETag under its final name recorded in it (asked
+        now, after the moves: a copy may give an object another ETag). Its bytes then
+        differ from the staged ones (which the journal names): they go to a temporary
+        beside it, moved in the same way."""
+        fs = self.fs
+        data = self._staged_manifest
+        if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
+            data = self._read(manifest_name(self.prefix))  # a replay: as staged
+        pinned = None if data is None else with_etags(fs, self.output, data)
+        if pinned is None or pinned == data:
+            fs.mv(staged, final)
+            return
+        temp = self.file(f".{manifest_name(self.prefix)}.final")
+        with fs.open(temp, "wb") as f:
+            f.write(pinned)
+        fs.mv(temp, final)
+        fs.rm(staged)
 
     # -- cleanup -------------------------------------------------------------------------
 

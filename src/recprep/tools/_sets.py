@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptDataError, NotFoundError
-from ..storage.discovery import forget_listings, one_set
+from ..storage.discovery import committed_set, forget_listings, one_set
 from ..storage.fs import display
-from ..storage.listing import DirectoryEntry, Kind, list_entries
+from ..storage.listing import DirectoryEntry, Kind, classify, list_entries
 from ..storage.manifest import Manifest, read_manifest
 from ..storage.shardnames import has_magic, manifest_name, parse_shard_name, shard_name
 from ..storage.writers import explained
@@ -73,6 +73,10 @@ class FoundSet:
     unexpected: list[str] = field(default_factory=list)
     side_files: dict[str, int] = field(default_factory=dict)  # of the set: path -> size
     whole: bool = True  # False when the user named some of the shards storage holds
+    #: False for a set found by its manifest alone (no listing: ``sizes`` and
+    #: ``side_files`` are the manifest's, and shards it lists that storage lacks show
+    #: only when they are read)
+    listed: bool = True
 
     @property
     def label(self) -> str:
@@ -167,8 +171,30 @@ def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
         raise explained(fs, path, err) from None
 
 
+def _by_manifest(fs: Any, path: str) -> FoundSet | None:
+    """The set ``path`` names when it is ``dir/prefix`` or a manifest, found by reading
+    the manifest alone on a store where a listing is a request
+    (:func:`~recprep.storage.discovery.committed_set`): None otherwise."""
+    sets = committed_set(fs, path)
+    if not sets or sets[0].manifest_file is None or sets[0].prefix is None:
+        return None
+    shard_set = sets[0]
+    assert shard_set.manifest_file is not None and shard_set.prefix is not None
+    manifest = shard_set.manifest_file.parse()
+    found = FoundSet(shard_set.directory, shard_set.prefix, list(shard_set.paths),
+                     manifest_path=shard_set.manifest_path, manifest=manifest, listed=False)
+    found.sizes = {p: s.bytes for p, s in zip(shard_set.paths, manifest.shards, strict=True)}
+    found.side_files = {posixpath.join(found.directory, f.name): f.bytes
+                        for f in manifest.side_files
+                        if classify(f.name).kind is Kind.SET_SIDE}
+    return found
+
+
 def _find(fs: Any, path: str, lone_files: bool) -> list[FoundSet]:
     shown = display(fs, path)
+    found = _by_manifest(fs, path)
+    if found is not None:
+        return [found]
     if has_magic(path):
         matched = visible_files(DirectoryEntry.of({**info, "name": p})
                                 for p, info in fs.glob(path, detail=True).items())

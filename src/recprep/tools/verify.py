@@ -348,5 +348,9 @@ def _check_set(fs: Any, found: FoundSet, pool: cf.Executor, max_chunk_bytes: int
     order = [s.name for s in manifest.shards] if manifest is not None else []
     rank = {name: i for i, name in enumerate(order)}
     results = [f.result() for f in futures.values()] + list(missing.values())
+    if not found.listed:  # a shard its manifest lists was not there to read
+        results = [_missing(fs, posixpath.join(found.directory, r.name),
+                            entries.get(r.name)) if r.status == "missing" else r
+                   for r in results]
     checked.shards = sorted(results, key=lambda s: (rank.get(s.name, len(rank)), s.name))
     return checked
