@@ -107,7 +107,7 @@ def test_a_store_that_stops_answering_fails_within_the_deadline(flaky_set):
 
 def test_a_store_that_always_throttles_fails_naming_the_status(flaky_set):
     url, _, link = flaky_set
-    reader = _reader(url, link, deadline=1.0)
+    reader = _reader(url, link, deadline=2.0)
     link.faults.update(slowdown={"ranged": True})
     with warnings.catch_warnings():
         warnings.simplefilter("error", ThrottledWarning)  # the error says it, not a warning

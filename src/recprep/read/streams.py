@@ -102,13 +102,37 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool
             decoding=decoding, columnar=columnar,
             written_with=reading.written_with(file.set_index),
         ))
-    with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
-        try:
-            yield prefetching
-        except GeneratorExit:  # the consumer stopped early: the pass is over
-            sources.pass_ended()
-            raise
-    sources.pass_ended()  # not when the pass failed: its error says what happened
+    _expect_first_group(plan, sources)
+    try:
+        with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
+            try:
+                yield prefetching
+            except GeneratorExit:  # the consumer stopped early: the pass is over
+                sources.pass_ended()
+                raise
+        sources.pass_ended()  # not when the pass failed: its error says what happened
+    finally:
+        if sources.fetcher is not None:
+            sources.fetcher.drop_expected()
+
+
+def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
+    """On an object store, start fetching every piece of the pass's first group at once
+    (a set's shards are read round-robin but opened one after another: each would
+    otherwise wait a round trip for its first bytes in turn). Only shards pinned by
+    their manifest's ETag, whose open asks the store nothing first."""
+    fetcher = sources.fetcher
+    if fetcher is None or sources.cache is not None or not plan.pieces:
+        return
+    expected = []
+    for piece, group in zip(plan.pieces, plan.groups, strict=True):
+        if group != plan.groups[0]:
+            break
+        entry = sources.commits.pinned(sources.files[piece.file])
+        if entry is not None:
+            expected.append((sources.files[piece.file].path, entry.bytes, entry.etag,
+                             sources.span(piece)))
+    fetcher.expect(expected)
 
 
 def instances(runs: Iterator[Block], progress: PassProgress) -> Iterator[Any]:

@@ -51,7 +51,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -158,6 +158,7 @@ class Fetcher:
         self._counts = FetchStats()
         self._throttled_warned = 0
         self._closed = False
+        self._expected: dict[tuple[Any, ...], RangedFile] = {}  # opened ahead, not yet claimed
         _LIVE.add(self)
 
     @property
@@ -180,6 +181,12 @@ class Fetcher:
         the pass will read; else from the first read to the end). ``on_bytes(offset,
         data)`` is called with each piece as it arrives, in order within a range, on
         the fetcher's event loop (a cache fills from it: keep it short, and don't raise)."""
+        with self._lock:
+            ahead = self._expected.pop((path, size, etag, span), None)
+        if ahead is not None and on_bytes is None:
+            return ahead
+        if ahead is not None:
+            ahead.close()
         if size is None:
             size = int(self.fs.size(path))
         file = RangedFile(self, path, size, etag, span)
@@ -188,6 +195,27 @@ class Fetcher:
             self._files[id(file)] = file
             self._pump()
         return file
+
+    def expect(self, files: Sequence[tuple[str, int, str | None, tuple[int, int] | None]]
+               ) -> None:
+        """Start fetching files a pass will open soon, each ``(path, size, etag, span)``
+        (the shards of a set read round-robin, opened one after another): their first
+        ranges are in flight by then, shared out among them. :meth:`open` with the same
+        arguments takes one; :meth:`drop_expected` lets go of those never taken."""
+        with self._lock:
+            for key in files:
+                if key in self._expected or self._closed:
+                    continue
+                self._expected[key] = file = RangedFile(self, *key)
+                self._files[id(file)] = file
+            self._pump()
+
+    def drop_expected(self) -> None:
+        """Close the files :meth:`expect` opened that no pass took."""
+        with self._lock:
+            files, self._expected = list(self._expected.values()), {}
+        for file in files:
+            file.close()
 
     def stats(self) -> FetchStats:
         """The counts so far (a snapshot)."""
@@ -295,7 +323,8 @@ class Fetcher:
                     kind = failure_of(err)
                     if kind == "final":
                         raise
-                    last = status_of(err)
+                    cut_by_deadline = isinstance(err, TimeoutError) and attempts > 1
+                    last = last if cut_by_deadline else status_of(err)  # the store's last word
                     if kind == "throttled":
                         with self._lock:
                             self._count(throttled=1)
