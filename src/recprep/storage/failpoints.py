@@ -9,7 +9,9 @@ kill rarely lands. Unset (always, outside such tests), ``hit`` is a dictionary l
 from __future__ import annotations
 
 import os
+import threading
 
+_LOCK = threading.Lock()  # moves on object stores hit "commit.move" from several threads
 _ARMED: dict[str, int] = {}
 for _item in filter(None, os.environ.get("RECPREP_FAILPOINTS", "").split(",")):
     _name, _, _count = _item.partition("=")
@@ -19,6 +21,7 @@ for _item in filter(None, os.environ.get("RECPREP_FAILPOINTS", "").split(",")):
 def hit(name: str) -> None:
     """Die here if the failpoint ``name`` is armed and its count is reached."""
     if name in _ARMED:
-        _ARMED[name] -= 1
-        if _ARMED[name] <= 0:
-            os._exit(137)
+        with _LOCK:
+            _ARMED[name] -= 1
+            if _ARMED[name] <= 0:
+                os._exit(137)

@@ -37,6 +37,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -54,6 +55,10 @@ from .listing import Kind, classify
 from .seals import safe_name, seal, unseal
 from .shardnames import manifest_name
 from .writers import JOURNAL, STAGING_PREFIX
+
+#: files moved into place at once on an object store (each a server-side copy + delete);
+#: the manifest still goes last, after all of them
+MOVES_IN_FLIGHT = 8
 
 log = logging.getLogger("recprep")
 
@@ -401,14 +406,13 @@ class Staging:
             if fs.exists(final_manifest):
                 fs.rm(final_manifest)  # uncommit the old set before touching its files
                 failpoints.hit("commit.uncommit")
-            for name, staged in journal.staged.items():
-                source = posixpath.join(self.area, staged)
-                target = posixpath.join(self.output, name)
-                if fs.exists(source):
-                    fs.mv(source, target)
-                    failpoints.hit("commit.move")
-                elif classify(name).kind is Kind.SHARD_SIDE and fs.exists(target):
-                    fs.rm(target)  # moved or not, an index is rebuilt on demand
+            moves = list(journal.staged.items())
+            if is_local(fs) or len(moves) < 2:
+                for move in moves:
+                    self._move_in(*move)
+            else:  # an object store's move is a copy and a delete: several at once
+                with ThreadPoolExecutor(min(MOVES_IN_FLIGHT, len(moves))) as pool:
+                    list(pool.map(lambda move: self._move_in(*move), moves))
             for name in journal.replaced:
                 path = posixpath.join(self.output, name)
                 if name not in journal.staged and path != final_manifest and fs.exists(path):
@@ -422,6 +426,17 @@ class Staging:
                 failpoints.hit("commit.cleanup")
         self.committing = False
         self.remove()
+
+    def _move_in(self, name: str, staged: str) -> None:
+        """Move one staged file to its final name (a replay: if it is still staged)."""
+        fs = self.fs
+        source = posixpath.join(self.area, staged)
+        target = posixpath.join(self.output, name)
+        if fs.exists(source):
+            fs.mv(source, target)
+            failpoints.hit("commit.move")
+        elif classify(name).kind is Kind.SHARD_SIDE and fs.exists(target):
+            fs.rm(target)  # moved or not, an index is rebuilt on demand
 
     def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
         """Move the staged manifest to its final name, the commit point; on a store that
