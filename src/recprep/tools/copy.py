@@ -69,6 +69,7 @@ from .transfer import (
     ByteProgress,
     CopiedFile,
     Destination,
+    Sources,
     copy_one,
     move_file,
     remove_temporaries,
@@ -232,13 +233,14 @@ def _copy_and_commit(
                               else posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{it.name}"))
     bar = ByteProgress(progress, sum(it.size for it in items), len(items))
     stop = threading.Event()
+    sources = Sources()
     try:
         for staging in stagings.values():
             staging.create(keep=False)
         dest = Destination.of(dfs, dpath)
         with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
-            calls = [(copy_one, it, dest, temps[it.name], finals[it.name], bar, stop)
-                     for it in items]
+            calls = [(copy_one, it, sources, dest, temps[it.name], finals[it.name], bar,
+                      stop) for it in items]
             copied = run_all_or_stop(pool, calls, stop)
             lone = [it.name for it in groups.get(None, [])]
             run_all_or_stop(pool, [(move_file, dfs, temps[n], finals[n]) for n in lone], stop)
@@ -251,6 +253,7 @@ def _copy_and_commit(
                 staging.clear(err)
         raise
     finally:
+        sources.close()
         bar.close()
     return copied
 
