@@ -15,7 +15,8 @@ Then, as in ``convert``'s commit protocol (``docs/format.md`` §3):
    differs from its manifest's is refused. Each copy is checked: where the destination
    store checks the CRC-32C sent with each uploaded part (S3's ``x-amz-checksum-crc32c``;
    found out once per run, :func:`~recprep.write.uploads.store_checks`), by the store;
-   elsewhere each temporary is read back and its size and CRC-32C compared.
+   else where the store's ETag is the MD5 of the bytes sent, by that receipt; elsewhere
+   each temporary is read back and its size and CRC-32C compared.
 3. Only when every file checks out: files of no set are moved to their names, and each
    set is committed with the journal: its old manifest removed, its files moved in, the
    manifest moved in **last**. Readers see the old set, the new one, or an error (a set

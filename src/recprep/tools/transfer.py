@@ -5,7 +5,10 @@ while its CRC-32C is computed (from an async filesystem, several ranges in fligh
 store that speaks S3, several parts in flight: :mod:`recprep.write.uploads`), refuses a
 source whose size or CRC-32C differs from what its listing and manifest say, and checks
 the copy: where the store checks the CRC-32C sent with every part, that is the check (a
-wrong byte is refused by the store); elsewhere the temporary is read back and compared.
+wrong byte is refused by the store); where the store's ETag is the MD5 of the bytes sent
+(S3 without SSE-KMS/SSE-C, moto), that receipt is; elsewhere the temporary is read back
+and compared (a difference is a :class:`~recprep.errors.WriteError`). The sources are
+read through :class:`Sources` (ranges of every file in flight at once, from a store).
 :func:`run_all_or_stop` runs transfers on a thread pool and stops them all at the first failure;
 :class:`ByteProgress` counts the bytes (a tqdm bar, or a callback). Nothing here gives a
 file its final name but :func:`move_file`, which :mod:`recprep.tools.copy` calls once
@@ -34,7 +37,7 @@ import google_crc32c
 
 from ..errors import CorruptDataError, NotFoundError, RecprepError, WriteError
 from ..storage import failpoints
-from ..storage.fetch import FetchOptions, Fetcher, FetchStats, streams_ranges
+from ..storage.fetch import Fetcher, FetchOptions, FetchStats, streams_ranges
 from ..storage.fs import COPY_BLOCK, checksum, display, open_regular
 from ..storage.staging import note_cleanup_failure
 from ..write.uploads import (
