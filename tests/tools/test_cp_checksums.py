@@ -81,13 +81,13 @@ def fetched(monkeypatch) -> list:
     """The download's fetch counts (:class:`~recprep.storage.fetch.FetchStats`), one per
     copy, taken as it ends."""
     seen: list = []
-    close = transfer.Sources.close
+    close = transfer.CopySources.close
 
     def closing(self):
         seen.append(self.stats())
         close(self)
 
-    monkeypatch.setattr(transfer.Sources, "close", closing)
+    monkeypatch.setattr(transfer.CopySources, "close", closing)
     return seen
 
 

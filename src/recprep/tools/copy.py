@@ -69,8 +69,8 @@ from .copyplan import (
 from .transfer import (
     ByteProgress,
     CopiedFile,
+    CopySources,
     Destination,
-    Sources,
     copy_one,
     move_file,
     remove_temporaries,
@@ -234,7 +234,7 @@ def _copy_and_commit(
                               else posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{it.name}"))
     bar = ByteProgress(progress, sum(it.size for it in items), len(items))
     stop = threading.Event()
-    sources = Sources()
+    sources = CopySources()
     try:
         for staging in stagings.values():
             staging.create(keep=False)

@@ -8,7 +8,7 @@ the copy: where the store checks the CRC-32C sent with every part, that is the c
 wrong byte is refused by the store); where the store's ETag is the MD5 of the bytes sent
 (S3 without SSE-KMS/SSE-C, moto), that receipt is; elsewhere the temporary is read back
 and compared (a difference is a :class:`~recprep.errors.WriteError`). The sources are
-read through :class:`Sources` (ranges of every file in flight at once, from a store).
+read through :class:`CopySources` (ranges of every file in flight at once, from a store).
 :func:`run_all_or_stop` runs transfers on a thread pool and stops them all at the first failure;
 :class:`ByteProgress` counts the bytes (a tqdm bar, or a callback). Nothing here gives a
 file its final name but :func:`move_file`, which :mod:`recprep.tools.copy` calls once
@@ -51,14 +51,14 @@ from ..write.uploads import (
 )
 from .copyplan import CopyItem
 
-__all__ = ["RANGE_BYTES", "ByteProgress", "CopiedFile", "Destination", "Sources", "copy_one",
+__all__ = ["RANGE_BYTES", "ByteProgress", "CopiedFile", "Destination", "CopySources", "copy_one",
            "move_file", "remove_temporaries", "run_all_or_stop"]
 
 log = logging.getLogger("recprep")
 
 RANGE_BYTES = 8 << 20
 """A file copied from an async filesystem (s3fs, gcsfs, HTTP) is fetched in ranges this
-big (:class:`Sources`)."""
+big (:class:`CopySources`)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class Destination:
         return cls(fs, UploadSlots(fs), store_checks(fs, directory) == VERIFIED)
 
 
-class Sources:
+class CopySources:
     """The filesystems a copy reads from. A file of a filesystem with async I/O (s3fs,
     gcsfs, HTTP: :func:`~recprep.storage.fetch.streams_ranges`) streams through the one
     :class:`~recprep.storage.fetch.Fetcher` of its filesystem: ranges of every file being
@@ -174,7 +174,7 @@ class Sources:
             fetcher.close()
 
 
-def _stream(item: CopyItem, sources: Sources, dest: Destination, temp: str,
+def _stream(item: CopyItem, sources: CopySources, dest: Destination, temp: str,
             bar: ByteProgress, stop: threading.Event) -> tuple[int, int, bool]:
     """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read, and
     whether the store's receipt (its ETag) vouches that it holds exactly those bytes."""
@@ -220,7 +220,7 @@ def _check_copy(dest: Destination, temp: str, crc: int, size: int, vouched: bool
 
 
 def copy_one(
-    item: CopyItem, sources: Sources, dest: Destination, temp: str, final: str,
+    item: CopyItem, sources: CopySources, dest: Destination, temp: str, final: str,
     bar: ByteProgress, stop: threading.Event,
 ) -> CopiedFile:
     """Copy ``item`` (read through ``sources``) into ``temp``, checked: its size and
