@@ -51,14 +51,17 @@ from ..write.uploads import (
 )
 from .copyplan import CopyItem
 
-__all__ = ["RANGE_BYTES", "ByteProgress", "CopiedFile", "Destination", "CopySources", "copy_one",
-           "move_file", "remove_temporaries", "run_all_or_stop"]
+__all__ = ["RANGE_BYTES", "REQUESTS_AT_FIRST", "ByteProgress", "CopiedFile", "CopySources",
+           "Destination", "copy_one", "move_file", "remove_temporaries", "run_all_or_stop"]
 
 log = logging.getLogger("recprep")
 
 RANGE_BYTES = 8 << 20
 """A file copied from an async filesystem (s3fs, gcsfs, HTTP) is fetched in ranges this
 big (:class:`CopySources`)."""
+REQUESTS_AT_FIRST = 16
+"""Range requests in flight when a download starts (more while throughput grows, up to
+the fetcher's ``max_requests``): a copy is a bulk transfer, it starts with the link full."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,8 @@ class CopySources:
     the copy is done."""
 
     def __init__(self, options: FetchOptions | None = None) -> None:
-        self.options = options or FetchOptions(range_bytes=RANGE_BYTES)
+        self.options = options or FetchOptions(range_bytes=RANGE_BYTES,
+                                               initial_requests=REQUESTS_AT_FIRST)
         self._fetchers: dict[int, Fetcher] = {}
         self._lock = threading.Lock()
 
