@@ -1,14 +1,16 @@
 """``recprep cp`` to and from an S3 store: parts and ranges in flight, and the copy checked
-by the store's CRC-32C check where it has one (no read-back), by a read-back where not.
+by the store's CRC-32C check where it has one, by its receipt (an ETag that is the MD5 of
+the bytes sent) where not, and by a read-back where neither vouches.
 
 moto's server stores an ``x-amz-checksum-crc32c`` without checking it (a wrong one is
-accepted: asserted below), so on moto recprep can't claim the store's check and reads each
-copy back; :mod:`tests.tools.verifying_store` puts S3's check (``400 BadDigest``) in front
-of moto to test the other side.
+accepted: asserted below), but answers ETags as S3 does (MD5s), so on moto the receipt is
+the check; :mod:`tests.tools.verifying_store` puts S3's CRC check (``400 BadDigest``) in
+front of moto, or ETags that aren't MD5s (the read-back), to test the other sides.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -47,6 +49,13 @@ def verifying(s3):
     store.stop()
 
 
+def _open_uploads(s3, s3_url: str) -> list:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1")
+    return client.list_multipart_uploads(Bucket=s3_url[5:]).get("Uploads", [])
+
+
 def files_of(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
@@ -67,18 +76,76 @@ def test_moto_doesnt_check_checksums_the_verifying_store_does(s3, s3_url, verify
     assert verifying.refused >= 1 and moto.find(s3_url[5:]) == []
 
 
-def test_cp_both_ways_on_moto_bytes_identical_parts_in_flight_read_back(
-        big_set, s3, s3_url, tmp_path, small_parts, monkeypatch):
+@pytest.fixture
+def fetched(monkeypatch) -> list:
+    """The download's fetch counts (:class:`~recprep.storage.fetch.FetchStats`), one per
+    copy, taken as it ends."""
+    seen: list = []
+    close = transfer.CopySources.close
+
+    def closing(self):
+        seen.append(self.stats())
+        close(self)
+
+    monkeypatch.setattr(transfer.CopySources, "close", closing)
+    return seen
+
+
+def test_cp_both_ways_on_moto_the_etags_vouch_no_read_back(
+        big_set, s3, s3_url, tmp_path, small_parts, fetched, monkeypatch):
     calls = S3Calls(monkeypatch)
     copy(str(big_set / "p"), f"{s3_url}/ds", storage_options=s3.storage_options,
          progress=False)
     assert calls.most(("upload_part",), SHARD) >= 2  # the shard's parts went out together
-    # moto doesn't check the CRC-32C: each copy was read back from the store
-    assert calls.of("get_object", f".recprep-staging-p/cp-{SHARD}")
+    # moto doesn't check the CRC-32C, but its ETags are the MD5s of the bytes it got: no
+    # copy is read back (the staged manifest is read once, to commit it)
+    staged = [k for k in calls.of("get_object") if ".recprep-" in k]
+    assert staged == ["ds/.recprep-staging-p/cp-p.manifest.json"]
     copy(f"{s3_url}/ds/p", str(tmp_path / "back"), storage_options=s3.storage_options,
          progress=False)
-    assert calls.most(("get_object",), f"ds/{SHARD}") >= 2  # ranges fetched together
+    shard = (big_set / SHARD).stat().st_size
+    assert fetched[-1].most_in_flight >= 2  # ranges fetched together
+    assert fetched[-1].bytes >= shard and fetched[-1].requests >= shard // (2 * MiB)
     assert files_of(tmp_path / "back") == files_of(big_set)
+
+
+def test_a_store_whose_etags_arent_md5s_gets_the_read_back(
+        big_set, s3, s3_url, tmp_path, small_parts, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG, logger="recprep")
+    store = VerifyingStore(s3.endpoint_url, check_crc=False, rewrite_etags=True)
+    try:
+        calls = S3Calls(monkeypatch)
+        copy(str(big_set / "p"), f"{s3_url}/ds", storage_options=store.storage_options,
+             progress=False)
+    finally:
+        store.stop()
+    assert store.rewritten >= 3  # the shard's (multipart), the side file's, the manifest's
+    read_back = {k.rsplit("/cp-", 1)[1] for k in calls.of("get_object", ".recprep-staging-p")}
+    assert read_back == {SHARD, ".p.chunks", "p.manifest.json"}
+    said = [r.getMessage() for r in caplog.records if "the MD5 of the bytes sent" in r.getMessage()]
+    assert any(f"cp-{SHARD} is " in m and m.endswith("-3") for m in said), said  # 3 parts
+    fs = s3.filesystem()
+    assert {n: fs.cat_file(f"{s3_url}/ds/{n}") for n in files_of(big_set)} == files_of(big_set)
+
+
+@pytest.mark.parametrize("method, key", [("upload_part", SHARD), ("put_object", ".p.chunks")])
+def test_a_byte_flipped_on_the_way_to_moto_is_a_write_error_nothing_committed(
+        big_set, s3, s3_url, small_parts, monkeypatch, method, key):
+    """moto checks no CRC-32C: the ETag it answers isn't the MD5 of what recprep sent,
+    so the copy is read back, differs, and fails."""
+    def flip(called, kwargs):
+        if called == method and key in kwargs["Key"] and kwargs.get("PartNumber", 2) == 2:
+            body = bytearray(kwargs["Body"])
+            body[100] ^= 1
+            kwargs["Body"] = bytes(body)
+
+    S3Calls(monkeypatch, fault=flip)
+    with pytest.raises(WriteError, match=f"writing {s3_url}/ds/{key} failed: OSError: the "
+                       "copy has .* bytes, CRC-32C .*: the bytes changed on the way"):
+        copy(str(big_set / "p"), f"{s3_url}/ds", storage_options=s3.storage_options,
+             progress=False)
+    assert s3.filesystem().find(s3_url[5:]) == []
+    assert _open_uploads(s3, s3_url) == []
 
 
 def test_cp_to_a_store_that_checks_crc32c_is_not_read_back(
@@ -92,13 +159,6 @@ def test_cp_to_a_store_that_checks_crc32c_is_not_read_back(
     copy(f"{s3_url}/ds/p", str(tmp_path / "back"), storage_options=s3.storage_options,
          progress=False)
     assert files_of(tmp_path / "back") == files_of(big_set)
-
-
-def _open_uploads(s3, s3_url: str) -> list:
-    import boto3
-
-    client = boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1")
-    return client.list_multipart_uploads(Bucket=s3_url[5:]).get("Uploads", [])
 
 
 def test_bytes_changed_on_the_way_are_refused_by_the_store(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from recprep import RecordIO, RecprepError, convert
-from recprep.write import filepool
+from recprep.write import filepool, uploads
 
 from ..tools.s3calls import S3Calls
 
@@ -61,3 +61,27 @@ def test_a_failed_upload_is_aborted_and_no_set_committed(s3, s3_url, small_parts
                 storage_options=options, progress=False)
     assert s3.filesystem().find(s3_url[5:]) == []  # no manifest, no shard, no staging
     assert _open_uploads(s3, s3_url[5:]) == []
+
+
+@pytest.mark.parametrize("size", [3 * MiB, 12 * MiB])  # one PutObject; three parts
+def test_the_etag_receipt_vouches_on_moto_not_where_etags_arent_md5s(s3, s3_url, size):
+    import s3fs
+
+    from ..tools.verifying_store import VerifyingStore
+
+    data = os.urandom(size)
+    store = VerifyingStore(s3.endpoint_url, check_crc=False, rewrite_etags=True)
+    try:
+        for options, vouched in ((s3.storage_options, True), (store.storage_options, False)):
+            fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
+            slots = uploads.UploadSlots(fs)
+            upload = uploads.PartUpload(fs, f"{s3_url[5:]}/r/{vouched}", slots,
+                                        part_bytes=5 * MiB, receipt=True)
+            upload.write(data)
+            upload.close()
+            slots.wait()
+            assert upload.vouched is vouched, options
+            assert fs.cat_file(f"{s3_url[5:]}/r/{vouched}") == data
+    finally:
+        store.stop()
+    assert store.rewritten == 1

@@ -15,7 +15,8 @@ Then, as in ``convert``'s commit protocol (``docs/format.md`` §3):
    differs from its manifest's is refused. Each copy is checked: where the destination
    store checks the CRC-32C sent with each uploaded part (S3's ``x-amz-checksum-crc32c``;
    found out once per run, :func:`~recprep.write.uploads.store_checks`), by the store;
-   elsewhere each temporary is read back and its size and CRC-32C compared.
+   else where the store's ETag is the MD5 of the bytes sent, by that receipt; elsewhere
+   each temporary is read back and its size and CRC-32C compared.
 3. Only when every file checks out: files of no set are moved to their names, and each
    set is committed with the journal: its old manifest removed, its files moved in, the
    manifest moved in **last**. Readers see the old set, the new one, or an error (a set
@@ -68,6 +69,7 @@ from .copyplan import (
 from .transfer import (
     ByteProgress,
     CopiedFile,
+    CopySources,
     Destination,
     copy_one,
     move_file,
@@ -232,13 +234,14 @@ def _copy_and_commit(
                               else posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{it.name}"))
     bar = ByteProgress(progress, sum(it.size for it in items), len(items))
     stop = threading.Event()
+    sources = CopySources()
     try:
         for staging in stagings.values():
             staging.create(keep=False)
         dest = Destination.of(dfs, dpath)
         with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
-            calls = [(copy_one, it, dest, temps[it.name], finals[it.name], bar, stop)
-                     for it in items]
+            calls = [(copy_one, it, sources, dest, temps[it.name], finals[it.name], bar,
+                      stop) for it in items]
             copied = run_all_or_stop(pool, calls, stop)
             lone = [it.name for it in groups.get(None, [])]
             run_all_or_stop(pool, [(move_file, dfs, temps[n], finals[n]) for n in lone], stop)
@@ -251,6 +254,7 @@ def _copy_and_commit(
                 staging.clear(err)
         raise
     finally:
+        sources.close()
         bar.close()
     return copied
 

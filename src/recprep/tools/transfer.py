@@ -5,7 +5,10 @@ while its CRC-32C is computed (from an async filesystem, several ranges in fligh
 store that speaks S3, several parts in flight: :mod:`recprep.write.uploads`), refuses a
 source whose size or CRC-32C differs from what its listing and manifest say, and checks
 the copy: where the store checks the CRC-32C sent with every part, that is the check (a
-wrong byte is refused by the store); elsewhere the temporary is read back and compared.
+wrong byte is refused by the store); where the store's ETag is the MD5 of the bytes sent
+(S3 without SSE-KMS/SSE-C, moto), that receipt is; elsewhere the temporary is read back
+and compared (a difference is a :class:`~recprep.errors.WriteError`). The sources are
+read through :class:`CopySources` (ranges of every file in flight at once, from a store).
 :func:`run_all_or_stop` runs transfers on a thread pool and stops them all at the first failure;
 :class:`ByteProgress` counts the bytes (a tqdm bar, or a callback). Nothing here gives a
 file its final name but :func:`move_file`, which :mod:`recprep.tools.copy` calls once
@@ -22,10 +25,7 @@ Example
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import concurrent.futures as cf
-import itertools
 import logging
 import sys
 import threading
@@ -37,6 +37,7 @@ import google_crc32c
 
 from ..errors import CorruptDataError, NotFoundError, RecprepError, WriteError
 from ..storage import failpoints
+from ..storage.fetch import Fetcher, FetchOptions, FetchStats, streams_ranges
 from ..storage.fs import COPY_BLOCK, checksum, display, open_regular
 from ..storage.staging import note_cleanup_failure
 from ..write.uploads import (
@@ -50,15 +51,17 @@ from ..write.uploads import (
 )
 from .copyplan import CopyItem
 
-__all__ = ["RANGES_IN_FLIGHT", "RANGE_BYTES", "ByteProgress", "CopiedFile", "Destination",
-           "copy_one", "move_file", "remove_temporaries", "run_all_or_stop"]
+__all__ = ["RANGE_BYTES", "REQUESTS_AT_FIRST", "ByteProgress", "CopiedFile", "CopySources",
+           "Destination", "copy_one", "move_file", "remove_temporaries", "run_all_or_stop"]
 
 log = logging.getLogger("recprep")
 
 RANGE_BYTES = 8 << 20
 """A file copied from an async filesystem (s3fs, gcsfs, HTTP) is fetched in ranges this
-big, :data:`RANGES_IN_FLIGHT` at once per file."""
-RANGES_IN_FLIGHT = 4
+big (:class:`CopySources`)."""
+REQUESTS_AT_FIRST = 16
+"""Range requests in flight when a download starts (more while throughput grows, up to
+the fetcher's ``max_requests``): a copy is a bulk transfer, it starts with the link full."""
 
 
 @dataclass(frozen=True)
@@ -130,47 +133,63 @@ class Destination:
         return cls(fs, UploadSlots(fs), store_checks(fs, directory) == VERIFIED)
 
 
-def _blocks(fs: Any, path: str, size: int) -> Iterator[bytes]:
-    """The bytes of ``path`` (``size`` of them), in order: ranges of :data:`RANGE_BYTES`
-    fetched several at a time (:data:`RANGES_IN_FLIGHT`) where ``fs`` is an fsspec async
-    filesystem; else read from one open file."""
-    if not (getattr(fs, "async_impl", False) and getattr(fs, "loop", None) is not None
-            and not getattr(fs, "asynchronous", False)) or size <= RANGE_BYTES:
-        with open_regular(fs, path, what="a file to copy") as source:
+class CopySources:
+    """The filesystems a copy reads from. A file of a filesystem with async I/O (s3fs,
+    gcsfs, HTTP: :func:`~recprep.storage.fetch.streams_ranges`) streams through the one
+    :class:`~recprep.storage.fetch.Fetcher` of its filesystem: ranges of every file being
+    copied are in flight together (as many as keep the link busy, within the fetcher's
+    byte budget), each piece handed on as it arrives, a dropped transfer resumed at its
+    byte. Other files are read through their own ``open``. Thread-safe; ``close`` when
+    the copy is done."""
+
+    def __init__(self, options: FetchOptions | None = None) -> None:
+        self.options = options or FetchOptions(range_bytes=RANGE_BYTES,
+                                               initial_requests=REQUESTS_AT_FIRST)
+        self._fetchers: dict[int, Fetcher] = {}
+        self._lock = threading.Lock()
+
+    def _fetcher(self, fs: Any) -> Fetcher:
+        with self._lock:
+            fetcher = self._fetchers.get(id(fs))
+            if fetcher is None:
+                fetcher = self._fetchers[id(fs)] = Fetcher(fs, self.options)
+            return fetcher
+
+    def blocks(self, fs: Any, path: str, size: int) -> Iterator[bytes]:
+        """The bytes of ``path`` (``size`` of them, as listed), in order."""
+        if not streams_ranges(fs):
+            with open_regular(fs, path, what="a file to copy") as source:
+                while block := source.read(COPY_BLOCK):
+                    yield block
+            return
+        with self._fetcher(fs).open(path, size=size, span=(0, size)) as source:
             while block := source.read(COPY_BLOCK):
                 yield block
-        return
-    starts = iter(range(0, size, RANGE_BYTES))
-    pending: collections.deque[cf.Future[bytes]] = collections.deque()
 
-    def more() -> None:
-        for start in itertools.islice(starts, RANGES_IN_FLIGHT - len(pending)):
-            end = min(start + RANGE_BYTES, size)
-            pending.append(asyncio.run_coroutine_threadsafe(
-                fs._cat_file(path, start=start, end=end), fs.loop))
+    def stats(self) -> FetchStats:
+        """The requests and bytes of every fetcher so far, added up."""
+        with self._lock:
+            return sum((f.stats() for f in self._fetchers.values()), FetchStats())
 
-    try:
-        more()
-        while pending:
-            block = bytes(pending.popleft().result())
-            more()
-            yield block
-    finally:
-        for future in pending:
-            future.cancel()
+    def close(self) -> None:
+        with self._lock:
+            fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.close()
 
 
-def _stream(item: CopyItem, dest: Destination, temp: str, bar: ByteProgress,
-            stop: threading.Event) -> tuple[int, int]:
-    """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read."""
+def _stream(item: CopyItem, sources: CopySources, dest: Destination, temp: str,
+            bar: ByteProgress, stop: threading.Event) -> tuple[int, int, bool]:
+    """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read, and
+    whether the store's receipt (its ETag) vouches that it holds exactly those bytes."""
     shown = display(item.fs, item.path)
     if stop.is_set():
         raise _TransferCancelled("stopped: another transfer failed")
     crc = done = 0
     try:
         part = item.size if item.size <= SINGLE_PUT_BYTES else PART_BYTES
-        with open_upload(dest.fs, temp, dest.slots, part) as out:
-            for block in _blocks(item.fs, item.path, item.size):
+        with open_upload(dest.fs, temp, dest.slots, part, receipt=not dest.verified) as out:
+            for block in sources.blocks(item.fs, item.path, item.size):
                 crc = google_crc32c.extend(crc, block)
                 done += len(block)
                 out.write(block)
@@ -179,7 +198,7 @@ def _stream(item: CopyItem, dest: Destination, temp: str, bar: ByteProgress,
                     raise _TransferCancelled("stopped: another transfer failed")
     except FileNotFoundError:
         raise NotFoundError(shown, "disappeared before or while it was copied") from None
-    return crc, done
+    return crc, done, bool(getattr(out, "vouched", False))
 
 
 def _read_back(fs: Any, path: str) -> tuple[int, int]:
@@ -188,16 +207,33 @@ def _read_back(fs: Any, path: str) -> tuple[int, int]:
         return checksum(f)
 
 
+def _check_copy(dest: Destination, temp: str, crc: int, size: int, vouched: bool) -> None:
+    """Check the copy ``temp`` holds ``size`` bytes of CRC-32C ``crc``: the store checked
+    every part's CRC-32C (``dest.verified``), or its ETag is the MD5 of the bytes sent
+    (``vouched``), or else it is read back; a difference is an ``OSError``."""
+    if dest.verified or vouched:
+        return
+    got_crc, got_size = _read_back(dest.fs, temp)
+    if (got_crc, got_size) != (crc, size):
+        raise OSError(
+            f"the copy has {got_size} bytes, CRC-32C {got_crc:08x}; the source has "
+            f"{size} bytes, CRC-32C {crc:08x}: the bytes changed on the way (run it again)")
+    if speaks_s3(dest.fs):
+        log.debug("recprep: %s checks out read back; its store's ETag isn't the MD5 of "
+                  "its bytes", display(dest.fs, temp))
+
+
 def copy_one(
-    item: CopyItem, dest: Destination, temp: str, final: str, bar: ByteProgress,
-    stop: threading.Event,
+    item: CopyItem, sources: CopySources, dest: Destination, temp: str, final: str,
+    bar: ByteProgress, stop: threading.Event,
 ) -> CopiedFile:
-    """Copy ``item`` into ``temp``, checked: its size and CRC-32C as its listing and
-    manifest say, and the copy's — by the store, which checked every part's CRC-32C
-    (``dest.verified``), or else read back."""
+    """Copy ``item`` (read through ``sources``) into ``temp``, checked: its size and
+    CRC-32C as its listing and manifest say, and the copy's — by the store, which checked
+    every part's CRC-32C (``dest.verified``), or by the store's receipt (an ETag that is
+    the MD5 of the bytes sent), or else read back."""
     source, shown = display(item.fs, item.path), display(dest.fs, final)
     try:
-        crc, size = _stream(item, dest, temp, bar, stop)
+        crc, size, vouched = _stream(item, sources, dest, temp, bar, stop)
         if size != item.size:
             raise CorruptDataError(
                 f"read {size} bytes where the listing said {item.size}: the file changed "
@@ -209,13 +245,7 @@ def copy_one(
                 "source is damaged (run recprep verify on it); nothing was copied",
                 path=source,
             )
-        if not dest.verified:
-            got_crc, got_size = _read_back(dest.fs, temp)
-            if (got_crc, got_size) != (crc, size):
-                raise CorruptDataError(
-                    f"the copy has {got_size} bytes, CRC-32C {got_crc:08x}; the source has "
-                    f"{size} bytes, CRC-32C {crc:08x}; nothing was committed", path=shown,
-                )
+        _check_copy(dest, temp, crc, size, vouched)
     except WriteError as err:  # an upload's: named by the file's final name
         raise (err if err.path == shown else WriteError(shown, err.original)) from err
     except RecprepError:

@@ -23,7 +23,12 @@ is), :class:`PartUpload` is used instead. It looks like a file opened for writin
   are left behind on the store;
 * where the store verifies a CRC-32C on upload (:func:`store_checks`), every part (or the
   whole object) carries its ``x-amz-checksum-crc32c``, so a byte changed on the way is
-  refused by the store (``BadDigest``) and becomes a ``WriteError``.
+  refused by the store (``BadDigest``) and becomes a ``WriteError``;
+* with ``receipt=True``, the MD5 of every part is computed as it goes out, and the ETag
+  the store answers for the whole object is compared with what S3 would answer for those
+  bytes (:func:`md5_etag`): :attr:`PartUpload.vouched` says whether the store's receipt
+  shows it holds exactly the bytes sent (not where the ETag isn't an MD5: SSE-KMS or
+  SSE-C objects, some S3-compatible stores; then the caller reads the object back).
 
 The output's bytes are what ``fs.open(path, "wb")`` would have written: only how they
 travel changes. Part ``k`` (from 1) is ``part_bytes << ((k - 1) // 1000)`` bytes: a part
@@ -44,6 +49,7 @@ import asyncio
 import base64
 import concurrent.futures as cf
 import contextlib
+import hashlib
 import logging
 import posixpath
 import threading
@@ -58,7 +64,7 @@ from ..errors import WriteError
 from ..storage.fs import display
 
 __all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
-           "open_upload", "part_size", "speaks_s3", "store_checks"]
+           "md5_etag", "open_upload", "part_size", "speaks_s3", "store_checks"]
 
 log = logging.getLogger("recprep")
 
@@ -91,6 +97,27 @@ def part_size(part_bytes: int, number: int) -> int:
     """The size of part ``number`` (from 1) of an upload whose first parts are
     ``part_bytes``: doubled every 1,000 parts (S3 allows 10,000)."""
     return part_bytes << min((number - 1) // 1000, 20)
+
+
+def md5_etag(digests: list[bytes], multipart: bool) -> str:
+    """The ETag S3 gives an object uploaded as parts of these MD5 ``digests`` (in order),
+    unquoted: a single ``PutObject``, the hex MD5 of its bytes; a multipart upload, the
+    hex MD5 of the parts' digests put together, ``-`` the number of parts.
+
+    >>> import hashlib
+    >>> md5_etag([hashlib.md5(b"abc").digest()], multipart=False)
+    '900150983cd24fb0d6963f7d28e17f72'
+    >>> md5_etag([hashlib.md5(b"abc").digest()], multipart=True)[-2:]
+    '-1'
+    """
+    if not multipart:
+        return digests[0].hex()
+    joined = hashlib.md5(b"".join(digests), usedforsecurity=False).hexdigest()
+    return f"{joined}-{len(digests)}"
+
+
+def _md5(data: bytes) -> bytes:
+    return hashlib.md5(data, usedforsecurity=False).digest()
 
 
 def _b64(crc: int) -> str:
@@ -197,16 +224,23 @@ class UploadSlots:
 class PartUpload:
     """One object uploaded in parts, several in flight (see the module docs).
 
-    ``checksums``: send each part's CRC-32C for the store to check. ``shown``: the file
-    as errors name it (default: ``path`` as users write it).
+    ``checksums``: send each part's CRC-32C for the store to check. ``receipt``: compute
+    each part's MD5, and once complete set :attr:`vouched` to whether the store's ETag is
+    the one S3 gives exactly the bytes sent.
     """
 
     def __init__(self, fs: Any, path: str, slots: UploadSlots, *,
-                 part_bytes: int = PART_BYTES, checksums: bool = False) -> None:
+                 part_bytes: int = PART_BYTES, checksums: bool = False,
+                 receipt: bool = False) -> None:
         self.fs, self.path, self.slots = fs, path, slots
         self.bucket, self.key = fs.split_path(path)[:2]
         self.part_bytes = max(1, part_bytes)
         self.checksums = checksums
+        self.receipt = receipt
+        self._md5s: list[bytes] = []  # each part's, in order (with ``receipt``)
+        self._etag: str | None = None  # the store's, for the whole object
+        #: the store's ETag is the MD5 receipt of exactly the bytes sent (once complete)
+        self.vouched = False
         self.shown = display(fs, path)
         self._buffer = bytearray()
         self._parts: list[cf.Future[dict[str, Any]]] = []
@@ -240,6 +274,8 @@ class PartUpload:
         self._raise_failure()
         if not self._parts:  # one request: the whole object
             data, self._buffer = bytes(self._buffer), bytearray()
+            if self.receipt:
+                self._md5s.append(_md5(data))
             self.slots.take()
             self._done = self._submit(self._put(data))
             self._done.add_done_callback(lambda _: self.slots.give())
@@ -260,6 +296,12 @@ class PartUpload:
             self._error = self._error or err
             self.discard()
             raise self._failure() from err
+        if self.receipt and self._etag is not None:
+            expected = md5_etag(self._md5s, multipart=bool(self._parts))
+            self.vouched = self._etag.strip('"') == expected
+            if not self.vouched:
+                log.debug("recprep: the store's ETag of %s is %s; the MD5 of the bytes sent "
+                          "gives %s", self.shown, self._etag, expected)
         with contextlib.suppress(Exception):
             self.fs.invalidate_cache(self.path)
 
@@ -284,6 +326,8 @@ class PartUpload:
     def _send(self, data: bytes) -> None:
         number = len(self._parts) + 1
         crc = google_crc32c.value(data) if self.checksums else None
+        if self.receipt:
+            self._md5s.append(_md5(data))
         self.slots.take()
         future = self._submit(self._part(number, data, crc))
         future.add_done_callback(self._part_done)
@@ -328,14 +372,17 @@ class PartUpload:
 
     async def _put(self, data: bytes) -> None:
         kw = {"ChecksumCRC32C": _b64(google_crc32c.value(data))} if self.checksums else {}
-        await self.fs._call_s3("put_object", Bucket=self.bucket, Key=self.key, Body=data, **kw)
+        out = await self.fs._call_s3("put_object", Bucket=self.bucket, Key=self.key,
+                                     Body=data, **kw)
+        self._etag = out.get("ETag")
 
     async def _complete(self) -> None:
         parts = await asyncio.gather(*(asyncio.wrap_future(p) for p in self._parts))
         upload_id = await self._id()
-        await self.fs._call_s3("complete_multipart_upload", Bucket=self.bucket,
-                               Key=self.key, UploadId=upload_id,
-                               MultipartUpload={"Parts": list(parts)})
+        out = await self.fs._call_s3("complete_multipart_upload", Bucket=self.bucket,
+                                     Key=self.key, UploadId=upload_id,
+                                     MultipartUpload={"Parts": list(parts)})
+        self._etag = out.get("ETag")
         self._upload_id = None  # complete: nothing to abort
 
     async def _abort(self, upload_id: asyncio.Future[str]) -> None:
@@ -346,9 +393,11 @@ class PartUpload:
 
 @contextlib.contextmanager
 def open_upload(fs: Any, path: str, slots: UploadSlots | None = None,
-                part_bytes: int = PART_BYTES) -> Iterator[Any]:
+                part_bytes: int = PART_BYTES, *, receipt: bool = False) -> Iterator[Any]:
     """``path`` opened for writing: a :class:`PartUpload` (complete when the block ends,
-    aborted if it raises) where ``fs`` speaks S3, else ``fs.open(path, "wb")``.
+    aborted if it raises; ``receipt``: its :attr:`~PartUpload.vouched` then says whether
+    the store's ETag vouches for the bytes) where ``fs`` speaks S3, else
+    ``fs.open(path, "wb")``.
 
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -363,7 +412,8 @@ def open_upload(fs: Any, path: str, slots: UploadSlots | None = None,
         return
     slots = slots if slots is not None else UploadSlots(fs)
     checksums = store_checks(fs, posixpath.dirname(path)) == VERIFIED
-    upload = PartUpload(fs, path, slots, part_bytes=part_bytes, checksums=checksums)
+    upload = PartUpload(fs, path, slots, part_bytes=part_bytes, checksums=checksums,
+                        receipt=receipt)
     try:
         yield upload
         upload.result()
