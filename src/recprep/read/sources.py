@@ -107,6 +107,8 @@ class Sources:
         self.cache = None if {"file", "local"} & set(protocols) else cache
         #: object stores: shards streamed as ranges in parallel (see storage/fetch.py)
         self.fetcher = Fetcher(fs, fetch) if streams_ranges(fs) else None
+        if self.fetcher is not None:
+            self.fetcher.warm()  # its connections set up while the manifests are read
         self.files_open = FilePool(fs, fetcher=self.fetcher)  # round-robin reads: bounded fds
         self.commits = CommittedSets(self)  # notes each manifest's identity: read/committed.py
         self.manifests: list[Manifest | None] = [

@@ -122,7 +122,10 @@ def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
     otherwise wait a round trip for its first bytes in turn). Only shards pinned by
     their manifest's ETag, whose open asks the store nothing first."""
     fetcher = sources.fetcher
-    if fetcher is None or sources.cache is not None or not plan.pieces:
+    if fetcher is None or not plan.pieces:
+        return
+    fetcher.warm()
+    if sources.cache is not None:
         return
     expected = []
     for piece, group in zip(plan.pieces, plan.groups, strict=True):

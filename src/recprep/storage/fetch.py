@@ -285,6 +285,13 @@ class Fetcher:
             best._planned = end
             self._reserve(best, start, end, demand=False)
 
+    def warm(self) -> None:
+        """Make the getter's connection setup start now, in the background (a client of
+        its own, on the event loop), so that the first ranges don't wait for it."""
+        with self._lock:
+            getter = self._getter_now()
+        getter.warm()
+
     def _getter_now(self) -> RangeGetter:
         if self._getter is None:
             self._getter = range_getter(self.fs, self.options.max_requests)

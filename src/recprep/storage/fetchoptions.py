@@ -49,7 +49,7 @@ class FetchOptions:
 
     range_bytes: int = 8 * MiB
     budget_bytes: int = 256 * MiB
-    initial_requests: int = 8
+    initial_requests: int = 16
     max_requests: int = 64
     deadline: float = 120.0
     backoff: float = 0.1

@@ -141,6 +141,9 @@ class RangeGetter:
         that is no longer that one raises :class:`ObjectChangedError`."""
         raise NotImplementedError
 
+    def warm(self) -> None:
+        """Start setting up what the first request needs, in the background."""
+
     def close(self) -> None:
         """Let go of connections and threads."""
 
@@ -160,6 +163,9 @@ class S3Ranges(RangeGetter):
         self.fs = type(fs)(**options)
         self.fs.retries = 1  # s3fs's own retry loop: one attempt
         self.loop = self.fs.loop
+
+    def warm(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.fs.set_session(), self.loop)
 
     async def get(self, path: str, start: int, end: int, etag: str | None = None
                   ) -> AsyncIterator[bytes]:
