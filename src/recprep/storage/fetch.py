@@ -56,7 +56,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import StoreUnavailableError, ThrottledWarning, warn
-from .fetchoptions import FetchOptions, FetchStats, streams_ranges
+from .fetchoptions import Concurrency, FetchOptions, FetchStats, streams_ranges
 from .fs import display, in_this_process
 from .rangeget import ObjectChangedError, RangeGetter, failure_of, range_getter, status_of
 
@@ -67,8 +67,6 @@ __all__ = ["FetchOptions", "FetchStats", "Fetcher", "ObjectChangedError", "Range
 SMALL_READ_BYTES = 64 << 10
 #: ranges shrink to this at the least when many files share the budget
 MIN_RANGE_BYTES = 256 << 10
-#: how often the concurrency is reconsidered while ranges are in flight
-WINDOW_SECONDS = 0.25
 
 
 class _FetchRange:
@@ -85,39 +83,6 @@ class _FetchRange:
         self.error: BaseException | None = None
         self.done = False
         self.demand = demand
-
-
-class _Concurrency:
-    """Requests in flight: additive increase while throughput grows, halved on pushback."""
-
-    def __init__(self, options: FetchOptions) -> None:
-        self.limit = options.initial_requests
-        self.most = options.max_requests
-        self._best = 0.0
-        self._window_start = time.monotonic()
-        self._window_bytes = 0
-        self._saturated = False
-        self._hold_until = 0.0
-
-    def received(self, n: int, now: float, saturated: bool) -> None:
-        self._window_bytes += n
-        self._saturated = self._saturated or saturated
-        elapsed = now - self._window_start
-        if elapsed < WINDOW_SECONDS:
-            return
-        rate = self._window_bytes / elapsed
-        if self._saturated and now >= self._hold_until and self.limit < self.most:
-            if rate > self._best * 1.05:
-                self._best = rate
-                self.limit = min(self.most, self.limit + max(2, self.limit // 4))
-            else:
-                self._hold_until = now + 8 * WINDOW_SECONDS  # a plateau: look again later
-        self._window_start, self._window_bytes, self._saturated = now, 0, False
-
-    def throttled(self, now: float) -> None:
-        self.limit = max(1, self.limit // 2)
-        self._best = 0.0
-        self._hold_until = now + 20 * WINDOW_SECONDS
 
 
 _LIVE: weakref.WeakSet[Fetcher] = weakref.WeakSet()
@@ -154,7 +119,7 @@ class Fetcher:
         self._files: dict[int, RangedFile] = {}
         self._held = 0  # bytes reserved: in flight plus fetched and not yet read
         self._in_flight = 0
-        self._concurrency = _Concurrency(self.options)
+        self._concurrency = Concurrency(self.options)
         self._counts = FetchStats()
         self._throttled_warned = 0
         self._closed = False

@@ -1,6 +1,7 @@
 """What a reader is told about streaming from an object store, and what it reports:
 :class:`FetchOptions` (range size, byte budget, requests in flight, deadline) and
-:class:`FetchStats` (requests, bytes, retries, throttling...). The streaming itself is
+:class:`FetchStats` (requests, bytes, retries, throttling...), and the rule by which
+requests in flight adapt (:class:`Concurrency`). The streaming itself is
 :mod:`recprep.storage.fetch`.
 
 >>> FetchOptions().range_bytes >> 20, FetchOptions().budget_bytes >> 20
@@ -11,14 +12,17 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["FetchOptions", "FetchStats", "streams_ranges"]
+__all__ = ["Concurrency", "FetchOptions", "FetchStats", "streams_ranges"]
 
 MiB = 1 << 20
+#: how often the concurrency is reconsidered while ranges are in flight
+WINDOW_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -112,3 +116,36 @@ def streams_ranges(fs: Any) -> bool:
     with async I/O (object stores, HTTP). Local, in-memory and other synchronous
     filesystems are read through their own files."""
     return bool(getattr(fs, "async_impl", False))
+
+
+class Concurrency:
+    """Requests in flight: additive increase while throughput grows, halved on pushback."""
+
+    def __init__(self, options: FetchOptions) -> None:
+        self.limit = options.initial_requests
+        self.most = options.max_requests
+        self._best = 0.0
+        self._window_start = time.monotonic()
+        self._window_bytes = 0
+        self._saturated = False
+        self._hold_until = 0.0
+
+    def received(self, n: int, now: float, saturated: bool) -> None:
+        self._window_bytes += n
+        self._saturated = self._saturated or saturated
+        elapsed = now - self._window_start
+        if elapsed < WINDOW_SECONDS:
+            return
+        rate = self._window_bytes / elapsed
+        if self._saturated and now >= self._hold_until and self.limit < self.most:
+            if rate > self._best * 1.05:
+                self._best = rate
+                self.limit = min(self.most, self.limit + max(2, self.limit // 4))
+            else:
+                self._hold_until = now + 8 * WINDOW_SECONDS  # a plateau: look again later
+        self._window_start, self._window_bytes, self._saturated = now, 0, False
+
+    def throttled(self, now: float) -> None:
+        self.limit = max(1, self.limit // 2)
+        self._best = 0.0
+        self._hold_until = now + 20 * WINDOW_SECONDS
