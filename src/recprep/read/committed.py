@@ -99,6 +99,7 @@ class CommittedSets:
     def __init__(self, sources: Sources) -> None:
         self._sources = sources
         self._identities: list[tuple[Any, ...] | None] = [None] * len(sources.shard_sets)
+        self._asked: set[int] = set()  # sets whose manifest was asked in this pass
         self._entries: dict[int, dict[str, ShardInfo]] = {}
         #: the sets found by reading their manifest (their shards were never listed)
         self._unlisted_sets = {i for i, s in enumerate(sources.shard_sets)
@@ -181,7 +182,16 @@ class CommittedSets:
         return display(self._sources.fs, posixpath.join(shard_set.directory,
                                                         shard_set.prefix or ""))
 
-    def _check_unchanged(self, set_index: int) -> None:
+    def new_pass(self) -> None:
+        """A pass begins: :meth:`_check_unchanged` with ``once`` asks again."""
+        self._asked.clear()
+
+    def _check_unchanged(self, set_index: int, once: bool = False) -> None:
+        """Raise unless set ``set_index``'s manifest is the one the reader read (with
+        ``once``: not asked again within a pass)."""
+        if once and set_index in self._asked:
+            return
+        self._asked.add(set_index)
         shard_set = self._sources.shard_sets[set_index]
         assert shard_set.manifest_path is not None
         now = manifest_identity(self._sources.fs, shard_set.manifest_path)
@@ -288,7 +298,9 @@ class CommittedSets:
                 yield cast(BinaryIO, opened)
                 return
             if pin is None or cached is not None:  # no ETag to pin reads to: ask now
-                self._check_unchanged(index)
+                # (a pinned set's local copies are its own bytes, whatever the store holds
+                # now: asked once for the shards a pass opens together, not once each)
+                self._check_unchanged(index, once=pin is not None)
                 if entry is not None:
                     self._check_size(opened, entry, file.shown)
             check = whole and entry is not None and sources.on_corrupt != "skip"

@@ -102,6 +102,7 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool
             decoding=decoding, columnar=columnar,
             written_with=reading.written_with(file.set_index),
         ))
+    sources.commits.new_pass()
     _expect_first_group(plan, sources)
     try:
         with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
