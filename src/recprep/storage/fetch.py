@@ -218,7 +218,7 @@ class Fetcher:
         r = _FetchRange(file, start, end, demand)
         file._ranges.append(r)
         file._ahead += end - start
-        self._held += end - start
+        self._held += self._cost(end - start)
         if self._held > self._counts.peak_bytes:
             self._counts = replace(self._counts, peak_bytes=self._held)
         self._in_flight += 1
@@ -229,7 +229,7 @@ class Fetcher:
 
     def _release(self, r: _FetchRange) -> None:
         r.file._ahead -= r.end - r.start
-        self._held -= r.end - r.start
+        self._held -= self._cost(r.end - r.start)
         r.data = bytearray()
 
     def _pump(self) -> None:
@@ -245,7 +245,7 @@ class Fetcher:
             if best is None:
                 return
             start, end = best._next_range()
-            if self._held + (end - start) > budget:
+            if self._held + self._cost(end - start) > budget:
                 return  # a read that waits still starts its range (see RangedFile)
             best._planned = end
             self._reserve(best, start, end, demand=False)
@@ -256,6 +256,11 @@ class Fetcher:
         with self._lock:
             getter = self._getter_now()
         getter.warm()
+
+    def _cost(self, size: int) -> int:
+        """What a range of ``size`` bytes holds at most: twice its size where the getter
+        hands it over whole (its client's buffer, then the range's), else its size."""
+        return size if self._getter_now().streams else 2 * size
 
     def _getter_now(self) -> RangeGetter:
         if self._getter is None:

@@ -133,6 +133,8 @@ class RangeGetter:
 
     #: the event loop the getter's coroutines run on
     loop: asyncio.AbstractEventLoop
+    #: whether a range arrives in pieces (else whole, once its client has buffered it)
+    streams = False
 
     def get(self, path: str, start: int, end: int, etag: str | None = None
             ) -> AsyncIterator[bytes]:
@@ -151,6 +153,8 @@ class RangeGetter:
 class S3Ranges(RangeGetter):
     """Range GETs through an s3fs filesystem's settings, streamed, with no retries of its
     own (see the module docstring)."""
+
+    streams = True
 
     def __init__(self, fs: Any, max_requests: int) -> None:
         options = dict(getattr(fs, "storage_options", {}) or {})
