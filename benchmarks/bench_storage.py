@@ -508,9 +508,16 @@ def network_report(sections: list[str], results: dict, sizes: dict[str, int],
     stats = [(label, name, r[-1]["reader_stats"]) for label, runs in results.items()
              for name, r in runs.items() if r and r[-1].get("reader_stats")]
     if stats:
-        lines += ["`reader.stats()` after the last rep:", "", "```"]
-        lines += [f"{label} | {name}: {json.dumps(s)}" for label, name, s in stats]
-        lines += ["```", ""]
+        lines += ["`reader.stats()` after the last rep:", "",
+                  "| link | contender | requests | MB | retries | throttled | most in flight "
+                  "| reads waited s | peak MB held |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {label.split(' per')[0]} | {name} | {s['requests']} "
+                  f"| {s['bytes'] / 1e6:.0f} "
+                  f"| {s['retries']} | {s['throttled']} | {s['most_in_flight']} "
+                  f"| {s['waited']:.2f} | {s['peak_bytes'] / 1e6:.0f} |"
+                  for label, name, s in stats]
+        lines += [""]
     return "\n".join(lines)
 
 
