@@ -47,6 +47,8 @@ class FetchOptions:
     backoff
         The first retry's wait in seconds, doubled each time (full jitter), at most 20 s.
 
+    Examples
+    --------
     >>> FetchOptions(range_bytes=4 << 20).budget_bytes >> 20
     256
     """
