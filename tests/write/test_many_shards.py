@@ -10,6 +10,7 @@ every executor, with the same bytes as without a limit. Running out of descripto
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import subprocess
@@ -202,30 +203,29 @@ def test_memory_output_appends_with_few_files_open(tmp_path, small_pool, mem_url
 def test_s3_output_of_many_shards_keeps_few_uploads_open(tmp_path, s3, s3_url, monkeypatch,
                                                          pool_of):
     """On S3 (moto) every shard used to be an open upload buffering up to 50 MiB: now at
-    most a pool's worth are open, the others written in segments joined at the end."""
-    import s3fs
+    most a pool's worth are open (each sending 8 MiB parts as it goes), the others written
+    in segments joined at the end."""
+    from recprep.write import uploads
 
     pool_of(4)
     opened: list[int] = [0, 0]  # open now, most at once
-    blocks: set[int] = set()  # the block sizes of the uploads
-    real_init = s3fs.S3File.__init__
-    real_close = s3fs.S3File.close
+    parts: set[int] = set()  # the part sizes of the shards' uploads
+    real_init, real_close = uploads.PartUpload.__init__, uploads.PartUpload.close
 
     def init(self, *args, **kwargs):
         real_init(self, *args, **kwargs)
-        if "w" in self.mode:
-            opened[0] += 1
-            opened[1] = max(opened)
-            if ".recprep-staging-" in self.path and "/stream-" in self.path:
-                blocks.add(self.blocksize)
+        opened[0] += 1
+        opened[1] = max(opened)
+        if ".recprep-staging-" in self.path and "/stream-" in self.path:
+            parts.add(self.part_bytes)
 
     def close(self):
-        if "w" in self.mode and not self.closed:
+        if not self.closed:
             opened[0] -= 1
         real_close(self)
 
-    monkeypatch.setattr(s3fs.S3File, "__init__", init)
-    monkeypatch.setattr(s3fs.S3File, "close", close)
+    monkeypatch.setattr(uploads.PartUpload, "__init__", init)
+    monkeypatch.setattr(uploads.PartUpload, "close", close)
     small = [instance(i) for i in range(600)]
     expected_out = tmp_path / "expected"
     convert(str(expected_out), small, 30, "s", progress=False, chunk_bytes=1024)
@@ -235,15 +235,20 @@ def test_s3_output_of_many_shards_keeps_few_uploads_open(tmp_path, s3, s3_url, m
     fs = s3.filesystem()
     got = {posixpath.relpath(p, url.removeprefix("s3://")): bytes(fs.cat_file(p))
            for p in fs.find(url, withdirs=False)}
-    assert got == files(str(expected_out))
+    expected = files(str(expected_out))
+    manifest = json.loads(got.pop("s.manifest.json"))
+    for shard in manifest["shards"]:  # the commit records the store's ETags
+        assert shard.pop("etag") == fs.info(f"{url}/{shard['name']}")["ETag"]
+    assert manifest == json.loads(expected.pop("s.manifest.json"))
+    assert got == expected
     assert opened[1] <= 4 + 2 and opened[0] == 0
-    assert blocks == {s3fs.S3FileSystem.default_block_size}  # 4 open: no need to shrink
-    # 100 shards, 64 open: each upload buffers 8 MiB (512 MiB together), not 50 MiB
+    assert parts == {8 << 20}
+    # 100 shards, 64 open: each upload still sends 8 MiB parts (512 MiB together at most)
     pool_of(64)
-    blocks.clear()
+    parts.clear()
     convert(f"{s3_url}/wide", small, 100, "w", progress=False, chunk_bytes=1024,
             storage_options=s3.storage_options)
-    assert blocks == {8 << 20}
+    assert parts == {8 << 20}
     assert len(list(RecordIO(f"{s3_url}/wide/w-*", storage_options=s3.storage_options)()))\
         == len(small)
 

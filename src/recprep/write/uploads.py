@@ -200,10 +200,12 @@ class UploadSlots:
         self._free.release()
 
     def wait(self) -> None:
-        """Wait for every upload closed so far; the first failure raises
-        :class:`~recprep.errors.WriteError` (naming its file) once all are done."""
+        """Wait for every upload closed so far (those still being written stay open);
+        the first failure raises :class:`~recprep.errors.WriteError` (naming its file)
+        once all are done."""
         with self._lock:
-            uploads, self.uploads = self.uploads, []
+            uploads = [u for u in self.uploads if u.closed]
+            self.uploads = [u for u in self.uploads if not u.closed]
         first: BaseException | None = None
         for upload in uploads:
             try:
