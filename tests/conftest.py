@@ -151,3 +151,17 @@ def link(link_session):
     yield link_session
     link_session.faults.clear()
     clear_s3fs_cache()
+
+
+@pytest.fixture
+def remote_set(s3, s3_url):
+    """A set of 4 shards of 2 kB random records on S3 (about 1.2 MB, chunks of 16 KiB);
+    ``(url, records, storage_options)``."""
+    from recprep import convert
+
+    from .support import random_records
+
+    records = random_records(600, 2000)
+    convert(f"{s3_url}/d", records, 4, "p", codec="raw", chunk_bytes=16 << 10,
+            storage_options=s3.storage_options)
+    return f"{s3_url}/d/p", records, s3.storage_options

@@ -12,29 +12,16 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from recprep import FetchOptions, RecordIO, convert
 from recprep.read.cache import ShardCache
 from recprep.storage.fs import checksum
 
+from ..support import random_records
+
 KiB = 1 << 10
 FETCH = FetchOptions(range_bytes=64 * KiB, initial_requests=4)
-
-
-def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    return [rng.bytes(size) for _ in range(n)]
-
-
-@pytest.fixture
-def remote_set(s3, s3_url):
-    """A set of 4 shards of 2 kB records on S3 (about 1.2 MB); (url, records, options)."""
-    records = _records(600, 2000)
-    convert(f"{s3_url}/d", records, 4, "p", codec="raw", chunk_bytes=16 * KiB,
-            storage_options=s3.storage_options)
-    return f"{s3_url}/d/p", records, s3.storage_options
 
 
 def _shards(reader: RecordIO) -> list:
@@ -84,7 +71,7 @@ def test_epoch_one_streams_and_fills_the_cache(remote_set, tmp_path):
 
 
 def test_a_partial_pass_keeps_its_partial_for_the_next_to_complete(s3, s3_url, tmp_path):
-    records = _records(400, 2000, seed=2)
+    records = random_records(400, 2000, seed=2)
     convert(f"{s3_url}/one", records, 1, "s", codec="raw", chunk_bytes=16 * KiB,
             storage_options=s3.storage_options)
     options = {"storage_options": s3.storage_options, "fetch": FETCH, "split": "range",
@@ -191,7 +178,7 @@ def test_the_default_bound_follows_the_container(tmp_path, monkeypatch):
 
 
 def test_ranks_fill_disjoint_parts_of_a_shard_at_once(s3, s3_url, tmp_path):
-    records = _records(400, 2000, seed=3)
+    records = random_records(400, 2000, seed=3)
     convert(f"{s3_url}/one", records, 1, "s", codec="raw", chunk_bytes=16 * KiB,
             storage_options=s3.storage_options)
     url = f"{s3_url}/one/s"

@@ -12,28 +12,15 @@ import math
 import socket
 import threading
 
-import numpy as np
 import pytest
 
 from recprep import FetchOptions, FetchStats, RecordIO, StoreUnavailableError, convert
 from recprep.errors import InvalidArgumentError
 from recprep.storage.fetch import Fetcher
 
+from ..support import random_records
+
 KiB = 1 << 10
-
-
-def _records(n: int, size: int, seed: int = 0) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    return [rng.bytes(size) for _ in range(n)]
-
-
-@pytest.fixture
-def remote_set(s3, s3_url):
-    """A set of 4 shards of 2 kB records on S3 (about 1.2 MB); (url, records, options)."""
-    records = _records(600, 2000)
-    convert(f"{s3_url}/d", records, 4, "p", codec="raw", chunk_bytes=16 * KiB,
-            storage_options=s3.storage_options)
-    return f"{s3_url}/d/p", records, s3.storage_options
 
 
 def _shard_bytes(reader: RecordIO) -> list[int]:
@@ -61,7 +48,7 @@ def _round_robin(n: int, shards: int) -> list[int]:
 
 
 def test_a_single_shard_is_read_with_several_ranges_in_flight(s3, s3_url):
-    records = _records(300, 4000, seed=1)
+    records = random_records(300, 4000, seed=1)
     convert(f"{s3_url}/one", records, 1, "s", codec="raw", storage_options=s3.storage_options)
     reader = RecordIO(f"{s3_url}/one/s", storage_options=s3.storage_options,
                       fetch=FetchOptions(range_bytes=64 * KiB, initial_requests=6))
@@ -94,7 +81,7 @@ def test_batches_and_instances_agree_when_streamed(remote_set):
 
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_each_rank_fetches_only_its_share(s3, s3_url, world_size):
-    records = _records(800, 2000, seed=2)
+    records = random_records(800, 2000, seed=2)
     convert(f"{s3_url}/r", records, 1, "q", codec="raw", chunk_bytes=16 * KiB,
             storage_options=s3.storage_options)
     fetch = FetchOptions(range_bytes=64 * KiB)
@@ -180,7 +167,7 @@ def test_a_store_that_never_answers_fails_within_the_deadline(s3, silent_store):
 
 
 def test_each_worker_of_each_rank_fetches_only_its_part(s3, s3_url):
-    records = _records(800, 2000, seed=3)
+    records = random_records(800, 2000, seed=3)
     convert(f"{s3_url}/w", records, 1, "q", codec="raw", chunk_bytes=16 * KiB,
             storage_options=s3.storage_options)
     fetch = FetchOptions(range_bytes=64 * KiB)

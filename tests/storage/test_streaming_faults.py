@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
 import pytest
 
 from recprep import FetchOptions, RecordIO, StoreUnavailableError, ThrottledWarning, convert
+
+from ..support import random_records
 
 KiB = 1 << 10
 RANGE = 64 * KiB
@@ -23,8 +24,7 @@ RANGE = 64 * KiB
 @pytest.fixture
 def flaky_set(s3, s3_url, link):
     """4 shards of 3 kB records (~1.2 MB) on S3, read through the link proxy."""
-    rng = np.random.default_rng(5)
-    records = [rng.bytes(3000) for _ in range(400)]
+    records = random_records(400, 3000, seed=5)
     convert(f"{s3_url}/f", records, 4, "p", codec="raw", storage_options=s3.storage_options)
     order = sorted(range(len(records)), key=lambda k: (k // 4, k % 4))
     return f"{s3_url}/f/p", [records[k] for k in order], link
@@ -126,8 +126,7 @@ def test_dataloader_workers_stream_and_fetch_each_byte_once(s3, s3_url, link, co
 
     from recprep.torch import RecordIODataset
 
-    rng = np.random.default_rng(9)
-    records = [rng.bytes(3000) for _ in range(400)]
+    records = random_records(400, 3000, seed=9)
     convert(f"{s3_url}/dl", records, 4, "p", codec="raw", storage_options=s3.storage_options)
     url = f"{s3_url}/dl/p"
     warm = RecordIO(url, storage_options=link.storage_options)  # the parent streams first

@@ -20,6 +20,14 @@ def builtin_formats() -> list[str]:
     return [name for name in available_formats() if name != "outside-recordio"]
 
 
+def random_records(n: int, size: int, seed: int = 0) -> list[bytes]:
+    """``n`` records of ``size`` random bytes (the same for the same ``seed``)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [rng.bytes(size) for _ in range(n)]
+
+
 def vector_records() -> list[bytes]:
     """The 44 records every file in tests/data/{go-recordio,pyrecordio-0.0.4,tfrecord} holds."""
     lines = (DATA / "go-recordio" / "records.hex").read_text().splitlines()
