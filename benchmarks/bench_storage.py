@@ -4,8 +4,9 @@ Run ``python benchmarks/bench_storage.py`` for the full run (a 500 MB shard set)
 ``--quick`` for a 50 MB smoke run, ``--out benchmarks/RESULTS-storage.md`` to also write
 the report to a file. The report is markdown on stdout; progress goes to stderr.
 
-The S3 server is moto's (``python -m moto.server``), in its own process on 127.0.0.1,
-so the server doesn't compete with the client for one interpreter's GIL. It keeps
+The S3 server is moto's (``python -m tests.support.motoranges``: ``moto.server`` made
+to read only the bytes a range GET asks for, as a real store does), in its own process
+on 127.0.0.1, so the server doesn't compete with the client for one interpreter's GIL. It keeps
 objects in memory; loopback has no network cost, so the figures show what each client
 does per byte, not what a real S3 link would allow.
 
@@ -61,11 +62,14 @@ def free_port() -> int:
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:
-    """moto's S3 server in a child process on 127.0.0.1; returns it and its endpoint."""
+    """moto's S3 server in a child process on 127.0.0.1; returns it and its endpoint.
+
+    It is ``tests.support.motoranges``: moto answering a range GET by reading only the
+    range, as a real store does (moto itself copies the whole object for each one)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "tests.support.motoranges", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -182,3 +182,17 @@ def test_each_worker_of_each_rank_fetches_only_its_part(s3, s3_url):
     size = _shard_bytes(reader)[0]
     for _, fetched in parts:
         assert fetched <= size / 4 + 2 * 16 * KiB + 64
+
+
+def test_the_range_client_is_made_from_the_filesystems_botocore_session(remote_set):
+    """The ranges' own client (no retries of its own, a larger pool) reuses the session
+    that read the manifest: its service model and credentials are not loaded again
+    before the first range goes out (a few hundred ms of a fresh process)."""
+    url, records, options = remote_set
+    reader = RecordIO(url, storage_options=options)
+    assert sorted(reader()) == sorted(records)
+    fetcher = reader._sources.fetcher
+    getter = fetcher._getter
+    assert getter.fs is not fetcher.fs  # a client of its own ...
+    assert getter.fs.session is fetcher.fs.session is not None  # ... from the same session
+    assert getter.fs.retries == 1

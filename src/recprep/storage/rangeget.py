@@ -9,7 +9,9 @@ can back off, resume at the byte where a transfer stopped and count what happene
 * :class:`S3Ranges` for s3fs: its own ``get_object`` calls with ``Range`` (and
   ``If-Match`` when the object's ETag is pinned), the body read in pieces as it streams
   in, through a client of its own with botocore's and s3fs's retries off and a
-  connection pool as large as the requests the fetcher may keep in flight;
+  connection pool as large as the requests the fetcher may keep in flight (made from the
+  filesystem's botocore session, once it has one: the service model and credentials
+  are not loaded twice);
 * :class:`AsyncRanges` for any other async fsspec filesystem (GCS, Azure, HTTP): its
   ``_cat_file(path, start, end)``, the range arriving whole;
 * :class:`SyncRanges` for the rest: ``cat_file`` in a worker thread.
@@ -164,6 +166,11 @@ class S3Ranges(RangeGetter):
         options.update(config_kwargs=config, skip_instance_cache=True)
         options.pop("asynchronous", None)
         options.pop("loop", None)
+        session = getattr(fs, "session", None)
+        if session is not None and "session" not in options:
+            # botocore's loaded service model and resolved credentials, shared: a client
+            # made from a fresh session parses them again (a few hundred ms of CPU)
+            options["session"] = session
         self.fs = type(fs)(**options)
         self.fs.retries = 1  # s3fs's own retry loop: one attempt
         self.loop = self.fs.loop
