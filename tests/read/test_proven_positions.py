@@ -153,6 +153,13 @@ def check_all(url: str, on_corrupt: str) -> None:
             assert ds[list(range(90, 110))] == list(range(90, 110))
         except CorruptDataError:
             pass
+        for i in range(90, 110):  # one at a time, from the chunks cached by the batch
+            try:
+                assert ds[i] == i
+            except RecordsLostError:
+                assert on_corrupt == "skip"
+            except CorruptDataError:
+                assert on_corrupt == "raise"
     shuffled = attempt(lambda: list(RecordIO(url + "/s", on_corrupt=on_corrupt, shuffle=True,
                                              seed=3, shuffle_buffer=50)()))
     if shuffled is not None:

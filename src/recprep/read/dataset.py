@@ -9,8 +9,10 @@ and a record number from record counts (manifests or chunk headers, nothing deco
 the file's chunk index leads to the one chunk that holds it, which is read once and kept
 in a small LRU of chunks; each of its records is decoded the first time it is asked for
 and kept with it (decoding a whole chunk for one record made a miss five times slower).
-Asking for many indexes at once reads each chunk they need once and decodes what it needs
-of it in one call, and gives the instances in the order asked.
+One index whose chunk is cached is found with Python arithmetic alone (bisections over
+lists, no numpy call: a few microseconds). Asking for many indexes at once reads each
+chunk they need once, decodes what they need of all the chunks in one call, and gives
+the instances in the order asked.
 
 It is a ``torch.utils.data.Dataset`` for any sampler (``__getitems__`` fetches a
 DataLoader batch at once) and a Grain ``RandomAccessDataSource`` (``__len__``,
@@ -36,6 +38,7 @@ memory:///doc/dataset/d-*: no instance 7: the dataset holds 7 instances, so ask 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..codecs import Codec
-from ..containers import Chunk, Gap
+from ..containers import Chunk, Gap, Records
 from ..errors import (
     InstanceIndexError,
     InvalidArgumentError,
@@ -93,6 +96,17 @@ class _RoundRobin:
         self.active = [np.flatnonzero(counts >= level) for level in levels]
         sizes = (levels - self.rounds) * np.array([len(a) for a in self.active], np.int64)
         self.ends = np.cumsum(sizes, dtype=np.int64)
+        # the same as Python lists, for one index at a time (no numpy call per lookup)
+        self._lists = (self.ends.tolist(), self.rounds.tolist(),
+                       [a.tolist() for a in self.active])
+
+    def locate_one(self, local: int) -> tuple[int, int]:
+        """:meth:`locate` of one index."""
+        ends, rounds, active = self._lists
+        m = bisect_right(ends, local)
+        offset = local - (ends[m - 1] if m else 0)
+        shards = active[m]
+        return shards[offset % len(shards)], rounds[m] + offset // len(shards)
 
     def locate(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shard = np.empty_like(local)
@@ -113,41 +127,99 @@ class _Chunk:
     raises :class:`~recprep.errors.RecordsLostError` when asked for."""
 
     def __init__(
-        self, records: list[bytes | None], offset: int, path: str, codec: Codec,
+        self, records: Records | list[bytes | None], offset: int, path: str, codec: Codec,
         allow_pickle: bool, first: int, written_with: str | None = None,
     ) -> None:
         self.records, self.offset, self.path = records, offset, path
         self.codec, self.allow_pickle, self.first = codec, allow_pickle, first
         self.written_with = written_with
         self.values: list[Any] = [None] * len(records)
-        self.done = np.zeros(len(records), dtype=np.bool_)
-        self.lost = np.array([r is None for r in records], dtype=np.bool_) if (
-            None in records) else None
+        self.done = bytearray(len(records))  # 1 where values[p] is decoded
+        self.pending = len(records)  # records not decoded yet
+        # a chunk read whole is a Records (its records cut out when decoded); one pieced
+        # together from parts, a list with None in the places of records lost to damage
+        self.lost = None if isinstance(records, Records) or None not in records else [
+            r is None for r in records]
+        self._spans = None if not isinstance(records, Records) else (
+            records.payload, records.starts.tolist(), records.ends.tolist())
 
-    def take(self, positions: np.ndarray) -> list[Any]:
+    def cut(self, need: list[int]) -> list[bytes]:
+        """The records at positions ``need``, as bytes."""
+        if self._spans is None:
+            return [self.records[p] for p in need]  # type: ignore[misc]
+        payload, starts, ends = self._spans
+        return [payload[starts[p]:ends[p]] for p in need]
+
+    def take(self, positions: list[int]) -> list[Any]:
         """The instances at ``positions`` of the chunk (those not decoded yet decoded
         together, once)."""
-        if self.lost is not None and self.lost[positions].any():
-            bad = int(positions[np.argmax(self.lost[positions])])
-            raise RecordsLostError(
-                f"record {self.first + bad} of the file was lost to damage (skipped with "
-                "on_corrupt='skip'): it can't be read", path=self.path, offset=self.offset,
-            )
-        need = np.unique(positions[~self.done[positions]]).tolist()
+        self.check_lost(positions)
+        if self.pending:
+            need = self.missing(positions)
+            if need:
+                self.fill(need, self._decode(need))
+        return list(map(self.values.__getitem__, positions))
+
+    def check_lost(self, positions: list[int]) -> None:
+        """Raise :class:`~recprep.errors.RecordsLostError` if a record at ``positions``
+        was lost to damage."""
+        if self.lost is not None:
+            bad = [p for p in positions if self.lost[p]]
+            if bad:
+                raise RecordsLostError(
+                    f"record {self.first + bad[0]} of the file was lost to damage (skipped "
+                    "with on_corrupt='skip'): it can't be read", path=self.path,
+                    offset=self.offset,
+                )
+
+    def missing(self, positions: list[int]) -> list[int]:
+        """The positions among ``positions`` not decoded yet, sorted, once each."""
+        done = self.done
+        return sorted({p for p in positions if not done[p]})
+
+    def fill(self, need: list[int], values: list[Any]) -> None:
+        """Keep ``values``, the decoded records at positions ``need``."""
+        for p, value in zip(need, values, strict=True):
+            self.values[p] = value
+            self.done[p] = 1
+        self.pending -= len(need)
+
+    def _decode(self, need: list[int]) -> list[Any]:
+        wanted = self.cut(need)
+        try:
+            return self.codec.decode_many(wanted, allow_pickle=self.allow_pickle)
+        except LocatedError:
+            for p, record in zip(need, wanted, strict=True):  # name the one that fails
+                list(decoded([(Chunk(self.offset, [record]), p)], self.codec,
+                             self.path, allow_pickle=self.allow_pickle,
+                             written_with=self.written_with))
+            raise
+
+
+def _decode_together(parts: list[tuple[_Chunk, list[int]]]) -> None:
+    """Decode what ``parts`` (chunks, and positions asked of each) need in one
+    ``decode_many`` call per codec, not one per chunk: a batch of random indexes touches
+    many chunks for a record or two each. A failure is decoded again chunk by chunk, so
+    that the error names the record."""
+    groups: dict[tuple[int, bool], list[tuple[_Chunk, list[int]]]] = {}
+    for chunk, positions in parts:
+        chunk.check_lost(positions)
+        need = chunk.missing(positions)
         if need:
-            wanted = [self.records[p] for p in need]
-            try:
-                values = self.codec.decode_many(wanted, allow_pickle=self.allow_pickle)
-            except LocatedError:
-                for p in need:  # name the record that fails: its position in the chunk
-                    list(decoded([(Chunk(self.offset, [self.records[p]]), p)], self.codec,
-                                 self.path, allow_pickle=self.allow_pickle,
-                                 written_with=self.written_with))
-                raise
-            for p, value in zip(need, values, strict=True):
-                self.values[p] = value
-            self.done[need] = True
-        return [self.values[p] for p in positions.tolist()]
+            groups.setdefault((id(chunk.codec), chunk.allow_pickle), []).append((chunk, need))
+    for group in groups.values():
+        first = group[0][0]
+        wanted = [record for chunk, need in group for record in chunk.cut(need)]
+        try:
+            values = first.codec.decode_many(wanted, allow_pickle=first.allow_pickle)
+        except LocatedError:
+            for chunk, need in group:
+                chunk.take(need)
+            raise
+        at = 0
+        for chunk, need in group:
+            chunk.fill(need, values[at:at + len(need)])
+            at += len(need)
 
 
 class MapDataset:
@@ -190,16 +262,18 @@ class MapDataset:
             totals.append(int(counts.sum()))
         self._ends = np.cumsum(np.array(totals, dtype=np.int64))
         self._len = int(self._ends[-1]) if len(self._ends) else 0
+        self._lists = (self._ends.tolist(), [f.tolist() for f in self._files])
         self._fresh()
 
     def _fresh(self) -> None:
         self._cache: OrderedDict[tuple[int, int], _Chunk] = OrderedDict()
         self._lock = threading.Lock()
         self._hits = self._misses = 0
+        self._firsts: dict[int, list[int]] = {}  # per file: its chunks' first records
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_cache", "_lock", "_hits", "_misses"):
+        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts"):
             del state[key]
         return state
 
@@ -221,7 +295,7 @@ class MapDataset:
         if isinstance(key, slice):
             return self._fetch(np.arange(self._len, dtype=np.int64)[key])
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-            return self._fetch(np.array([int(key)], dtype=np.int64))[0]
+            return self._one(int(key))
         return self._fetch(self._indexes(key))
 
     def __getitems__(self, indexes: Sequence[int]) -> list[Any]:
@@ -254,6 +328,28 @@ class MapDataset:
             )
         return array.astype(np.int64).reshape(-1)
 
+    def _one(self, index: int) -> Any:
+        """Instance ``index``: from a cached chunk with Python arithmetic alone (a few
+        microseconds), else as :meth:`_fetch` gives it (which also raises what a bad
+        index or a lost record raises)."""
+        if 0 <= index < self._len or -self._len <= index < 0:
+            index += self._len if index < 0 else 0
+            ends, files = self._lists
+            s = bisect_right(ends, index)
+            shard, position = self._sets[s].locate_one(index - (ends[s - 1] if s else 0))
+            number = files[s][shard]
+            firsts = self._firsts.get(number)
+            if firsts is not None:
+                k = bisect_right(firsts, position) - 1
+                with self._lock:
+                    entry = self._cache.get((number, k)) if 0 <= k < len(firsts) - 1 else None
+                    if entry is not None:
+                        self._cache.move_to_end((number, k))
+                        self._hits += 1
+                if entry is not None:
+                    return entry.take([position - firsts[k]])[0]
+        return self._fetch(np.array([index], dtype=np.int64))[0]
+
     def _fetch(self, indexes: np.ndarray) -> list[Any]:
         """The instances at ``indexes``: each chunk they need read once, and what is
         needed of it decoded in one call."""
@@ -285,14 +381,25 @@ class MapDataset:
                     path=sources.files[number].shown)
             chunk[at] = np.searchsorted(firsts, position[at], side="right") - 1
             within[at] = position[at] - firsts[chunk[at]]
-        keys, which = np.unique(np.stack([file, chunk], axis=1), axis=0, return_inverse=True)
-        which = which.reshape(-1)
-        held = self._chunks([(int(f), int(k)) for f, k in keys.tolist()])
+            if number not in self._firsts:
+                self._firsts[number] = firsts.tolist()
+        # the indexes grouped by chunk (file << 32 | chunk), each chunk's taken at once
+        key = (file << 32) | chunk
+        order = np.argsort(key, kind="stable")
+        ordered = key[order]
+        cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
+        starts, stops = [0, *cuts], [*cuts, len(order)]
+        keys = [(k >> 32, k & 0xFFFFFFFF) for k in ordered[starts].tolist()]
+        held = self._chunks(keys)
+        places = within[order].tolist()
+        parts = [(held[k], places[a:b]) for k, a, b in zip(keys, starts, stops, strict=True)]
+        _decode_together([(c, p) for c, p in parts if c.pending or c.lost is not None])
+        values: list[Any] = []
+        for entry, asked in parts:
+            values += map(entry.values.__getitem__, asked)
         out: list[Any] = [None] * len(indexes)
-        for j, (f, k) in enumerate(keys.tolist()):
-            at = np.flatnonzero(which == j)
-            for p, value in zip(at.tolist(), held[f, k].take(within[at]), strict=True):
-                out[p] = value
+        for p, value in zip(order.tolist(), values, strict=True):
+            out[p] = value
         return out
 
     def _locate(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -351,7 +458,7 @@ class MapDataset:
         for run in runs:
             keep = set(run)
             start, end = int(firsts[run[0]]), int(firsts[run[-1] + 1])
-            records: list[Any] = []
+            records: Records | list[Any] = []
             k, offset, position = run[0], -1, start
             for item in sources.chunks(Piece(number, start, end)):
                 # a lost record's place holds None (the walk places every chunk it yields)
@@ -362,7 +469,10 @@ class MapDataset:
                     if k in keep:
                         if offset < 0 and not isinstance(item, Gap):
                             offset = item[0].offset
-                        records += got[at:at + take]
+                        if not records and take == len(got) and isinstance(got, Records):
+                            records = got  # the chunk whole: its records stay in its payload
+                        else:
+                            records = [*records, *got[at:at + take]]
                     at, position = at + take, position + take
                     if position == firsts[k + 1]:
                         if k in keep:

@@ -1,0 +1,163 @@
+"""Random access: ``RecordIO(...).dataset()`` against HF ``datasets`` and Grain's
+``ArrayRecordDataSource`` on the same rows.
+
+Run ``python benchmarks/bench_random.py [--rows 1000000] [--reps 3] [--out FILE]`` in an
+environment with ``datasets``, ``grain`` and ``array_record`` (contenders missing there
+are left out). The report is markdown on stdout; progress goes to stderr.
+
+Rows are small tuples ``(int, float, str)`` (``bench_core.small_tuples``): a recprep set of
+10 shards (default chunks, and 64 KiB chunks), a ``datasets.Dataset`` saved to disk and
+loaded back (Arrow, memory-mapped), and one ArrayRecord file of the rows' pickles (Grain
+hands out bytes; unpickling is part of its lookups here, as a user's would be). Each
+contender answers the same indexes, repetitions interleaved, median:
+
+* **single, warm**: ``ds[i]`` for 100,000 random ``i`` after every row was read once (for
+  recprep: every chunk in its chunk cache, every record decoded);
+* **single, first touch**: ``ds[i]`` for 20,000 random ``i`` never asked before (recprep:
+  the chunks cached, the records not decoded yet);
+* **single, cold**: 2,000 lookups with nothing cached (recprep ``cache_chunks=0``: each
+  lookup reads, checks and decompresses its whole chunk; page cache warm);
+* **batched**: ``__getitems__`` of 256 random indexes (a DataLoader batch), 400 batches,
+  first touch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from recprep import RecordIO, convert
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import CpuWatch, _machine, log, small_tuples, write_report  # noqa: E402
+
+SEED = 7
+
+
+def _recprep(root: Path, rows: list, chunk_bytes: int | None) -> Callable[[int], object]:
+    out = root / f"recprep-{chunk_bytes or 'default'}"
+    kwargs = {} if chunk_bytes is None else {"chunk_bytes": chunk_bytes}
+    convert(str(out), rows, 10, "s", progress=False, **kwargs)
+    reader = RecordIO(str(out / "s"))
+    return lambda cache: reader.dataset(cache_chunks=cache)
+
+
+def _hf(root: Path, rows: list) -> Callable[[int], object] | None:
+    try:
+        import datasets
+    except ImportError:
+        return None
+    columns = {"a": [r[0] for r in rows], "b": [r[1] for r in rows], "c": [r[2] for r in rows]}
+    datasets.Dataset.from_dict(columns).save_to_disk(str(root / "hf"))
+    return lambda cache: datasets.load_from_disk(str(root / "hf"))
+
+
+def _grain(root: Path, rows: list) -> Callable[[int], object] | None:
+    try:
+        import grain
+        from array_record.python.array_record_module import ArrayRecordWriter
+    except ImportError:
+        return None
+    path = str(root / "rows.array_record")
+    writer = ArrayRecordWriter(path, "group_size:1")
+    for row in rows:
+        writer.write(pickle.dumps(row, protocol=5))
+    writer.close()
+
+    class Unpickled:
+        def __init__(self) -> None:
+            self.source = grain.sources.ArrayRecordDataSource([path])
+
+        def __len__(self) -> int:
+            return len(self.source)
+
+        def __getitem__(self, i: int) -> object:
+            return pickle.loads(self.source[i])
+
+        def __getitems__(self, indexes: list[int]) -> list[object]:
+            return [pickle.loads(b) for b in self.source.__getitems__(indexes)]
+
+    return lambda cache: Unpickled()
+
+
+def _per_second(count: int, fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return count / (time.perf_counter() - started)
+
+
+def _measure(make: Callable[[int], object], n: int, rng: np.random.Generator
+             ) -> dict[str, float]:
+    warm = make(1 << 20)
+    for start in range(0, n, 4096):  # every row read once: all cached and decoded
+        warm.__getitems__(list(range(start, min(n, start + 4096))))
+    picks = rng.integers(0, n, 100_000).tolist()
+    out = {"warm": _per_second(len(picks), lambda: [warm[i] for i in picks])}
+    first = make(1 << 20)
+    for start in range(0, n, 50_000):  # every chunk cached, few records decoded
+        first[start]
+    picks = rng.integers(0, n, 20_000).tolist()
+    out["first"] = _per_second(len(picks), lambda: [first[i] for i in picks])
+    batches = [rng.integers(0, n, 256).tolist() for _ in range(400)]
+    out["batched"] = _per_second(256 * len(batches),
+                                 lambda: [first.__getitems__(b) for b in batches])
+    cold = make(0)
+    picks = rng.integers(0, n, 2_000).tolist()
+    out["cold"] = _per_second(len(picks), lambda: [cold[i] for i in picks])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    rows = small_tuples(args.rows)
+    root = Path(tempfile.mkdtemp(prefix="bench-random-"))
+    try:
+        log("writing the rows for each contender (untimed)")
+        makers = {"recprep dataset()": _recprep(root, rows, None),
+                  "recprep dataset(), 64 KiB chunks": _recprep(root, rows, 64 << 10),
+                  "HF datasets (load_from_disk)": _hf(root, rows),
+                  "Grain ArrayRecordDataSource + pickle": _grain(root, rows)}
+        makers = {k: v for k, v in makers.items() if v is not None}
+        check = makers["recprep dataset()"](64)
+        assert check[12345] == rows[12345], (check[12345], rows[12345])
+        results: dict[str, list[dict[str, float]]] = {k: [] for k in makers}
+        with CpuWatch() as watch:
+            for rep in range(args.reps):
+                for name, make in makers.items():
+                    log(f"rep {rep + 1}/{args.reps}: {name}")
+                    results[name].append(_measure(make, args.rows, np.random.default_rng(SEED)))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines = [f"# Random access: {args.rows:,} rows (int, float, str)\n",
+             f"`python benchmarks/bench_random.py --rows {args.rows} --reps {args.reps}` "
+             f"({_machine()}; {watch.describe()}; load average at the end "
+             f"{os.getloadavg()[0]:.2f}).\n",
+             "Lookups per second (median of the repetitions, interleaved):\n",
+             "| contender | single, warm | single, first touch | batched 256, first touch "
+             "| single, cold |", "|---|---:|---:|---:|---:|"]
+    for name, reps in results.items():
+        cells = [statistics.median(r[k] for r in reps) for k in ("warm", "first", "batched",
+                                                                 "cold")]
+        lines.append(f"| {name} | " + " | ".join(f"{c:,.0f}" for c in cells) + " |")
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.out:
+        write_report(args.out, report)
+
+
+if __name__ == "__main__":
+    main()
