@@ -21,10 +21,17 @@ function is called (``pip install 'recprep[ray]'``).
 
 Example
 -------
+Ray splits the set itself, so a rank is refused (before Ray is started):
+
 >>> import pytest; _ = pytest.importorskip("ray.data")
->>> import ray, recprep, recprep.ray as rr
+>>> import recprep, recprep.ray as rr
 >>> _ = recprep.convert("memory://doc/ray", [(i, f"w{i}") for i in range(5)], 2, "r")
->>> ray.is_initialized() or None  # doctest: +SKIP
+>>> rr.read("memory://doc/ray", rank=0, world_size=2)
+Traceback (most recent call last):
+...
+recprep.errors.InvalidArgumentError: recprep.ray.read got rank, world_size: Ray splits \
+the set across its read tasks itself (one rank share each); leave them out, or read one \
+share with RecordIO(..., rank=, world_size=)
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """recprep.ray against a ``ray start`` cluster, as its own process (see test_raydata.py).
 
 ``python -m tests.support.raydata_job OUT ADDRESS`` (as a module: run as a script, this
-directory's ``requests.py`` would shadow the package ``ray.data`` imports): writes a set, reads it with
-``recprep.ray.read``, writes the dataset back with ``recprep.ray.write`` and prints what
-it found as JSON.
+directory's ``requests.py`` would shadow the package ``ray.data`` imports): writes a set,
+reads it with ``recprep.ray.read``, writes the dataset back with ``recprep.ray.write`` and
+prints what it found as JSON.
 """
 
 from __future__ import annotations

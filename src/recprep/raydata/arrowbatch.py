@@ -6,12 +6,14 @@ their numpy dtype; strings and bytes become Arrow strings and binary; arrays of 
 (``(n, d1, ...)`` stacked) become pyarrow's fixed-shape tensor type, one buffer; lists
 and other values are left to ``pyarrow.array``'s inference (nulls for ``None``).
 
+>>> import pytest; _ = pytest.importorskip("pyarrow")
 >>> import numpy as np
 >>> table = _arrow_table((np.arange(3), np.array(["a", "b", "c"], dtype=object)))
 >>> table.column_names, table.column("f0").to_pylist(), table.column("f1").type
 (['f0', 'f1'], [0, 1, 2], DataType(string))
->>> _arrow_table({"x": np.zeros((2, 3), dtype=np.float32)}).column("x").type
-FixedShapeTensorType(extension<arrow.fixed_shape_tensor[value_type=float, shape=[3]]>)
+>>> tensors = _arrow_table({"x": np.zeros((2, 3), dtype=np.float32)}).column("x")
+>>> tensors.type.extension_name, tensors.type.shape, tensors.type.value_type
+('arrow.fixed_shape_tensor', [3], DataType(float))
 >>> _arrow_table([[1], [2, 3]]).to_pydict()
 {'value': [[1], [2, 3]]}
 """
@@ -44,11 +46,11 @@ def _arrow_table(batch: Any) -> Any:
         return _rows_table(pa, batch)  # dicts of several key sets in one batch
     elif isinstance(batch, list) and batch and all(type(v) is tuple for v in batch):
         width = max(map(len, batch))
-        rows = [dict(zip([f"f{i}" for i in range(width)], v)) for v in batch]
+        rows = [dict(zip([f"f{i}" for i in range(width)], v, strict=False)) for v in batch]
         return _rows_table(pa, rows)
     else:
         names, columns = [VALUE_COLUMN], [batch]
-    arrays = [_arrow_column(pa, name, column) for name, column in zip(names, columns)]
+    arrays = [_arrow_column(pa, name, column) for name, column in zip(names, columns, strict=True)]
     return pa.Table.from_arrays(arrays, names=names)
 
 

@@ -68,14 +68,14 @@ def ray_read(
     reader = RecordIO(path, **reader_options)
     if reader.shuffle:  # every task shuffles the same epoch order: one seed
         reader_options = {**reader_options, "seed": reader.seed}
-    plan = ReadPlan(path, reader_options, columns, len(reader), _size(reader),
+    plan = RaySharePlan(path, reader_options, columns, len(reader), _set_bytes(reader),
                     _chunks(reader))
     source = _source_class(ray_data)(plan, reader)
     return ray_data.read_datasource(source, override_num_blocks=override_num_blocks,
                                     ray_remote_args=ray_remote_args)
 
 
-class ReadPlan:
+class RaySharePlan:
     """What a read task needs, plain data that pickles: the set, the options, the columns
     kept, and the set's instances, bytes and chunks (for planning)."""
 
@@ -93,7 +93,7 @@ class ReadPlan:
         return max(1, min(wanted, self.chunks, self.rows))
 
 
-def read_share(plan: ReadPlan, rank: int, world_size: int) -> Iterator[Any]:
+def read_share(plan: RaySharePlan, rank: int, world_size: int) -> Iterator[Any]:
     """A read task: the share ``rank`` of ``world_size`` as Arrow tables, in order."""
     reader = RecordIO(plan.path, **plan.options).for_rank(rank, world_size)
     for batch in reader.batches(ROWS_PER_BATCH):
@@ -113,7 +113,7 @@ def _selected(table: Any, columns: list[str], path: Any) -> Any:
     return table.select(columns)
 
 
-def _size(reader: RecordIO) -> int | None:
+def _set_bytes(reader: RecordIO) -> int | None:
     """The bytes of the set's shards, from its manifests (None if a set has none)."""
     sizes = [None if m is None else sum(s.bytes for s in m.shards) for m in reader.manifests]
     return None if None in sizes else sum(s for s in sizes if s is not None)
@@ -123,7 +123,7 @@ def _chunks(reader: RecordIO) -> int:
     """The set's chunks, from the chunk indexes ``convert`` writes beside each set; a file
     without one counts as one chunk (read tasks then split no file)."""
     total = 0
-    for shard_set, manifest in zip(reader.shard_sets, reader.manifests):
+    for shard_set, manifest in zip(reader.shard_sets, reader.manifests, strict=True):
         table = None if manifest is None else load_table(
             reader.fs, shard_set.directory, manifest, reader.on_corrupt)
         if table is None:
@@ -135,14 +135,14 @@ def _chunks(reader: RecordIO) -> int:
     return total
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _source_class(ray_data: Any) -> type:
     """The ``Datasource`` class, made once ``ray.data`` is imported."""
 
-    class RecordIODatasource(ray_data.Datasource):  # type: ignore[misc, name-defined]
+    class RecordIODatasource(ray_data.Datasource):
         """A recprep set as read tasks, one per rank share (see :mod:`recprep.raydata`)."""
 
-        def __init__(self, plan: ReadPlan, reader: RecordIO) -> None:
+        def __init__(self, plan: RaySharePlan, reader: RecordIO) -> None:
             self.plan = plan
             self.shares = {1: len(reader)}
             self._reader = reader

@@ -55,12 +55,12 @@ def ray_write(
                 "with the dataset's blocks as the input")
     refs = list(dataset.to_arrow_refs())
     holder_name = f"recprep-blocks-{uuid.uuid4().hex}"
-    holder = ray.remote(num_cpus=0)(BlockHolder).options(name=holder_name).remote(refs)
+    holder: Any = ray.remote(num_cpus=0)(BlockHolder).options(name=holder_name).remote(refs)
     failpoint = os.environ.get(FAILPOINT_ENV)
     readers = [BlockPartition(holder_name, i, failpoint) for i in range(len(refs))]
     try:
         ray.get(holder.count.remote())  # up before any task asks it
-        source = partitions(readers) if readers else []
+        source: Any = partitions(readers) if readers else []
         return convert(output_path, source, num_shards, name_prefix, executor="ray",
                        **convert_options)
     finally:
@@ -117,13 +117,13 @@ def block_columns(table: Any) -> dict[str, Any]:
     tensor columns (Ray's tensor extension, Arrow's fixed-shape tensor) as one N-D numpy
     array each (row ``i`` is a sub-array).
 
-    >>> import pyarrow as pa
+    >>> import pytest; pa = pytest.importorskip("pyarrow")
     >>> cols = block_columns(pa.table({"x": [1, 2]}))
     >>> list(cols), cols["x"].to_pylist()
     (['x'], [1, 2])
     """
     columns: dict[str, Any] = {}
-    for name, column in zip(table.column_names, table.columns):
+    for name, column in zip(table.column_names, table.columns, strict=True):
         kind = column.type
         if _is_tensor(kind):
             chunks = [c.to_numpy_ndarray() if hasattr(c, "to_numpy_ndarray") else c.to_numpy()
