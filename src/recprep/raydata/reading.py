@@ -144,8 +144,7 @@ def _source_class(ray_data: Any) -> type:
 
         def __init__(self, plan: RaySharePlan, reader: RecordIO) -> None:
             self.plan = plan
-            self.shares = {1: len(reader)}
-            self._reader = reader
+            self._reader = reader  # counts the tasks' shares (RecordIO pickles)
 
         def get_name(self) -> str:
             return "RecordIO"
@@ -165,8 +164,9 @@ def _source_class(ray_data: Any) -> type:
                 meta = ray_data.block.BlockMetadata(
                     num_rows=rows, size_bytes=size, exec_stats=None, input_files=None)
                 read = functools.partial(read_share, plan, rank, count)
-                tasks.append(ray_data.ReadTask(read, meta,
-                                               per_task_row_limit=per_task_row_limit))
+                limit = {} if per_task_row_limit is None else {
+                    "per_task_row_limit": per_task_row_limit}  # Ray >= 2.50 only
+                tasks.append(ray_data.ReadTask(read, meta, **limit))
             return tasks
 
     return RecordIODatasource
