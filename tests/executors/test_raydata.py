@@ -203,3 +203,9 @@ def test_ray_cluster_reads_and_writes(tmp_path):
     assert result == {"read": 2000, "written": [1000, 1000], "back": 2000, "in_order": True}
 
 
+
+
+def test_a_relative_path_is_the_drivers(rr, tmp_path, monkeypatch):
+    dict_set(str(tmp_path / "rel"), n=50)
+    monkeypatch.chdir(tmp_path)  # the workers' working directory is another
+    assert sorted(int(r["id"]) for r in rr.read("rel").take_all()) == list(range(50))

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, MissingDependencyError
 from ..read.reader import RecordIO
 from ..storage.chunkindex import load_table
+from ..storage.fs import display, resolve
 from .arrowbatch import _arrow_table
 
 #: rows a read task decodes and hands to Ray as one table (Ray joins or splits them into
@@ -65,6 +66,7 @@ def ray_read(
             raise InvalidArgumentError(
                 f"columns must be a list of column names, got {columns!r}")
         columns = list(columns)
+    path = _absolute(path, reader_options.get("storage_options"))
     reader = RecordIO(path, **reader_options)
     if reader.shuffle:  # every task shuffles the same epoch order: one seed
         reader_options = {**reader_options, "seed": reader.seed}
@@ -75,14 +77,21 @@ def ray_read(
                                     ray_remote_args=ray_remote_args)
 
 
+def _absolute(path: Any, storage_options: Any) -> str | list[str]:
+    """``path`` as the read tasks must see it: a local path made absolute here (a task's
+    working directory is not the driver's), a URL as it is."""
+    if isinstance(path, (str, os.PathLike)):
+        return display(*resolve(os.fspath(path), storage_options))
+    return [display(*resolve(os.fspath(p), storage_options)) for p in path]
+
+
 class RaySharePlan:
     """What a read task needs, plain data that pickles: the set, the options, the columns
     kept, and the set's instances, bytes and chunks (for planning)."""
 
-    def __init__(self, path: Any, options: dict[str, Any], columns: list[str] | None,
-                 rows: int, size: int | None, chunks: int) -> None:
-        self.path = path if isinstance(path, (str, list)) else (
-            os.fspath(path) if isinstance(path, os.PathLike) else list(path))
+    def __init__(self, path: str | list[str], options: dict[str, Any],
+                 columns: list[str] | None, rows: int, size: int | None, chunks: int) -> None:
+        self.path = path
         self.options = options
         self.columns = columns
         self.rows, self.size, self.chunks = rows, size, chunks
