@@ -14,7 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recprep import CorruptDataError, CorruptDataWarning, InvalidArgumentError, RecordIO
+from recprep import (
+    CorruptDataError,
+    CorruptDataWarning,
+    InvalidArgumentError,
+    RecordIO,
+    RecprepWarning,
+)
 from recprep import convert as recprep_convert
 
 from ..support.clusters import RAY_TEST_ENV, ray_head
@@ -209,3 +215,13 @@ def test_a_relative_path_is_the_drivers(rr, tmp_path, monkeypatch):
     dict_set(str(tmp_path / "rel"), n=50)
     monkeypatch.chdir(tmp_path)  # the workers' working directory is another
     assert sorted(int(r["id"]) for r in rr.read("rel").take_all()) == list(range(50))
+
+
+def test_an_empty_dataset_writes_an_empty_set(rr, ray_local, tmp_path):
+    empty = ray_local.data.range(10).limit(0).materialize()
+    with pytest.warns(RecprepWarning, match="2 of 2 shards are empty"):
+        result = rr.write(empty, str(tmp_path / "e"), 2, "e")
+    assert result.records_per_shard == [0, 0]
+    assert list(RecordIO(str(tmp_path / "e"))()) == []
+    with pytest.raises(InvalidArgumentError, match="executor="):
+        rr.write(empty, str(tmp_path / "x"), 2, "x", executor="serial")
