@@ -33,6 +33,7 @@ import logging
 import posixpath
 import re
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,39 +98,48 @@ class PendingUpload:
         return cls(str(doc["upload_id"]), parts, None if crc is None else int(crc))
 
 
-def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
+def with_etags(fs: Any, directory: str, data: bytes,
+               known: Mapping[str, str] | None = None) -> bytes | None:
     """The manifest ``data`` with each shard's ETag, as storage gives it now for the shard
-    in ``directory``, recorded (and any it recorded dropped where storage gives none: a
-    set copied from an object store to a disk); None when ``data`` is not a manifest."""
+    in ``directory`` (or as ``known`` says: those completed uploads answered), recorded
+    (and any it recorded dropped where storage gives none: a set copied from an object
+    store to a disk); None when ``data`` is not a manifest. The others are asked several
+    at once."""
     from .manifest import Manifest
 
     try:
         manifest = Manifest.from_json(data)
     except CorruptDataError:
         return None
-    shards = []
-    for shard in manifest.shards:
-        path = posixpath.join(directory, shard.name)
+
+    def etag(name: str) -> str | None:
+        if known and name in known:
+            return known[name]
+        path = posixpath.join(directory, name)
         with contextlib.suppress(Exception):
             fs.invalidate_cache(path)  # a listing taken before the move knows another
         try:
             info = fs.info(path)
         except FileNotFoundError:
             info = {}
-        etag = info.get("ETag", info.get("etag"))
-        shards.append(dataclasses.replace(shard, etag=None if etag is None else str(etag)))
-    manifest.shards = shards
+        found = info.get("ETag", info.get("etag"))
+        return None if found is None else str(found)
+
+    names = [shard.name for shard in manifest.shards]
+    with ThreadPoolExecutor(max(1, min(8, len(names)))) as pool:
+        etags = list(pool.map(etag, names))
+    manifest.shards = [dataclasses.replace(shard, etag=tag)
+                       for shard, tag in zip(manifest.shards, etags, strict=True)]
     return manifest.to_json()
 
 
-def _code(err: BaseException) -> str | None:
-    """The S3 error code behind ``err`` (s3fs wraps botocore's ``ClientError``)."""
+def error_code(err: BaseException) -> str | None:
+    """The S3 error code behind ``err`` (s3fs raises an ``OSError`` caused by botocore's
+    ``ClientError``)."""
     for e in (err, err.__cause__, err.__context__):
         response = getattr(e, "response", None)
         if isinstance(response, dict):
             return response.get("Error", {}).get("Code")
-    if isinstance(err, FileNotFoundError):
-        return "NoSuchUpload"
     return None
 
 
@@ -157,23 +167,27 @@ def _is_complete(fs: Any, path: str, upload: PendingUpload) -> bool:
         return checksum(f) == (upload.crc32c, upload.bytes)
 
 
-def complete(fs: Any, path: str, upload: PendingUpload) -> None:
+def complete(fs: Any, path: str, upload: PendingUpload) -> str | None:
     """Complete ``upload`` of the object ``path`` (idempotent: one a killed commit
     completed is fine when the object there is the one its parts make; otherwise
-    :class:`~recprep.errors.WriteError` naming it)."""
+    :class:`~recprep.errors.WriteError` naming it); returns the object's ETag, as the
+    store answered it (None: not answered)."""
     parts = [{"PartNumber": p.number, "ETag": p.etag,
               **({} if p.crc32c is None else {"ChecksumCRC32C": p.crc32c})}
              for p in upload.parts]
+    etag = None
     try:
-        _call(fs, "complete_multipart_upload", path, UploadId=upload.upload_id,
-              MultipartUpload={"Parts": parts})
+        out = _call(fs, "complete_multipart_upload", path, UploadId=upload.upload_id,
+                    MultipartUpload={"Parts": parts})
+        etag = out.get("ETag")
     except Exception as err:  # noqa: BLE001 - the object decides
-        if _code(err) != "NoSuchUpload" or not _is_complete(fs, path, upload):
+        if error_code(err) != "NoSuchUpload" or not _is_complete(fs, path, upload):
             raise WriteError(display(fs, path), OSError(
                 f"its upload {upload.upload_id[:16]}... can't be completed ({err}) and the "
                 "object there isn't the one its parts make")) from err
     with contextlib.suppress(Exception):
         fs.invalidate_cache(path)
+    return None if etag is None else str(etag)
 
 
 def resumable(fs: Any, path: str, upload: PendingUpload) -> bool:
@@ -182,7 +196,7 @@ def resumable(fs: Any, path: str, upload: PendingUpload) -> bool:
     try:
         listed = _call(fs, "list_parts", path, UploadId=upload.upload_id, MaxParts=10000)
     except Exception as err:  # noqa: BLE001 - NoSuchUpload: completed, or aborted
-        if _code(err) != "NoSuchUpload":
+        if error_code(err) != "NoSuchUpload":
             raise
         try:
             return _is_complete(fs, path, upload)
@@ -217,7 +231,7 @@ def abort(fs: Any, path: str, upload_id: str) -> None:
     try:
         _call(fs, "abort_multipart_upload", path, UploadId=upload_id)
     except Exception as err:  # noqa: BLE001
-        if _code(err) != "NoSuchUpload":
+        if error_code(err) != "NoSuchUpload":
             raise
 
 

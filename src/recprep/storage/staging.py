@@ -128,6 +128,10 @@ class Staging:
         self.area = area or self.path
         self.committing = False  # this object wrote the journal now in place
         self._staged_manifest: bytes | None = None  # the manifest this object staged
+        #: an S3 store (PUTs atomic, a move a copy): no temporaries, no existence checks
+        self._store = callable(getattr(fs, "_call_s3", None))
+        self._etags: dict[str, str] = {}  # the ETags completed uploads answered
+        self._swept = False  # no upload was open here, but those a journal records
 
     def exists(self) -> bool:
         self._check_not_a_link()
@@ -157,13 +161,17 @@ class Staging:
         try:
             self.fs.makedirs(self.path, exist_ok=True)
             if not keep:
-                self.abort_unrecorded()
+                self._swept = not self.abort_unrecorded()
         except OSError as err:
             raise WriteError(self.path, err) from err
 
     def _write_atomic(self, name: str, data: bytes) -> None:
         tmp, path = self.file(f".{name}.tmp"), self.file(name)
         try:
+            if self._store:  # a PUT is atomic there: no temporary to copy
+                failpoints.hit("staging.rename")
+                self.fs.pipe_file(path, data)
+                return
             with self.fs.open(tmp, "wb") as f:
                 f.write(data)
             failpoints.hit("staging.rename")
@@ -361,7 +369,7 @@ class Staging:
         fs = self.fs
         final_manifest = posixpath.join(self.output, manifest_name(self.prefix))
         staged_manifest = self.file(manifest_name(self.prefix))
-        if fs.exists(staged_manifest):
+        if self._staged_manifest is not None or fs.exists(staged_manifest):
             if fs.exists(final_manifest):
                 fs.rm(final_manifest)  # uncommit the old set before touching its files
                 failpoints.hit("commit.uncommit")
@@ -375,45 +383,45 @@ class Staging:
             self._move_manifest(journal, staged_manifest, final_manifest)
             failpoints.hit("commit.manifest")
         for name in (FINGERPRINT, JOURNAL):  # the run is over, then the commit
-            if fs.exists(self.file(name)):
+            if self._store:  # removing an absent object is no error there
+                fs.rm_file(self.file(name))
+                failpoints.hit("commit.cleanup")
+            elif fs.exists(self.file(name)):
                 fs.rm(self.file(name))
                 failpoints.hit("commit.cleanup")
         self.committing = False
-        if journal.uploads:  # those of runs whose journal this one replaced
+        if journal.uploads and not self._swept:  # of runs whose journal this one replaced
             names = {*journal.staged, *journal.uploads, *journal.replaced}
             self.abort_unrecorded(names.__contains__)
         self.remove()
 
     def _move_all_in(self, journal: Journal) -> None:
-        """Move the staged files in and complete the uploads, several at once on an
-        object store (a move there is a copy and a delete)."""
+        """Move the staged files in and complete the uploads (on a store, several at once)."""
         calls: list[tuple[Any, ...]] = [(self._move_in, *m) for m in journal.staged.items()]
         calls += [(self._complete, name, upload) for name, upload in journal.uploads.items()]
-        if is_local(self.fs) or len(calls) < 2:
-            for fn, *args in calls:
-                fn(*args)
-            return
-        with ThreadPoolExecutor(min(MOVES_IN_FLIGHT, len(calls))) as pool:
+        with ThreadPoolExecutor(1 if is_local(self.fs) else MOVES_IN_FLIGHT) as pool:
             list(pool.map(lambda call: call[0](*call[1:]), calls))
 
     def _complete(self, name: str, upload: PendingUpload) -> None:
-        complete(self.fs, posixpath.join(self.output, name), upload)
+        etag = complete(self.fs, posixpath.join(self.output, name), upload)
+        if etag is not None:
+            self._etags[name] = etag
         failpoints.hit("commit.complete")
 
-    def abort_unrecorded(self, owned: Any = None) -> None:
+    def abort_unrecorded(self, owned: Any = None) -> int:
         """Abort the open multipart uploads in the output directory of names ``owned``
-        says are this set's (default: its shards, manifest and side files) that no
-        pending journal records: no parts are left billed by a run that died or failed
-        before its commit (a store that doesn't speak S3 has none)."""
-        if not callable(getattr(self.fs, "_call_s3", None)):
-            return
+        says are this set's (default: its files) that no pending journal records, so no
+        parts of a killed or failed run are left billed; returns how many it records."""
         keep: set[str] = set()
-        if self.pending_commit():
+        if self._store and self.pending_commit():
             with contextlib.suppress(RecprepError):
                 keep = {u.upload_id for u in self.journal().uploads.values()}
-        if owned is None:
-            owned = lambda name: classify(name).of_set(self.prefix)  # noqa: E731
-        abort_unrecorded(self.fs, self.output, owned, keep)
+        if self._store:
+            abort_unrecorded(self.fs, self.output, owned or self._owns, keep)
+        return len(keep)
+
+    def _owns(self, name: str) -> bool:
+        return classify(name).of_set(self.prefix)
 
     def _move_in(self, name: str, staged: str) -> None:
         """Move one staged file to its final name (a replay: if it is still staged)."""
@@ -429,14 +437,18 @@ class Staging:
     def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
         """Move the staged manifest to its final name, the commit point; on a store that
         gives ETags, with each shard's ETag under its final name recorded in it (asked
-        now, after the moves: a copy may give an object another ETag). Its bytes then
-        differ from the staged ones (which the journal names): they go to a temporary
-        beside it, moved in the same way."""
+        now, after the moves: a copy may give an object another ETag; those of completed
+        uploads as answered), written there (an S3 PUT is atomic) or to a temporary moved
+        in the same way."""
         fs = self.fs
         data = self._staged_manifest
         if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
             data = self._read(manifest_name(self.prefix))  # a replay: as staged
-        pinned = None if data is None else with_etags(fs, self.output, data)
+        pinned = None if data is None else with_etags(fs, self.output, data, self._etags)
+        if self._store and data is not None:  # a PUT is atomic, a move a copy
+            fs.pipe_file(final, data if pinned is None else pinned)
+            fs.rm_file(staged)
+            return
         if pinned is None or pinned == data:
             fs.mv(staged, final)
             return
@@ -477,7 +489,10 @@ class Staging:
         """Delete the staging directory and everything in it (best effort; failures are
         notes on ``error``)."""
         try:
-            if self.exists():
+            if self._store:  # one listing, one delete (none: nothing to do)
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm(self.path, recursive=True)
+            elif self.exists():
                 self.fs.rm(self.path, recursive=True)
         except Exception as failure:  # cleanup must not hide the error that led here
             if error is None and isinstance(failure, UntrustedFileError):

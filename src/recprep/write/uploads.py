@@ -68,6 +68,7 @@ import google_crc32c
 from ..errors import WriteError
 from ..storage.fs import display
 from ..storage.multipart import Part, PendingUpload
+from ..storage.multipart import error_code as _code
 
 __all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
            "md5_etag", "open_upload", "part_size", "speaks_s3", "store_checks"]
@@ -128,16 +129,6 @@ def _md5(data: bytes) -> bytes:
 
 def _b64(crc: int) -> str:
     return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
-
-
-def _code(err: BaseException) -> str | None:
-    """The S3 error code behind ``err`` (s3fs raises an ``OSError`` caused by botocore's
-    ``ClientError``)."""
-    for e in (err, err.__cause__, err.__context__):
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):
-            return response.get("Error", {}).get("Code")
-    return None
 
 
 def store_checks(fs: Any, path: str) -> str:
