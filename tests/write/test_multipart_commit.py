@@ -105,29 +105,37 @@ def test_cp_to_s3_sends_no_copy_and_completes_an_upload_per_file(s3, s3_url, set
 
 
 def test_an_upload_completed_before_a_kill_is_completed_again_only_if_it_is_there(
-        s3, s3_url, sets):
-    """A replay completes each upload again: one a killed commit completed is fine when
-    the object there is the one its parts make; a key holding anything else is an error
-    naming the shard."""
+        s3, s3_url, monkeypatch):
+    """A replay completes each upload again: one a killed commit completed (S3 then
+    answers ``NoSuchUpload``) is fine when the object there is the one its parts make; a
+    key holding anything else is an error naming the shard."""
+    from botocore.exceptions import ClientError
+
     from recprep.storage.multipart import complete
     from recprep.write.uploads import UploadSlots, open_upload
+
+    from ..tools.s3calls import S3Calls
 
     fs = s3.filesystem()
     path = f"{s3_url}/x/k-00000-of-00000"
     with open_upload(fs, path, UploadSlots(fs), deferred=True) as out:
         out.write(b"abc" * 1000)
     pending = out.pending
+    assert pending is not None and [p.size for p in pending.parts] == [3000]
     assert not fs.exists(path)  # incomplete: invisible
-    complete(fs, path, pending)
-    complete(fs, path, pending)  # moto answers again; S3 says NoSuchUpload: both fine
+    assert complete(fs, path, pending) == fs.info(path)["ETag"]
     assert fs.cat_file(path) == b"abc" * 1000
-    from dataclasses import replace
 
-    gone = replace(pending, upload_id="no-such-upload")
-    complete(fs, path, gone)  # NoSuchUpload, and the object is the one its parts make
+    def gone(method, kwargs):  # what S3 answers an upload completed already
+        if method == "complete_multipart_upload":
+            raise ClientError({"Error": {"Code": "NoSuchUpload", "Message": "gone"}},
+                              "CompleteMultipartUpload")
+
+    S3Calls(monkeypatch, fault=gone)
+    complete(fs, path, pending)  # the object is the one its parts make: fine
     fs.pipe(path, b"something else")
     with pytest.raises(RecprepError, match="k-00000-of-00000.*isn't the one its parts make"):
-        complete(fs, path, gone)
+        complete(fs, path, pending)
 
 
 CP_STEPS = ["cp.copied=3", "commit.journal=1", "commit.uncommit=1", "commit.complete=1",

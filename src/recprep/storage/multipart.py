@@ -226,6 +226,21 @@ def open_uploads(fs: Any, directory: str) -> list[tuple[str, str]]:
                  "UploadIdMarker": out.get("NextUploadIdMarker", "")}
 
 
+def objects_under(fs: Any, directory: str) -> list[str]:
+    """The paths (``bucket/key``) of every object under ``directory``, by listing its
+    prefix (``ListObjectsV2``, one request per 1,000; no ``HeadObject``)."""
+    bucket, key = fs.split_path(directory)[:2]
+    prefix = f"{key.rstrip('/')}/"
+    found: list[str] = []
+    marks: dict[str, str] = {}
+    while True:
+        out = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **marks)
+        found += [f"{bucket}/{o['Key']}" for o in out.get("Contents", [])]
+        if not out.get("IsTruncated"):
+            return found
+        marks = {"ContinuationToken": out["NextContinuationToken"]}
+
+
 def abort(fs: Any, path: str, upload_id: str) -> None:
     """Abort an upload (one already gone is fine)."""
     try:

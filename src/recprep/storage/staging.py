@@ -45,7 +45,6 @@ import os
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import (
@@ -57,10 +56,17 @@ from ..errors import (
     add_note,
 )
 from . import failpoints
-from .filefacts import FileFacts, facts_intact
 from .fs import display, is_local, read_regular
 from .listing import Kind, classify
-from .multipart import PendingUpload, abort_unrecorded, complete, resumable, with_etags
+from .multipart import (
+    PendingUpload,
+    abort_unrecorded,
+    complete,
+    objects_under,
+    resumable,
+    with_etags,
+)
+from .records import FileFacts, Journal, Run, facts_intact
 from .seals import safe_name, seal, unseal
 from .shardnames import manifest_name
 from .writers import JOURNAL, STAGING_PREFIX
@@ -78,26 +84,6 @@ MAX_SIDE_BYTES = 64 << 20
 
 
 # -- staged files ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Run:
-    """What ``options.json`` says of the run that made the staged work."""
-
-    fingerprint: str
-    overwrite: bool
-
-
-@dataclass(frozen=True)
-class Journal:
-    """A commit in progress: final name -> staged name, old names that go, the SHA-256
-    of the staged manifest, and final name -> the multipart upload that completes it (on
-    an object store: :mod:`~recprep.storage.multipart`)."""
-
-    staged: dict[str, str]
-    replaced: list[str]
-    manifest_sha256: str
-    uploads: dict[str, PendingUpload] = field(default_factory=dict)
 
 
 def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseException) -> None:
@@ -155,6 +141,14 @@ class Staging:
         """Make the directory; a dead run's leftovers are kept (``keep``) or removed (but
         a pending journal stays until this run's commit replaces it: the set it marks is
         not committed, and readers must keep seeing that)."""
+        if self._store and not keep:  # one listing tells all: no directories there
+            entries = objects_under(self.fs, self.path)
+            left = [e for e in entries if posixpath.basename(e) != JOURNAL]
+            if left:
+                log.info("recprep: removing the temporaries of an earlier run in %s", self.path)
+                self.fs.rm(left)
+            self._swept = not self.abort_unrecorded(pending=len(left) < len(entries))
+            return
         if not keep and self.exists():
             log.info("recprep: removing the temporaries of an earlier run in %s", self.path)
             self.clear()
@@ -370,7 +364,10 @@ class Staging:
         final_manifest = posixpath.join(self.output, manifest_name(self.prefix))
         staged_manifest = self.file(manifest_name(self.prefix))
         if self._staged_manifest is not None or fs.exists(staged_manifest):
-            if fs.exists(final_manifest):
+            if self._store:  # (no error if there is none)
+                fs.rm_file(final_manifest)  # uncommit the old set before touching its files
+                failpoints.hit("commit.uncommit")
+            elif fs.exists(final_manifest):
                 fs.rm(final_manifest)  # uncommit the old set before touching its files
                 failpoints.hit("commit.uncommit")
             self._move_all_in(journal)
@@ -382,11 +379,12 @@ class Staging:
                     failpoints.hit("commit.replaced")
             self._move_manifest(journal, staged_manifest, final_manifest)
             failpoints.hit("commit.manifest")
-        for name in (FINGERPRINT, JOURNAL):  # the run is over, then the commit
-            if self._store:  # removing an absent object is no error there
-                fs.rm_file(self.file(name))
-                failpoints.hit("commit.cleanup")
-            elif fs.exists(self.file(name)):
+        if self._store:  # the run is over, and the commit: both in one request
+            fs.rm([self.file(name) for name in (manifest_name(self.prefix), FINGERPRINT,
+                                                 JOURNAL)])
+            failpoints.hit("commit.cleanup")
+        for name in () if self._store else (FINGERPRINT, JOURNAL):  # the run, the commit
+            if fs.exists(self.file(name)):
                 fs.rm(self.file(name))
                 failpoints.hit("commit.cleanup")
         self.committing = False
@@ -408,12 +406,12 @@ class Staging:
             self._etags[name] = etag
         failpoints.hit("commit.complete")
 
-    def abort_unrecorded(self, owned: Any = None) -> int:
+    def abort_unrecorded(self, owned: Any = None, pending: bool | None = None) -> int:
         """Abort the open multipart uploads in the output directory of names ``owned``
         says are this set's (default: its files) that no pending journal records, so no
         parts of a killed or failed run are left billed; returns how many it records."""
         keep: set[str] = set()
-        if self._store and self.pending_commit():
+        if self._store and (self.pending_commit() if pending is None else pending):
             with contextlib.suppress(RecprepError):
                 keep = {u.upload_id for u in self.journal().uploads.values()}
         if self._store:
@@ -445,10 +443,9 @@ class Staging:
         if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
             data = self._read(manifest_name(self.prefix))  # a replay: as staged
         pinned = None if data is None else with_etags(fs, self.output, data, self._etags)
-        if self._store and data is not None:  # a PUT is atomic, a move a copy
-            fs.pipe_file(final, data if pinned is None else pinned)
-            fs.rm_file(staged)
-            return
+        if self._store and data is not None:  # a PUT is atomic, a move a copy (the staged
+            fs.pipe_file(final, data if pinned is None else pinned)  # one goes with the
+            return  # journal)
         if pinned is None or pinned == data:
             fs.mv(staged, final)
             return
@@ -490,8 +487,9 @@ class Staging:
         notes on ``error``)."""
         try:
             if self._store:  # one listing, one delete (none: nothing to do)
-                with contextlib.suppress(FileNotFoundError):
-                    self.fs.rm(self.path, recursive=True)
+                if left := objects_under(self.fs, self.path):
+                    self.fs.rm(left)
+                self.fs.invalidate_cache(self.path)
             elif self.exists():
                 self.fs.rm(self.path, recursive=True)
         except Exception as failure:  # cleanup must not hide the error that led here

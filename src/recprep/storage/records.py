@@ -1,6 +1,7 @@
-"""What was written to a staged file — records, bytes, CRC-32C, its chunk index — and
-whether storage still holds exactly that (:func:`facts_intact`): a resume reuses a
-killed run's staged work only when it does.
+"""What staging's side files record: what was written to a staged file — records, bytes,
+CRC-32C, its chunk index — and whether storage still holds exactly that
+(:func:`facts_intact`: a resume reuses a killed run's staged work only when it does); the
+run (:class:`Run`); a commit in progress (:class:`Journal`).
 
 Example
 -------
@@ -19,8 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .fs import checksum, open_regular
+from .multipart import PendingUpload
 
-__all__ = ["FileFacts", "facts_intact"]
+__all__ = ["FileFacts", "Journal", "Run", "facts_intact"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +63,23 @@ def facts_intact(fs: Any, facts: FileFacts) -> bool:
     except (OSError, ValueError):
         return False
     return size == facts.bytes and crc == facts.crc32c
+
+
+@dataclass(frozen=True)
+class Run:
+    """What ``options.json`` says of the run that made the staged work."""
+
+    fingerprint: str
+    overwrite: bool
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A commit in progress: final name -> staged name, old names that go, the SHA-256
+    of the staged manifest, and final name -> the multipart upload that completes it (on
+    an object store: :mod:`~recprep.storage.multipart`)."""
+
+    staged: dict[str, str]
+    replaced: list[str]
+    manifest_sha256: str
+    uploads: dict[str, PendingUpload] = field(default_factory=dict)
