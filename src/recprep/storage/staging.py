@@ -388,9 +388,8 @@ class Staging:
                 fs.rm(self.file(name))
                 failpoints.hit("commit.cleanup")
         self.committing = False
-        if journal.uploads and not self._swept:  # of runs whose journal this one replaced
-            names = {*journal.staged, *journal.uploads, *journal.replaced}
-            self.abort_unrecorded(names.__contains__)
+        if not self._swept:  # those of killed runs, or of a journal this one replaced
+            self.abort_unrecorded(pending=False)
         self.remove()
 
     def _move_all_in(self, journal: Journal) -> None:
