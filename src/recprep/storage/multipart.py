@@ -98,13 +98,11 @@ class PendingUpload:
         return cls(str(doc["upload_id"]), parts, None if crc is None else int(crc))
 
 
-def with_etags(fs: Any, directory: str, data: bytes,
-               known: Mapping[str, str] | None = None) -> bytes | None:
+def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
     """The manifest ``data`` with each shard's ETag, as storage gives it now for the shard
-    in ``directory`` (or as ``known`` says: those completed uploads answered), recorded
-    (and any it recorded dropped where storage gives none: a set copied from an object
-    store to a disk); None when ``data`` is not a manifest. The others are asked several
-    at once."""
+    in ``directory`` (asked several at once), recorded (and any it recorded dropped where
+    storage gives none: a set copied from an object store to a disk); None when ``data``
+    is not a manifest."""
     from .manifest import Manifest
 
     try:
@@ -113,8 +111,6 @@ def with_etags(fs: Any, directory: str, data: bytes,
         return None
 
     def etag(name: str) -> str | None:
-        if known and name in known:
-            return known[name]
         path = posixpath.join(directory, name)
         with contextlib.suppress(Exception):
             fs.invalidate_cache(path)  # a listing taken before the move knows another

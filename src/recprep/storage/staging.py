@@ -116,7 +116,6 @@ class Staging:
         self._staged_manifest: bytes | None = None  # the manifest this object staged
         #: an S3 store (PUTs atomic, a move a copy): no temporaries, no existence checks
         self._store = callable(getattr(fs, "_call_s3", None))
-        self._etags: dict[str, str] = {}  # the ETags completed uploads answered
         self._swept = False  # no upload was open here, but those a journal records
 
     def exists(self) -> bool:
@@ -400,9 +399,7 @@ class Staging:
             list(pool.map(lambda call: call[0](*call[1:]), calls))
 
     def _complete(self, name: str, upload: PendingUpload) -> None:
-        etag = complete(self.fs, posixpath.join(self.output, name), upload)
-        if etag is not None:
-            self._etags[name] = etag
+        complete(self.fs, posixpath.join(self.output, name), upload)
         failpoints.hit("commit.complete")
 
     def abort_unrecorded(self, owned: Any = None, pending: bool | None = None) -> int:
@@ -434,14 +431,14 @@ class Staging:
     def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
         """Move the staged manifest to its final name, the commit point; on a store that
         gives ETags, with each shard's ETag under its final name recorded in it (asked
-        now, after the moves: a copy may give an object another ETag; those of completed
-        uploads as answered), written there (an S3 PUT is atomic) or to a temporary moved
+        now, after the moves and uploads, several at once: a copy may give an object
+        another ETag), written there (an S3 PUT is atomic) or to a temporary moved
         in the same way."""
         fs = self.fs
         data = self._staged_manifest
         if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
             data = self._read(manifest_name(self.prefix))  # a replay: as staged
-        pinned = None if data is None else with_etags(fs, self.output, data, self._etags)
+        pinned = None if data is None else with_etags(fs, self.output, data)
         if self._store and data is not None:  # a PUT is atomic, a move a copy (the staged
             fs.pipe_file(final, data if pinned is None else pinned)  # one goes with the
             return  # journal)
