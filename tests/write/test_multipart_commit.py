@@ -185,3 +185,23 @@ def test_a_journal_whose_upload_id_was_changed_is_refused(s3, s3_url, sets):
         convert(out, [1], 5, "k", resume=True, storage_options=options)
     assert seen(f"{out}/k-*", options) == "error"  # still not committed: nothing acted on
     assert not fs.exists(f"{out}/{name}")
+
+
+def test_a_pending_commit_whose_upload_was_aborted_is_written_again(s3, s3_url, sets):
+    """Before the commit point a resume checks each recorded upload is still open with
+    its parts (``ListParts``): one aborted meanwhile (a lifecycle rule, a user) makes the
+    journal unfinishable, and the set is written again — never completed in part."""
+    out = f"{s3_url}/data"
+    env = s3.env({**os.environ, "RECPREP_FAILPOINTS": "commit.journal=1"})
+    killed = cp(str(sets["B"] / "k"), out, env=env)
+    assert killed.returncode == 137, killed.stderr
+    fs = s3.filesystem()
+    doc = json.loads(fs.cat_file(f"{out}/.recprep-staging-k/commit.json"))
+    name, upload = sorted(doc["uploads"].items())[1]
+    fs.call_s3("abort_multipart_upload", Bucket=s3_url[5:], Key=f"data/{name}",
+               UploadId=upload["upload_id"])
+    env.pop("RECPREP_FAILPOINTS")
+    done = job(out, "--tag", "B", "--shards", "5", "--resume", env=env)
+    assert done.returncode == 0, done.stderr
+    assert_is_set(s3, out, local_files(sets["B"]))
+    assert open_uploads(s3, s3_url) == []
