@@ -376,23 +376,19 @@ def test_cp_damaged_s3_object_is_verified_and_refused(data, s3, s3_url, tmp_path
 
 
 def test_cp_commits_manifest_last_on_s3(data, s3, s3_url, monkeypatch):
-    import s3fs
+    """On S3 a set's files are completed (multipart uploads to their final names, left
+    incomplete until the commit) and the manifest is put last."""
+    from .s3calls import S3Calls
 
-    moved = []
-    original = s3fs.S3FileSystem.mv
-
-    def spy(self, path1, path2, *args, **kwargs):
-        if not posixpath.basename(posixpath.dirname(path2)).startswith("."):  # a final name
-            assert posixpath.basename(posixpath.dirname(path1)).startswith(".recprep-")
-            moved.append(posixpath.basename(path2))
-        return original(self, path1, path2, *args, **kwargs)
-
-    monkeypatch.setattr(s3fs.S3FileSystem, "mv", spy)
+    calls = S3Calls(monkeypatch)
     result = copy(str(data / PREFIX), s3_url, storage_options=s3.storage_options,
                   num_workers=3, progress=False)
-    assert moved[-1] == f"{PREFIX}.manifest.json"
-    assert sorted(moved[:-1]) == [f".{PREFIX}.chunks",  # the chunk side file, before it
-                                  *[shard(data, i).name for i in range(NUM_SHARDS)]]
+    final = [(m, posixpath.basename(k)) for m, k in calls.calls
+             if m in ("complete_multipart_upload", "put_object", "copy_object")
+             and ".recprep-" not in k]
+    assert final[-1] == ("put_object", f"{PREFIX}.manifest.json")
+    assert sorted(final[:-1]) == [("complete_multipart_upload", n) for n in sorted(
+        [f".{PREFIX}.chunks", *[shard(data, i).name for i in range(NUM_SHARDS)]])]
     assert [f.dest.rsplit("/", 1)[1] for f in result.files][-1] == f"{PREFIX}.manifest.json"
 
 

@@ -14,6 +14,14 @@ Everything a conversion writes goes first under ``{output}/.recprep-staging-{pre
    moved to its final name — **the manifest is the commit point** — then ``options.json``,
    the journal and staging go, in that order.
 
+On an object store that speaks S3, a shard need not be staged at all (a move there is a
+server-side copy): it is uploaded as a multipart upload to its final name and left
+incomplete — invisible to readers and listings — and the journal records the upload
+(id, parts, their ETags, sizes, CRC-32C: :mod:`~recprep.storage.multipart`); step 3
+completes it where it would move a staged file in. Uploads no journal records (a run
+killed or failed before its commit, or one whose journal a later commit replaced) are
+aborted when a run starts, fails or commits (only those of the set's names).
+
 While a journal exists and the manifest is missing, the set is *not committed*: readers
 refuse it (:mod:`recprep.read.committed`), ``verify`` reports it. A journal is replayed by
 ``resume=True``: every step is idempotent, so a replay killed at any step is replayed
@@ -31,14 +39,12 @@ output directory (final names). A side file that fails either check is refused w
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import logging
 import os
 import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import (
@@ -50,8 +56,17 @@ from ..errors import (
     add_note,
 )
 from . import failpoints
-from .fs import checksum, display, is_local, open_regular, read_regular
+from .fs import display, is_local, read_regular
 from .listing import Kind, classify
+from .multipart import (
+    PendingUpload,
+    abort_unrecorded,
+    complete,
+    objects_under,
+    resumable,
+    with_etags,
+)
+from .records import FileFacts, Journal, Run, facts_intact
 from .seals import safe_name, seal, unseal
 from .shardnames import manifest_name
 from .writers import JOURNAL, STAGING_PREFIX
@@ -68,90 +83,7 @@ FINGERPRINT = "options.json"
 MAX_SIDE_BYTES = 64 << 20
 
 
-def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
-    """The manifest ``data`` with each shard's ETag, as storage gives it now for the shard
-    in ``directory``, recorded (and any it recorded dropped where storage gives none: a
-    set copied from an object store to a disk); None when ``data`` is not a manifest."""
-    from .manifest import Manifest
-
-    try:
-        manifest = Manifest.from_json(data)
-    except CorruptDataError:
-        return None
-    shards = []
-    for shard in manifest.shards:
-        path = posixpath.join(directory, shard.name)
-        with contextlib.suppress(Exception):
-            fs.invalidate_cache(path)  # a listing taken before the move knows another
-        try:
-            info = fs.info(path)
-        except FileNotFoundError:
-            info = {}
-        etag = info.get("ETag", info.get("etag"))
-        shards.append(dataclasses.replace(shard, etag=None if etag is None else str(etag)))
-    manifest.shards = shards
-    return manifest.to_json()
-
-
 # -- staged files ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileFacts:
-    """What was written to one file (or to ``bytes`` bytes of it from ``offset``):
-    records, bytes and the CRC-32C of those bytes; and ``chunks`` when its writer reported
-    them (:attr:`~recprep.containers.base.RecordWriter.chunks`): ``(offset, records)`` of
-    each chunk, offsets counted from ``offset`` — the chunk index of those bytes, known
-    without reading them back (``None``: not known)."""
-
-    path: str
-    records: int
-    bytes: int
-    crc32c: int
-    offset: int = 0
-    chunks: tuple[tuple[int, int], ...] | None = field(default=None, repr=False)
-
-    def to_doc(self, name: str) -> dict[str, Any]:
-        """These facts as JSON data (a task record's), the file called ``name``."""
-        return {**asdict(self), "path": name}
-
-    @classmethod
-    def from_doc(cls, doc: Mapping[str, Any], path: str) -> FileFacts:
-        """The facts :meth:`to_doc` made, of the file at ``path`` (a record without
-        ``chunks``, as older versions wrote, leaves them unknown); a value of the wrong
-        kind raises ``KeyError``, ``TypeError`` or ``ValueError``."""
-        chunks = doc.get("chunks")
-        return cls(path, int(doc["records"]), int(doc["bytes"]), int(doc["crc32c"]),
-                   int(doc["offset"]),
-                   None if chunks is None else tuple((int(o), int(n)) for o, n in chunks))
-
-
-def facts_intact(fs: Any, facts: FileFacts) -> bool:
-    """Whether ``facts`` still describe what is on storage (size and CRC-32C)."""
-    try:  # a FIFO planted in staging is refused (ValueError), never read
-        with open_regular(fs, facts.path, what="a staged file") as f:
-            crc, size = checksum(f, start=facts.offset, size=facts.bytes)
-    except (OSError, ValueError):
-        return False
-    return size == facts.bytes and crc == facts.crc32c
-
-
-@dataclass(frozen=True)
-class Run:
-    """What ``options.json`` says of the run that made the staged work."""
-
-    fingerprint: str
-    overwrite: bool
-
-
-@dataclass(frozen=True)
-class Journal:
-    """A commit in progress: final name -> staged name, old names that go, and the
-    SHA-256 of the staged manifest."""
-
-    staged: dict[str, str]
-    replaced: list[str]
-    manifest_sha256: str
 
 
 def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseException) -> None:
@@ -182,6 +114,9 @@ class Staging:
         self.area = area or self.path
         self.committing = False  # this object wrote the journal now in place
         self._staged_manifest: bytes | None = None  # the manifest this object staged
+        #: an S3 store (PUTs atomic, a move a copy): no temporaries, no existence checks
+        self._store = callable(getattr(fs, "_call_s3", None))
+        self._swept = False  # no upload was open here, but those a journal records
 
     def exists(self) -> bool:
         self._check_not_a_link()
@@ -205,17 +140,31 @@ class Staging:
         """Make the directory; a dead run's leftovers are kept (``keep``) or removed (but
         a pending journal stays until this run's commit replaces it: the set it marks is
         not committed, and readers must keep seeing that)."""
+        if self._store and not keep:  # one listing tells all: no directories there
+            entries = objects_under(self.fs, self.path)
+            left = [e for e in entries if posixpath.basename(e) != JOURNAL]
+            if left:
+                log.info("recprep: removing the temporaries of an earlier run in %s", self.path)
+                self.fs.rm(left)
+            self._swept = not self.abort_unrecorded(pending=len(left) < len(entries))
+            return
         if not keep and self.exists():
             log.info("recprep: removing the temporaries of an earlier run in %s", self.path)
             self.clear()
         try:
             self.fs.makedirs(self.path, exist_ok=True)
+            if not keep:
+                self._swept = not self.abort_unrecorded()
         except OSError as err:
             raise WriteError(self.path, err) from err
 
     def _write_atomic(self, name: str, data: bytes) -> None:
         tmp, path = self.file(f".{name}.tmp"), self.file(name)
         try:
+            if self._store:  # a PUT is atomic there: no temporary to copy
+                failpoints.hit("staging.rename")
+                self.fs.pipe_file(path, data)
+                return
             with self.fs.open(tmp, "wb") as f:
                 f.write(data)
             failpoints.hit("staging.rename")
@@ -319,9 +268,11 @@ class Staging:
     # -- the commit ----------------------------------------------------------------------
 
     def commit(
-        self, staged: Mapping[str, str], manifest: bytes, *, replaced: Iterable[str] = ()
+        self, staged: Mapping[str, str], manifest: bytes, *, replaced: Iterable[str] = (),
+        uploads: Mapping[str, PendingUpload] | None = None,
     ) -> None:
-        """Move each staged file (final name -> staged path) to its final name, drop the
+        """Move each staged file (final name -> staged path) to its final name, complete
+        each of ``uploads`` (final name -> its pending multipart upload), drop the
         ``replaced`` files of an old set (paths in the output directory), then move the
         manifest in last."""
         self._write_atomic(manifest_name(self.prefix), manifest)
@@ -333,10 +284,13 @@ class Staging:
         doc = {"kind": "journal", "staging": self.path, "area": self.area,
                "prefix": self.prefix, "staged": names, "replaced": old,
                "manifest_sha256": digest}
+        pending = dict(uploads or {})
+        if pending:  # (absent otherwise: a journal as before)
+            doc["uploads"] = {name: u.to_doc() for name, u in pending.items()}
         self._write_atomic(JOURNAL, seal(doc))
         self.committing = True
         failpoints.hit("commit.journal")
-        self._finish(Journal(names, old, digest))
+        self._finish(Journal(names, old, digest, pending))
 
     def pending_commit(self) -> bool:
         """Whether a commit was started (its journal is there) and not finished."""
@@ -357,9 +311,11 @@ class Staging:
                       for k, v in dict(doc["staged"]).items()}
             replaced = [safe_name(name, shown) for name in doc["replaced"]]
             digest = str(doc["manifest_sha256"])
+            uploads = {safe_name(k, shown): PendingUpload.from_doc(v)
+                       for k, v in dict(doc.get("uploads") or {}).items()}
         except (KeyError, TypeError, ValueError) as err:
             raise UntrustedFileError(shown, f"not a valid commit journal ({err})") from None
-        return Journal(staged, replaced, digest)
+        return Journal(staged, replaced, digest, uploads)
 
     def staged_manifest(self, journal: Journal) -> bytes | None:
         """The staged manifest of ``journal`` (None once it was moved in: committed)."""
@@ -388,6 +344,10 @@ class Staging:
                     ok = facts_intact(self.fs, facts)
                 if not ok:
                     raise Unfinishable(f"{facts.path}: neither staged nor committed intact")
+            for name, upload in journal.uploads.items():  # still open, or completed
+                if not resumable(self.fs, posixpath.join(self.output, name), upload):
+                    raise Unfinishable(f"{display(self.fs, posixpath.join(self.output, name))}"
+                                       ": its upload is neither open nor completed")
         self._finish(journal)
 
     def _finish(self, journal: Journal) -> None:
@@ -402,30 +362,60 @@ class Staging:
         fs = self.fs
         final_manifest = posixpath.join(self.output, manifest_name(self.prefix))
         staged_manifest = self.file(manifest_name(self.prefix))
-        if fs.exists(staged_manifest):
-            if fs.exists(final_manifest):
+        if self._staged_manifest is not None or fs.exists(staged_manifest):
+            if self._store:  # (no error if there is none)
+                fs.rm_file(final_manifest)  # uncommit the old set before touching its files
+                failpoints.hit("commit.uncommit")
+            elif fs.exists(final_manifest):
                 fs.rm(final_manifest)  # uncommit the old set before touching its files
                 failpoints.hit("commit.uncommit")
-            moves = list(journal.staged.items())
-            if is_local(fs) or len(moves) < 2:
-                for move in moves:
-                    self._move_in(*move)
-            else:  # an object store's move is a copy and a delete: several at once
-                with ThreadPoolExecutor(min(MOVES_IN_FLIGHT, len(moves))) as pool:
-                    list(pool.map(lambda move: self._move_in(*move), moves))
+            self._move_all_in(journal)
             for name in journal.replaced:
                 path = posixpath.join(self.output, name)
-                if name not in journal.staged and path != final_manifest and fs.exists(path):
+                if (name not in journal.staged and name not in journal.uploads
+                        and path != final_manifest and fs.exists(path)):
                     fs.rm(path)
                     failpoints.hit("commit.replaced")
             self._move_manifest(journal, staged_manifest, final_manifest)
             failpoints.hit("commit.manifest")
-        for name in (FINGERPRINT, JOURNAL):  # the run is over, then the commit
+        if self._store:  # the run is over, and the commit: both in one request
+            fs.rm([self.file(name) for name in (manifest_name(self.prefix), FINGERPRINT,
+                                                 JOURNAL)])
+            failpoints.hit("commit.cleanup")
+        for name in () if self._store else (FINGERPRINT, JOURNAL):  # the run, the commit
             if fs.exists(self.file(name)):
                 fs.rm(self.file(name))
                 failpoints.hit("commit.cleanup")
         self.committing = False
+        if not self._swept:  # those of killed runs, or of a journal this one replaced
+            self.abort_unrecorded(pending=False)
         self.remove()
+
+    def _move_all_in(self, journal: Journal) -> None:
+        """Move the staged files in and complete the uploads (on a store, several at once)."""
+        calls: list[tuple[Any, ...]] = [(self._move_in, *m) for m in journal.staged.items()]
+        calls += [(self._complete, name, upload) for name, upload in journal.uploads.items()]
+        with ThreadPoolExecutor(1 if is_local(self.fs) else MOVES_IN_FLIGHT) as pool:
+            list(pool.map(lambda call: call[0](*call[1:]), calls))
+
+    def _complete(self, name: str, upload: PendingUpload) -> None:
+        complete(self.fs, posixpath.join(self.output, name), upload)
+        failpoints.hit("commit.complete")
+
+    def abort_unrecorded(self, owned: Any = None, pending: bool | None = None) -> int:
+        """Abort the open multipart uploads in the output directory of names ``owned``
+        says are this set's (default: its files) that no pending journal records, so no
+        parts of a killed or failed run are left billed; returns how many it records."""
+        keep: set[str] = set()
+        if self._store and (self.pending_commit() if pending is None else pending):
+            with contextlib.suppress(RecprepError):
+                keep = {u.upload_id for u in self.journal().uploads.values()}
+        if self._store:
+            abort_unrecorded(self.fs, self.output, owned or self._owns, keep)
+        return len(keep)
+
+    def _owns(self, name: str) -> bool:
+        return classify(name).of_set(self.prefix)
 
     def _move_in(self, name: str, staged: str) -> None:
         """Move one staged file to its final name (a replay: if it is still staged)."""
@@ -441,14 +431,17 @@ class Staging:
     def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
         """Move the staged manifest to its final name, the commit point; on a store that
         gives ETags, with each shard's ETag under its final name recorded in it (asked
-        now, after the moves: a copy may give an object another ETag). Its bytes then
-        differ from the staged ones (which the journal names): they go to a temporary
-        beside it, moved in the same way."""
+        now, after the moves and uploads, several at once: a copy may give an object
+        another ETag), written there (an S3 PUT is atomic) or to a temporary moved
+        in the same way."""
         fs = self.fs
         data = self._staged_manifest
         if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
             data = self._read(manifest_name(self.prefix))  # a replay: as staged
         pinned = None if data is None else with_etags(fs, self.output, data)
+        if self._store and data is not None:  # a PUT is atomic, a move a copy (the staged
+            fs.pipe_file(final, data if pinned is None else pinned)  # one goes with the
+            return  # journal)
         if pinned is None or pinned == data:
             fs.mv(staged, final)
             return
@@ -476,10 +469,12 @@ class Staging:
                 for entry in self._entries():
                     if posixpath.basename(entry.rstrip("/")) != JOURNAL:
                         self.fs.rm(entry, recursive=True)
+                self.abort_unrecorded()
                 return
             self.committing = False
             if self.fs.exists(self.path):
                 self.fs.rm(self.path, recursive=True)
+            self.abort_unrecorded()
         except Exception as failure:  # cleanup must not hide the error that led here
             note_cleanup_failure(error, f"removing the temporaries in {self.path}", failure)
 
@@ -487,7 +482,11 @@ class Staging:
         """Delete the staging directory and everything in it (best effort; failures are
         notes on ``error``)."""
         try:
-            if self.exists():
+            if self._store:  # one listing, one delete (none: nothing to do)
+                if left := objects_under(self.fs, self.path):
+                    self.fs.rm(left)
+                self.fs.invalidate_cache(self.path)
+            elif self.exists():
                 self.fs.rm(self.path, recursive=True)
         except Exception as failure:  # cleanup must not hide the error that led here
             if error is None and isinstance(failure, UntrustedFileError):

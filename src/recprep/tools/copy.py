@@ -16,7 +16,10 @@ Then, as in ``convert``'s commit protocol (``docs/format.md`` §3):
    store checks the CRC-32C sent with each uploaded part (S3's ``x-amz-checksum-crc32c``;
    found out once per run, :func:`~recprep.write.uploads.store_checks`), by the store;
    else where the store's ETag is the MD5 of the bytes sent, by that receipt; elsewhere
-   each temporary is read back and its size and CRC-32C compared.
+   each temporary is read back and its size and CRC-32C compared. On a store that
+   speaks S3, the files of a whole set aren't written to temporaries: each is uploaded
+   to its final name as a multipart upload left incomplete (invisible until completed),
+   and the commit completes it instead of a move, which there is a server-side copy.
 3. Only when every file checks out: files of no set are moved to their names, and each
    set is committed with the journal: its old manifest removed, its files moved in, the
    manifest moved in **last**. Readers see the old set, the new one, or an error (a set
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import logging
 import posixpath
 import threading
@@ -57,6 +61,7 @@ from .._core.arguments import checked
 from ..errors import InvalidArgumentError, OutputExistsError, WriteError
 from ..storage.fs import display, resolve
 from ..storage.locking import ShardSetLock
+from ..storage.multipart import PendingUpload
 from ..storage.shardnames import manifest_name
 from ..storage.staging import Staging
 from .copyplan import (
@@ -235,19 +240,26 @@ def _copy_and_commit(
     bar = ByteProgress(progress, sum(it.size for it in items), len(items))
     stop = threading.Event()
     sources = CopySources()
+    dest: Destination | None = None
     try:
         for staging in stagings.values():
             staging.create(keep=False)
         dest = Destination.of(dfs, dpath)
+        whole = {n for p, ms in groups.items() if p is not None
+                 and any(m.is_manifest for m in ms) for n in (m.name for m in ms)}
         with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
-            calls = [(copy_one, it, sources, dest, temps[it.name], finals[it.name], bar,
-                      stop) for it in items]
+            calls = [(functools.partial(copy_one, deferred=it.name in whole
+                                        and not it.is_manifest), it, sources, dest,
+                      temps[it.name], finals[it.name], bar, stop) for it in items]
             copied = run_all_or_stop(pool, calls, stop)
             lone = [it.name for it in groups.get(None, [])]
             run_all_or_stop(pool, [(move_file, dfs, temps[n], finals[n]) for n in lone], stop)
         for prefix, staging in stagings.items():
-            _commit_set(dfs, dpath, staging, groups[prefix], temps, replaced)
+            uploads = dest.take(finals[it.name] for it in groups[prefix])
+            _commit_set(dfs, dpath, staging, groups[prefix], temps, replaced, uploads)
     except BaseException as err:
+        if dest is not None:
+            dest.abort_pending(err)
         remove_temporaries(dfs, [temps[it.name] for it in groups.get(None, [])], err)
         for staging in stagings.values():
             if not staging.committing:  # else its journal says how to finish: keep it
@@ -263,20 +275,25 @@ def _copy_and_commit(
 def _commit_set(
     dfs: Any, dpath: str, staging: Staging, members: Sequence[CopyItem],
     temps: Mapping[str, str], replaced: Sequence[str],
+    uploads: Mapping[str, PendingUpload],
 ) -> None:
     """Commit one destination set: with its manifest, journaled (readers never see a mix
-    of the old and new files); without (some shards of a set only), the old manifest is
-    removed and the shards moved in — the result is not a committed set."""
-    data = {it.name: temps[it.name] for it in members if not it.is_manifest}
+    of the old and new files; ``uploads``, final path -> incomplete upload, are completed
+    where the other files are moved in); without (some shards of a set only), the old
+    manifest is removed and the shards moved in — the result is not a committed set."""
+    pending = {posixpath.basename(p): u for p, u in uploads.items()}
+    data = {it.name: temps[it.name] for it in members
+            if not it.is_manifest and it.name not in pending}
     manifests = [it for it in members if it.is_manifest]
     prefix = staging.prefix
-    old = [p for p in replaced if posixpath.basename(p) in data
-           or is_manifest_or_side_file(posixpath.basename(p), prefix, data)]
+    files = {**data, **pending}
+    old = [p for p in replaced if posixpath.basename(p) in files
+           or is_manifest_or_side_file(posixpath.basename(p), prefix, files)]
     try:
         if manifests:
             manifest = bytes(dfs.cat_file(temps[manifests[0].name]))
             dfs.rm(temps[manifests[0].name])
-            staging.commit(data, manifest, replaced=old)
+            staging.commit(data, manifest, replaced=old, uploads=pending)
             return
         final_manifest = posixpath.join(dpath, manifest_name(prefix))
         if dfs.exists(final_manifest):

@@ -7,7 +7,12 @@ source whose size or CRC-32C differs from what its listing and manifest say, and
 the copy: where the store checks the CRC-32C sent with every part, that is the check (a
 wrong byte is refused by the store); where the store's ETag is the MD5 of the bytes sent
 (S3 without SSE-KMS/SSE-C, moto), that receipt is; elsewhere the temporary is read back
-and compared (a difference is a :class:`~recprep.errors.WriteError`). The sources are
+and compared (a difference is a :class:`~recprep.errors.WriteError`). With
+``deferred=True`` on a store that speaks S3, a file isn't written to a temporary: it is
+uploaded to its final name and left incomplete (:attr:`Destination.pending` keeps the
+upload for the commit to complete: :mod:`recprep.storage.multipart`), checked by the store
+or by each part's ETag — where neither can vouch for it, it is copied to the temporary
+after all. The sources are
 read through :class:`CopySources` (ranges of every file in flight at once, from a store).
 :func:`run_all_or_stop` runs transfers on a thread pool and stops them all at the first failure;
 :class:`ByteProgress` counts the bytes (a tqdm bar, or a callback). Nothing here gives a
@@ -26,6 +31,7 @@ Example
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import logging
 import sys
 import threading
@@ -39,6 +45,7 @@ from ..errors import CorruptDataError, NotFoundError, RecprepError, WriteError
 from ..storage import failpoints
 from ..storage.fetch import Fetcher, FetchOptions, FetchStats, streams_ranges
 from ..storage.fs import COPY_BLOCK, checksum, display, open_regular
+from ..storage.multipart import PendingUpload, abort
 from ..storage.staging import note_cleanup_failure
 from ..write.uploads import (
     PART_BYTES,
@@ -118,11 +125,26 @@ class Destination:
     """Where a copy's files go: the filesystem, and how uploads to it go out — with parts
     in flight sharing ``slots`` (a store that speaks S3; None: ``fs.open``), each part's
     CRC-32C sent for the store to check where it checks one (``verified``: then a copy
-    isn't read back)."""
+    isn't read back); ``pending``: final path -> the incomplete upload of a file copied
+    with ``deferred`` (a commit completes it, :meth:`abort_pending` aborts the rest)."""
 
     fs: Any
     slots: UploadSlots | None = None
     verified: bool = False
+    pending: dict[str, PendingUpload] = dataclasses.field(default_factory=dict)
+
+    def take(self, paths: Iterable[str]) -> dict[str, PendingUpload]:
+        """The pending uploads of ``paths`` (final paths), now the caller's to complete."""
+        return {p: self.pending.pop(p) for p in paths if p in self.pending}
+
+    def abort_pending(self, error: BaseException | None = None) -> None:
+        """Abort every upload still pending (failures become notes on ``error``)."""
+        for path, upload in list(self.pending.items()):
+            try:
+                abort(self.fs, path, upload.upload_id)
+            except Exception as failure:  # cleanup must not hide the error that led here
+                note_cleanup_failure(error, f"aborting the upload of {path}", failure)
+        self.pending.clear()
 
     @classmethod
     def of(cls, fs: Any, directory: str) -> Destination:
@@ -179,16 +201,19 @@ class CopySources:
 
 
 def _stream(item: CopyItem, sources: CopySources, dest: Destination, temp: str,
-            bar: ByteProgress, stop: threading.Event) -> tuple[int, int, bool]:
-    """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read, and
-    whether the store's receipt (its ETag) vouches that it holds exactly those bytes."""
+            bar: ByteProgress, stop: threading.Event, deferred: bool = False
+            ) -> tuple[int, int, bool, PendingUpload | None]:
+    """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read,
+    whether the store's receipt (its ETag, or with ``deferred`` each part's) vouches that
+    it holds exactly those bytes, and with ``deferred`` the upload left incomplete."""
     shown = display(item.fs, item.path)
     if stop.is_set():
         raise _TransferCancelled("stopped: another transfer failed")
     crc = done = 0
     try:
         part = item.size if item.size <= SINGLE_PUT_BYTES else PART_BYTES
-        with open_upload(dest.fs, temp, dest.slots, part, receipt=not dest.verified) as out:
+        with open_upload(dest.fs, temp, dest.slots, part, receipt=not dest.verified,
+                         deferred=deferred) as out:
             for block in sources.blocks(item.fs, item.path, item.size):
                 crc = google_crc32c.extend(crc, block)
                 done += len(block)
@@ -198,7 +223,10 @@ def _stream(item: CopyItem, sources: CopySources, dest: Destination, temp: str,
                     raise _TransferCancelled("stopped: another transfer failed")
     except FileNotFoundError:
         raise NotFoundError(shown, "disappeared before or while it was copied") from None
-    return crc, done, bool(getattr(out, "vouched", False))
+    pending = getattr(out, "pending", None) if deferred else None
+    if pending is not None:
+        pending = dest.pending[temp] = dataclasses.replace(pending, crc32c=crc)
+    return crc, done, bool(getattr(out, "vouched", False)), pending
 
 
 def _read_back(fs: Any, path: str) -> tuple[int, int]:
@@ -225,15 +253,18 @@ def _check_copy(dest: Destination, temp: str, crc: int, size: int, vouched: bool
 
 def copy_one(
     item: CopyItem, sources: CopySources, dest: Destination, temp: str, final: str,
-    bar: ByteProgress, stop: threading.Event,
+    bar: ByteProgress, stop: threading.Event, *, deferred: bool = False,
 ) -> CopiedFile:
-    """Copy ``item`` (read through ``sources``) into ``temp``, checked: its size and
-    CRC-32C as its listing and manifest say, and the copy's — by the store, which checked
-    every part's CRC-32C (``dest.verified``), or by the store's receipt (an ETag that is
-    the MD5 of the bytes sent), or else read back."""
+    """Copy ``item`` (read through ``sources``) into ``temp`` — with ``deferred`` on a
+    store that speaks S3, into an incomplete upload to ``final`` (``dest.pending``) —
+    checked: its size and CRC-32C as its listing and manifest say, and the copy's — by
+    the store, which checked every part's CRC-32C (``dest.verified``), or by the store's
+    receipt (an ETag that is the MD5 of the bytes sent), or else read back."""
     source, shown = display(item.fs, item.path), display(dest.fs, final)
+    deferred = deferred and dest.slots is not None
     try:
-        crc, size, vouched = _stream(item, sources, dest, temp, bar, stop)
+        crc, size, vouched, pending = _stream(item, sources, dest, final if deferred else temp,
+                                              bar, stop, deferred)
         if size != item.size:
             raise CorruptDataError(
                 f"read {size} bytes where the listing said {item.size}: the file changed "
@@ -245,7 +276,15 @@ def copy_one(
                 "source is damaged (run recprep verify on it); nothing was copied",
                 path=source,
             )
-        _check_copy(dest, temp, crc, size, vouched)
+        if pending is not None and not (dest.verified or vouched):
+            log.debug("recprep: no part ETag of %s is an MD5; copied again, to be read "
+                      "back", shown)  # an incomplete upload can't be read back
+            dest.take([final])
+            abort(dest.fs, final, pending.upload_id)
+            bar.add(-size)
+            return copy_one(item, sources, dest, temp, final, bar, stop)
+        if pending is None:
+            _check_copy(dest, temp, crc, size, vouched)
     except WriteError as err:  # an upload's: named by the file's final name
         raise (err if err.path == shown else WriteError(shown, err.original)) from err
     except RecprepError:

@@ -19,6 +19,11 @@ is), :class:`PartUpload` is used instead. It looks like a file opened for writin
 * ``close`` sends the last part and completes the upload without waiting (a file smaller
   than a part is one ``PutObject``); :meth:`UploadSlots.wait` waits for every upload and
   raises the first failure as :class:`~recprep.errors.WriteError` naming the file;
+* with ``deferred=True`` the upload is left incomplete — invisible to readers and
+  listings — once every part is uploaded (even a small file: one part), and
+  :attr:`PartUpload.pending` says how to complete it
+  (:class:`~recprep.storage.multipart.PendingUpload`): a commit completes it where a
+  staged file would be moved (a copy) into place;
 * a failed upload, or one discarded (:meth:`PartUpload.discard`), is aborted: no parts
   are left behind on the store;
 * where the store verifies a CRC-32C on upload (:func:`store_checks`), every part (or the
@@ -62,6 +67,8 @@ import google_crc32c
 
 from ..errors import WriteError
 from ..storage.fs import display
+from ..storage.multipart import Part, PendingUpload
+from ..storage.multipart import error_code as _code
 
 __all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
            "md5_etag", "open_upload", "part_size", "speaks_s3", "store_checks"]
@@ -122,16 +129,6 @@ def _md5(data: bytes) -> bytes:
 
 def _b64(crc: int) -> str:
     return base64.b64encode(crc.to_bytes(4, "big")).decode("ascii")
-
-
-def _code(err: BaseException) -> str | None:
-    """The S3 error code behind ``err`` (s3fs raises an ``OSError`` caused by botocore's
-    ``ClientError``)."""
-    for e in (err, err.__cause__, err.__context__):
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):
-            return response.get("Error", {}).get("Code")
-    return None
 
 
 def store_checks(fs: Any, path: str) -> str:
@@ -228,12 +225,13 @@ class PartUpload:
 
     ``checksums``: send each part's CRC-32C for the store to check. ``receipt``: compute
     each part's MD5, and once complete set :attr:`vouched` to whether the store's ETag is
-    the one S3 gives exactly the bytes sent.
+    the one S3 gives exactly the bytes sent (``deferred``: whether each part's ETag is the
+    MD5 of that part). ``deferred``: leave the upload incomplete, :attr:`pending` set.
     """
 
     def __init__(self, fs: Any, path: str, slots: UploadSlots, *,
                  part_bytes: int = PART_BYTES, checksums: bool = False,
-                 receipt: bool = False) -> None:
+                 receipt: bool = False, deferred: bool = False) -> None:
         self.fs, self.path, self.slots = fs, path, slots
         self.bucket, self.key = fs.split_path(path)[:2]
         self.part_bytes = max(1, part_bytes)
@@ -243,6 +241,10 @@ class PartUpload:
         self._etag: str | None = None  # the store's, for the whole object
         #: the store's ETag is the MD5 receipt of exactly the bytes sent (once complete)
         self.vouched = False
+        self.deferred = deferred
+        #: with ``deferred``, once every part is uploaded: how to complete the upload
+        self.pending: PendingUpload | None = None
+        self._sizes: list[int] = []
         self.shown = display(fs, path)
         self._buffer = bytearray()
         self._parts: list[cf.Future[dict[str, Any]]] = []
@@ -274,6 +276,12 @@ class PartUpload:
             return
         self.closed = True
         self._raise_failure()
+        if self.deferred:  # every part out (at least one), the upload left open
+            if self._buffer or not self._parts:
+                self._send(bytes(self._buffer))
+                self._buffer = bytearray()
+            self._done = self._submit(self._uploaded())
+            return
         if not self._parts:  # one request: the whole object
             data, self._buffer = bytes(self._buffer), bytearray()
             if self.receipt:
@@ -293,11 +301,14 @@ class PartUpload:
             self.close()
         assert self._done is not None
         try:
-            self._done.result()
+            done = self._done.result()
         except Exception as err:  # an object store's errors aren't all OSErrors
             self._error = self._error or err
             self.discard()
             raise self._failure() from err
+        if self.deferred:
+            self._pend(done)
+            return
         if self.receipt and self._etag is not None:
             expected = md5_etag(self._md5s, multipart=bool(self._parts))
             self.vouched = self._etag.strip('"') == expected
@@ -306,6 +317,15 @@ class PartUpload:
                           "gives %s", self.shown, self._etag, expected)
         with contextlib.suppress(Exception):
             self.fs.invalidate_cache(self.path)
+
+    def _pend(self, done: tuple[str, list[dict[str, Any]]]) -> None:
+        upload_id, parts = done
+        self.pending = PendingUpload(upload_id, tuple(
+            Part(p["PartNumber"], str(p["ETag"]), size, p.get("ChecksumCRC32C"))
+            for p, size in zip(parts, self._sizes, strict=True)))
+        if self.receipt:
+            self.vouched = [p.etag.strip('"') for p in self.pending.parts] == [
+                d.hex() for d in self._md5s]
 
     def discard(self) -> None:
         """Abort the upload (after the parts in flight end): no part stays on the store;
@@ -330,6 +350,7 @@ class PartUpload:
         crc = google_crc32c.value(data) if self.checksums else None
         if self.receipt:
             self._md5s.append(_md5(data))
+        self._sizes.append(len(data))
         self.slots.take()
         future = self._submit(self._part(number, data, crc))
         future.add_done_callback(self._part_done)
@@ -387,6 +408,10 @@ class PartUpload:
         self._etag = out.get("ETag")
         self._upload_id = None  # complete: nothing to abort
 
+    async def _uploaded(self) -> tuple[str, list[dict[str, Any]]]:
+        parts = await asyncio.gather(*(asyncio.wrap_future(p) for p in self._parts))
+        return await self._id(), list(parts)
+
     async def _abort(self, upload_id: asyncio.Future[str]) -> None:
         with contextlib.suppress(Exception):
             await self.fs._call_s3("abort_multipart_upload", Bucket=self.bucket,
@@ -395,11 +420,13 @@ class PartUpload:
 
 @contextlib.contextmanager
 def open_upload(fs: Any, path: str, slots: UploadSlots | None = None,
-                part_bytes: int = PART_BYTES, *, receipt: bool = False) -> Iterator[Any]:
-    """``path`` opened for writing: a :class:`PartUpload` (complete when the block ends,
-    aborted if it raises; ``receipt``: its :attr:`~PartUpload.vouched` then says whether
-    the store's ETag vouches for the bytes) where ``fs`` speaks S3, else
-    ``fs.open(path, "wb")``.
+                part_bytes: int = PART_BYTES, *, receipt: bool = False,
+                deferred: bool = False) -> Iterator[Any]:
+    """``path`` opened for writing: a :class:`PartUpload` (complete when the block ends —
+    with ``deferred``, every part uploaded and the upload left open, its
+    :attr:`~PartUpload.pending` set —, aborted if it raises; ``receipt``: its
+    :attr:`~PartUpload.vouched` then says whether the store's ETag vouches for the bytes)
+    where ``fs`` speaks S3, else ``fs.open(path, "wb")`` (``deferred`` is then ignored).
 
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -415,7 +442,7 @@ def open_upload(fs: Any, path: str, slots: UploadSlots | None = None,
     slots = slots if slots is not None else UploadSlots(fs)
     checksums = store_checks(fs, posixpath.dirname(path)) == VERIFIED
     upload = PartUpload(fs, path, slots, part_bytes=part_bytes, checksums=checksums,
-                        receipt=receipt)
+                        receipt=receipt, deferred=deferred)
     try:
         yield upload
         upload.result()

@@ -1,0 +1,207 @@
+"""A set committed on S3 by completing multipart uploads, not by server-side copies.
+
+``recprep cp`` into an S3 store uploads each file of a whole set to its final name as a
+multipart upload left incomplete (invisible until completed), and the commit completes
+them (``storage/multipart.py``). Against moto's server: no ``CopyObject`` is sent; a
+``cp --overwrite`` killed (failpoints, ``os._exit``) at every step of its commit is never
+read as a mix, is finished by ``convert(..., resume=True)`` or by copying again with the
+exact bytes, and leaves no multipart upload open; a journal whose upload id was changed
+is refused (its seal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recprep import RecordIO, RecprepError, convert
+from recprep.errors import UntrustedFileError
+from recprep.tools import copy
+
+from ..support import SUPPORT
+from ..support.requests import s3_requests
+
+ROOT = Path(__file__).parent.parent.parent
+JOB = SUPPORT / "kill_job.py"
+TOTAL = 250  # instances kill_job writes
+
+
+def job(out: str, *args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(JOB), out, "serial-parts", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=180, env=env)
+
+
+def cp(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recprep", "cp", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=180, env=env)
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory) -> dict[str, Path]:
+    """Sets A and B (5 shards each: ``cp --overwrite`` replaces files of the same names;
+    tags A and B) on a local disk."""
+    made = {}
+    for tag, shards in (("A", "5"), ("B", "5")):
+        out = tmp_path_factory.mktemp(tag)
+        done = job(str(out), "--tag", tag, "--shards", shards, env=dict(os.environ))
+        assert done.returncode == 0, done.stderr
+        made[tag] = out
+    return made
+
+
+def local_files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+
+
+def seen(pattern: str, options: dict) -> str:
+    """What a reader of ``pattern`` gets: "A" or "B" (one whole set), "mix", or "error"."""
+    try:
+        tags = [x[-1][:1] for x in RecordIO(pattern, storage_options=options)()]
+    except RecprepError:
+        return "error"
+    if len(tags) == TOTAL and len(set(tags)) == 1:
+        return tags[0]
+    return "mix"
+
+
+def open_uploads(s3, bucket_url: str) -> list[str]:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1")
+    found = client.list_multipart_uploads(Bucket=bucket_url[5:]).get("Uploads", [])
+    return [u["Key"] for u in found]
+
+
+def assert_is_set(s3, out: str, expected: dict[str, bytes]) -> None:
+    """``out`` holds exactly ``expected`` (the manifest but for the ETags S3's commit
+    records, which are those of the objects there), nothing else, nothing staged."""
+    fs = s3.filesystem()
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.find(out))
+    assert names == sorted(expected), names
+    got = {n: fs.cat_file(f"{out}/{n}") for n in expected}
+    manifest = json.loads(got.pop("k.manifest.json"))
+    etags = [s.pop("etag") for s in manifest["shards"]]
+    assert etags == [fs.info(f"{out}/{s['name']}")["ETag"] for s in manifest["shards"]]
+    assert manifest == json.loads(expected["k.manifest.json"])
+    assert got == {n: d for n, d in expected.items() if n != "k.manifest.json"}
+
+
+def test_cp_to_s3_sends_no_copy_and_completes_an_upload_per_file(s3, s3_url, sets):
+    out = f"{s3_url}/data"
+    with s3_requests(bucket=s3_url) as sent:
+        copy(str(sets["B"] / "k"), out, storage_options=s3.storage_options, progress=False)
+    assert sent["CopyObject"] == 0, sent.log
+    files = local_files(sets["B"])
+    shards = [n for n in files if n != "k.manifest.json"]  # 5 shards and .k.chunks
+    completed = sorted(k.rsplit("/", 1)[1] for k in sent.keys_of("CompleteMultipartUpload"))
+    assert completed == sorted(shards)
+    assert sent["CreateMultipartUpload"] == len(shards)  # small files too: one part each
+    assert_is_set(s3, out, files)
+    assert open_uploads(s3, s3_url) == []
+
+
+def test_an_upload_completed_before_a_kill_is_completed_again_only_if_it_is_there(
+        s3, s3_url, monkeypatch):
+    """A replay completes each upload again: one a killed commit completed (S3 then
+    answers ``NoSuchUpload``) is fine when the object there is the one its parts make; a
+    key holding anything else is an error naming the shard."""
+    from botocore.exceptions import ClientError
+
+    from recprep.storage.multipart import complete
+    from recprep.write.uploads import UploadSlots, open_upload
+
+    from ..tools.s3calls import S3Calls
+
+    fs = s3.filesystem()
+    path = f"{s3_url}/x/k-00000-of-00000"
+    with open_upload(fs, path, UploadSlots(fs), deferred=True) as out:
+        out.write(b"abc" * 1000)
+    pending = out.pending
+    assert pending is not None and [p.size for p in pending.parts] == [3000]
+    assert not fs.exists(path)  # incomplete: invisible
+    assert complete(fs, path, pending) == fs.info(path)["ETag"]
+    assert fs.cat_file(path) == b"abc" * 1000
+
+    def gone(method, kwargs):  # what S3 answers an upload completed already
+        if method == "complete_multipart_upload":
+            raise ClientError({"Error": {"Code": "NoSuchUpload", "Message": "gone"}},
+                              "CompleteMultipartUpload")
+
+    S3Calls(monkeypatch, fault=gone)
+    complete(fs, path, pending)  # the object is the one its parts make: fine
+    fs.pipe(path, b"something else")
+    with pytest.raises(RecprepError, match="k-00000-of-00000.*isn't the one its parts make"):
+        complete(fs, path, pending)
+
+
+#: every step of the commit on S3 (where the side files go in one request: one cleanup)
+CP_STEPS = ["cp.copied=3", "staging.rename=1", "commit.journal=1", "commit.uncommit=1",
+            "commit.complete=1", "commit.complete=4", "commit.manifest=1", "commit.cleanup=1"]
+
+
+@pytest.mark.parametrize("finish", ["resume", "copy-again"])
+@pytest.mark.parametrize("failpoint", CP_STEPS)
+def test_a_cp_overwrite_to_s3_killed_at_any_step_is_never_read_as_a_mix(
+        s3, s3_url, sets, failpoint, finish):
+    out = f"{s3_url}/data"
+    options = s3.storage_options
+    copy(str(sets["A"] / "k"), out, storage_options=options, progress=False)
+    env = s3.env({**os.environ, "RECPREP_FAILPOINTS": failpoint})
+    killed = cp(str(sets["B"] / "k"), out, "--overwrite", env=env)
+    assert killed.returncode == 137, killed.stderr
+    fs = s3.filesystem()
+    got = seen(f"{out}/k-*", options)
+    assert got in ("A", "B", "error")
+    assert (got == "error") == (not fs.exists(f"{out}/k.manifest.json"))
+    env.pop("RECPREP_FAILPOINTS")
+    if finish == "resume":
+        done = job(out, "--tag", "B", "--shards", "5", "--resume", "--overwrite", env=env)
+    else:
+        done = cp(str(sets["B"] / "k"), out, "--overwrite", env=env)
+    assert done.returncode == 0, done.stderr
+    assert_is_set(s3, out, local_files(sets["B"]))
+    assert open_uploads(s3, s3_url) == []  # nothing left billed
+    assert seen(f"{out}/k-*", options) == "B"
+
+
+def test_a_journal_whose_upload_id_was_changed_is_refused(s3, s3_url, sets):
+    out = f"{s3_url}/data"
+    env = s3.env({**os.environ, "RECPREP_FAILPOINTS": "commit.journal=1"})
+    killed = cp(str(sets["B"] / "k"), out, env=env)
+    assert killed.returncode == 137, killed.stderr
+    fs = s3.filesystem()
+    path = f"{out}/.recprep-staging-k/commit.json"
+    doc = json.loads(fs.cat_file(path))
+    name, upload = next(iter(doc["uploads"].items()))
+    upload["upload_id"] = "forged-" + upload["upload_id"]
+    fs.pipe(path, json.dumps(doc).encode())
+    options = s3.storage_options
+    with pytest.raises(UntrustedFileError, match="commit.json.*seal doesn't match"):
+        convert(out, [1], 5, "k", resume=True, storage_options=options)
+    assert seen(f"{out}/k-*", options) == "error"  # still not committed: nothing acted on
+    assert not fs.exists(f"{out}/{name}")
+
+
+def test_a_pending_commit_whose_upload_was_aborted_is_written_again(s3, s3_url, sets):
+    """Before the commit point a resume checks each recorded upload is still open with
+    its parts (``ListParts``): one aborted meanwhile (a lifecycle rule, a user) makes the
+    journal unfinishable, and the set is written again — never completed in part."""
+    out = f"{s3_url}/data"
+    env = s3.env({**os.environ, "RECPREP_FAILPOINTS": "commit.journal=1"})
+    killed = cp(str(sets["B"] / "k"), out, env=env)
+    assert killed.returncode == 137, killed.stderr
+    fs = s3.filesystem()
+    doc = json.loads(fs.cat_file(f"{out}/.recprep-staging-k/commit.json"))
+    name, upload = sorted(doc["uploads"].items())[1]
+    fs.call_s3("abort_multipart_upload", Bucket=s3_url[5:], Key=f"data/{name}",
+               UploadId=upload["upload_id"])
+    env.pop("RECPREP_FAILPOINTS")
+    done = job(out, "--tag", "B", "--shards", "5", "--resume", env=env)
+    assert done.returncode == 0, done.stderr
+    assert_is_set(s3, out, local_files(sets["B"]))
+    assert open_uploads(s3, s3_url) == []
