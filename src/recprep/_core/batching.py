@@ -47,13 +47,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Columns", "batched", "check_batch_size", "collate", "unbatch"]
+__all__ = ["BatchFormat", "Columns", "batched", "check_batch_size", "collate", "unbatch"]
 
 #: Python number types stacked into one array, and the dtype each becomes
 NUMBERS: dict[type, np.dtype] = {
@@ -63,6 +63,10 @@ NUMBERS: dict[type, np.dtype] = {
     complex: np.dtype(np.complex128),
 }
 _dtype, _shape = attrgetter("dtype"), attrgetter("shape")
+
+#: what a batch is made of (``RecordIO.batches(format=)``): numpy columns (:func:`collate`),
+#: a ``pyarrow.RecordBatch`` or a ``pandas.DataFrame``
+BatchFormat = Literal["numpy", "arrow", "pandas"]
 
 
 def collate(instances: Sequence[Any]) -> Any:
