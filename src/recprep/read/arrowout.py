@@ -56,162 +56,42 @@ itself. The schema's metadata ``recprep.instance`` says what the instances were
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._core.batching import BatchFormat
-from ..errors import ArrowMappingError, InvalidArgumentError, MissingDependencyError
+from .._core.arrowcols import arrow, record_batch
+from .._core.batching import BatchFormat, Columns
+from ..codecs import Codec
+from ..errors import ArrowMappingError, InvalidArgumentError
 
 if TYPE_CHECKING:
     import pandas
     import pyarrow
 
-__all__ = ["ARROW_BATCH_ROWS", "VALUE_COLUMN", "ArrowOut", "arrow", "as_format",
-           "record_batch"]
+__all__ = ["ARROW_BATCH_ROWS", "ArrowOut", "as_format", "chunk_batch", "conformed"]
 
 #: instances per record batch of :meth:`ArrowOut.to_arrow` and of the Arrow stream
 ARROW_BATCH_ROWS = 8192
-#: the column of instances that are neither dicts nor tuples
-VALUE_COLUMN = "value"
-#: the schema metadata saying what the instances were
-INSTANCE_KEY = b"recprep.instance"
-
-
-def arrow() -> Any:
-    """The ``pyarrow`` module, or a :class:`~recprep.errors.MissingDependencyError`."""
+def chunk_batch(codec: Codec, records: Any) -> Columns | None:
+    """A chunk's :class:`~recprep.batching.Columns` whose tree is one ``pyarrow.RecordBatch``
+    (``batches(format="arrow")``): the codec's own (``decode_arrow_columns``, which builds
+    the Arrow buffers from the chunk's bytes), else its ``decode_columns`` made Arrow;
+    None when the codec decodes the chunk record by record, or its columns don't map
+    (those records then raise, or not, as they are decoded)."""
+    own = getattr(codec, "decode_arrow_columns", None)
+    if own is not None:
+        return own(records)
+    columns = codec.decode_columns(records)
+    if columns is None:
+        return None
     try:
-        import pyarrow
-    except ImportError:
-        raise MissingDependencyError("pyarrow", "arrow", "Arrow output") from None
-    return pyarrow
-
-
-def _is_arrow(value: Any) -> bool:
-    return type(value).__module__.startswith("pyarrow")
-
-
-# --------------------------------------------------------------------------- one batch
-
-
-def record_batch(batch: Any, first: int = 0) -> pyarrow.RecordBatch:
-    """The ``pyarrow.RecordBatch`` of a batch of columns (as
-    :func:`~recprep.batching.collate` makes them; leaves may also be Arrow arrays) whose
-    first instance is instance ``first`` of the pass (for errors).
-
-    >>> from recprep.batching import collate
-    >>> rb = record_batch(collate([{"x": 1, "s": None}, {"x": 2, "s": "b"}]))
-    >>> rb.schema.names, rb.column(1).to_pylist()
-    (['x', 's'], [None, 'b'])
-    """
-    pa = arrow()
-    if isinstance(batch, tuple) and batch:
-        kind, names = "tuple", _field_names(batch)
-        columns = list(batch)
-    elif isinstance(batch, dict) and batch:
-        kind, names = "dict", [_name(k, first) for k in batch]
-        columns = list(batch.values())
-    else:
-        kind, names, columns = "value", [VALUE_COLUMN], [batch]
-    arrays = [_array(pa, column, name, first) for name, column in
-              zip(names, columns, strict=True)]
-    if kind == "value" and pa.types.is_struct(arrays[0].type) and _dicts(batch):
-        kind = "dict"  # dicts of several key sets: the union of their keys, nulls filled
-        got = pa.RecordBatch.from_struct_array(arrays[0])
-        names, arrays = got.schema.names, got.columns
-    out = pa.RecordBatch.from_arrays(arrays, names=names)
-    return out.replace_schema_metadata({INSTANCE_KEY: kind.encode()})
-
-
-def _field_names(columns: tuple) -> list[str]:
-    fields = getattr(columns, "_fields", None)
-    return list(fields) if fields is not None else [f"f{i}" for i in range(len(columns))]
-
-
-def _name(key: Any, first: int) -> str:
-    if not isinstance(key, str):
-        raise ArrowMappingError(repr(key), first, f"a column name must be a str, got "
-                                f"{type(key).__qualname__}")
-    return key
-
-
-def _dicts(column: Any) -> bool:
-    return isinstance(column, list) and all(isinstance(v, dict) or v is None for v in column)
-
-
-def _array(pa: Any, column: Any, name: str, first: int) -> Any:
-    """One column as an Arrow array."""
-    if _is_arrow(column):
-        return column
-    if isinstance(column, tuple) and column:
-        names = _field_names(column)
-    elif isinstance(column, dict) and column:
-        names = [_name(k, first) for k in column]
-        column = tuple(column.values())
-    elif isinstance(column, np.ndarray):
-        return _numpy_array(pa, column, name, first)
-    else:
-        return _list_array(pa, list(column), name, first)
-    children = [_array(pa, c, f"{name}.{n}", first) for n, c in zip(names, column,
-                                                                    strict=True)]
-    return pa.StructArray.from_arrays(children, names=names)
-
-
-def _numpy_array(pa: Any, column: np.ndarray, name: str, first: int) -> Any:
-    """A numpy column as ``collate`` makes it: numbers, stacked arrays, str or bytes."""
-    if column.dtype == object:  # collate's str-only or bytes-only column
-        text = isinstance(column[0], str)
-        try:
-            out = pa.array(column, type=pa.string() if text else pa.binary())
-            if isinstance(out, pa.ChunkedArray):  # past int32 offsets
-                out = pa.array(column, type=pa.large_string() if text else pa.large_binary())
-        except (pa.ArrowException, ValueError) as err:
-            raise ArrowMappingError(name, first + _failing(pa, list(column)), str(err)
-                                    ) from None
-        return out
-    if column.dtype.kind == "c":
-        raise ArrowMappingError(name, first, f"{column.dtype} numbers have no Arrow type")
-    if not column.dtype.isnative:
-        column = column.astype(column.dtype.newbyteorder("="))
-    try:
-        values = pa.array(np.ascontiguousarray(column).reshape(-1))
-    except pa.ArrowException as err:
-        raise ArrowMappingError(name, first, f"{column.dtype}: {err}") from None
-    for size in reversed(column.shape[1:]):
-        values = pa.FixedSizeListArray.from_arrays(values, size)
-    return values
-
-
-def _list_array(pa: Any, values: list[Any], name: str, first: int) -> Any:
-    """A column ``collate`` left a list: None among values, lists, mixed types..."""
-    kinds: dict[type, int] = {}
-    for i, value in enumerate(values):
-        if value is not None and kinds.setdefault(type(value), i) != i and len(kinds) > 1:
-            break
-    if not kinds:
-        return pa.nulls(len(values))
-    if len(kinds) > 1:
-        (one, _), (other, at) = list(kinds.items())[:2]
-        raise ArrowMappingError(name, first + at, f"values of one type were expected, found "
-                                f"{one.__qualname__} and then {other.__qualname__}")
-    try:
-        return pa.array(values)
-    except (pa.ArrowException, ValueError, TypeError, OverflowError) as err:
-        at = _failing(pa, values)
-        raise ArrowMappingError(name, first + at, f"{type(values[at]).__qualname__}: {err}"
-                                ) from None
-
-
-def _failing(pa: Any, values: list[Any]) -> int:
-    """The first of ``values`` pyarrow can't convert alone (else 0)."""
-    for i, value in enumerate(values):
-        try:
-            pa.array([value])
-        except Exception:
-            return i
-    return 0
+        batch = record_batch(columns.tree)
+    except ArrowMappingError:
+        return None
+    return Columns(batch, columns.n, ("arrow", columns.signature, batch.schema))
 
 
 # --------------------------------------------------------------------------- one schema
@@ -236,6 +116,8 @@ def conformed(batch: Any, schema: Any, first: int, given: bool) -> Any:
     """``batch`` with ``schema``'s types (the stream's): cast safely when the schema was
     ``given``, else only where its columns were all ``None``."""
     pa = arrow()
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
     if batch.schema.equals(schema, check_metadata=False):
         return batch.replace_schema_metadata(schema.metadata)
     if batch.schema.names != schema.names:
@@ -281,16 +163,19 @@ def _one_schema(trees: Iterator[Any], schema: Any) -> Iterator[Any]:
         trees.close()  # type: ignore[attr-defined]
 
 
-def as_format(trees: Iterator[Any], format: BatchFormat, schema: Any = None
-              ) -> Iterator[Any]:
-    """Batches of columns (``trees``) as ``format`` asks: themselves (``"numpy"``), Arrow
-    record batches of one schema, or pandas DataFrames made of those."""
+def as_format(format: BatchFormat, schema: Any = None
+              ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """What makes batches of columns (trees) into batches of ``format``: themselves
+    (``"numpy"``), Arrow record batches of one schema, or pandas DataFrames of those —
+    ``format`` and ``schema`` checked now, before a pass starts."""
     if format == "numpy":
         if schema is not None:
             raise InvalidArgumentError('schema= is for format="arrow" or "pandas"')
-        return trees
-    batches = _one_schema(trees, _checked_schema(schema))
-    return batches if format == "arrow" else _frames(batches)
+        return lambda trees: trees
+    schema = _checked_schema(schema)
+    if format == "arrow":
+        return lambda trees: _one_schema(trees, schema)
+    return lambda trees: _frames(_one_schema(trees, schema))
 
 
 def _frames(batches: Iterator[Any]) -> Iterator[Any]:
@@ -312,6 +197,10 @@ class ArrowOut:
                 format: BatchFormat = "numpy", schema: Any = None) -> Iterator[Any]:
         raise NotImplementedError  # RecordIO's
 
+    def _batch_trees(self, batch_size: int, drop_last: bool = False, arrow: bool = False
+                     ) -> Iterator[Any]:
+        raise NotImplementedError  # RecordIO's: a pass's batches of columns (Arrow ones)
+
     def to_arrow(self, *, schema: pyarrow.Schema | None = None) -> pyarrow.Table:
         """A pass as one ``pyarrow.Table`` (held whole: its record batches are of
         :data:`ARROW_BATCH_ROWS` instances). With ``schema``, every batch is cast to it;
@@ -321,7 +210,7 @@ class ArrowOut:
         if schema is not None:
             got = list(self.batches(ARROW_BATCH_ROWS, format="arrow", schema=schema))
             return pa.Table.from_batches(got, schema=schema)
-        trees = self.batches(ARROW_BATCH_ROWS)
+        trees = self._batch_trees(ARROW_BATCH_ROWS, arrow=True)
         got, at = [], 0
         for tree in trees:
             got.append(record_batch(tree, at))

@@ -213,15 +213,9 @@ class RecordIO(ArrowOut):
     max_chunk_bytes = property(lambda self: self.options.max_chunk_bytes)
     num_threads = property(lambda self: self.options.num_threads)
 
-    @property
-    def fs(self) -> Any:
-        """The fsspec filesystem of the files."""
-        return self._sources.fs
-
-    @property
-    def shard_sets(self) -> list[Any]:
-        """What the pattern resolved to: the shard sets (and lone files), in order."""
-        return self._sources.shard_sets
+    fs = property(lambda self: self._sources.fs, doc="The fsspec filesystem of the files.")
+    shard_sets = property(lambda self: self._sources.shard_sets, doc="What the pattern "
+                          "resolved to: the shard sets (and lone files), in order.")
 
     @property
     def paths(self) -> list[str]:
@@ -332,10 +326,16 @@ class RecordIO(ArrowOut):
         ...  RecordIO("memory://doc/batches/b-*").batches(2)]
         [([0, 1], ['w0', 'w1']), ([2, 3], ['w2', 'w3']), ([4], ['w4'])]
         """
+        made = as_format(format, schema)
+        return made(self._batch_trees(batch_size, drop_last, arrow=format != "numpy"))
+
+    def _batch_trees(self, batch_size: int, drop_last: bool = False, arrow: bool = False
+                     ) -> Iterator[Any]:
         size = check_batch_size(batch_size)
         progress = self._passes.start(self._check_split)
-        runs = self._pass(progress.epoch, progress.base, progress.counted, columnar=True)
-        return as_format(batches(runs, size, drop_last, progress), format, schema)
+        runs = self._pass(progress.epoch, progress.base, progress.counted,
+                          columnar="arrow" if arrow else True)
+        return batches(runs, size, drop_last, progress)
 
     def __len__(self) -> int:
         """How many instances a pass yields — this rank's (and worker's) share — from
@@ -345,7 +345,7 @@ class RecordIO(ArrowOut):
         return share_size(len(sources.files), sources.count, self.share, blocks_)
 
     def _pass(self, epoch: int, base: list[tuple[int, int]], skip: int,
-              columnar: bool = False) -> Iterator[Any]:
+              columnar: bool | str = False) -> Iterator[Any]:
         """The pass's instances as blocks (see :mod:`recprep.read.streams`)."""
         sources = self._sources
         if self.share.shuffle:
