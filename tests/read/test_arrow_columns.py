@@ -159,9 +159,24 @@ def test_chunks_that_dont_decode_whole_fall_back_record_by_record():
     assert codec.decode_arrow_columns(mixed) is None
     bad_utf8 = [codec.encode((1, "a"))[:-1] + b"\xff" for _ in range(4)]
     assert codec.decode_arrow_columns(bad_utf8) is None  # each record fails as it decodes
-    complex_ = [codec.encode((1, 1j)) for _ in range(4)]
+    complex_ = [codec.encode((1j, "a")) for _ in range(4)]
     assert codec.decode_columns(complex_) is not None  # numpy has complex128
     assert codec.decode_arrow_columns(complex_) is None  # Arrow hasn't: the error says it
+
+
+def test_chunks_without_strings_stay_numpy_columns_until_their_batch():
+    codec = get_codec("recprep")
+    records = [codec.encode((np.full(4, i, np.float32), i)) for i in range(8)]
+    cols = codec.decode_arrow_columns(records)
+    assert type(cols.tree) is tuple and cols.signature == codec.decode_columns(
+        records).signature  # a batch copies them once; Arrow takes that copy as it is
+
+
+def test_complex_numbers_raise_as_the_batch_is_made(mem_url):
+    convert(mem_url, [(i, 1j * i) for i in range(20)], 1, "c", progress=False)
+    with pytest.raises(ArrowMappingError, match="complex128") as caught:
+        list(RecordIO(f"{mem_url}/c-*").batches(8, format="arrow"))
+    assert (caught.value.column, caught.value.index) == ("f1", 0)
 
 
 def test_damaged_chunks_are_skipped_in_arrow_batches(tmp_path):

@@ -268,3 +268,31 @@ def test_the_stream_is_read_by_pyarrow_polars_and_duckdb(mem_url):
     assert got == [(20_000, sum(range(20_000)) / 20_000, 7)]
     wanted = duckdb.sql("SELECT id FROM reader WHERE id % 5000 = 0 ORDER BY id").fetchall()
     assert wanted == [(0,), (5000,), (10000,), (15000,)]
+
+
+def test_a_stream_starts_its_pass_when_read(mem_url):
+    convert(mem_url, [{"id": i, "s": f"w{i}"} for i in range(100)], 2, "l", progress=False)
+    reader = RecordIO(f"{mem_url}/l-*", shuffle=True, seed=1)
+    stream = pa.RecordBatchReader.from_stream(reader)  # the schema: no pass yet
+    assert stream.schema.names == ["id", "s"] and reader.epoch == 0
+    assert stream.read_all().num_rows == 100 and reader.epoch == 1
+    duckdb = pytest.importorskip("duckdb")
+    assert duckdb.sql("SELECT count(*) FROM reader").fetchall() == [(100,)]
+    assert reader.epoch == 2  # one pass, however many streams DuckDB asked for
+
+
+def test_a_stream_whose_first_values_are_none(mem_url):
+    values = [{"id": i, "tag": None if i < 9000 else "t"} for i in range(10_000)]
+    convert(mem_url, values, 1, "n", progress=False)
+    reader = RecordIO(f"{mem_url}/n-*")
+    with pytest.raises(pa.ArrowInvalid, match="column 'tag' can't be made Arrow at "
+                       "instance 8192 of the pass: the stream's type is null .all None"):
+        pa.RecordBatchReader.from_stream(reader).read_all()  # through C: Arrow's error
+    schema = pa.schema([("id", pa.int32()), ("tag", pa.string())])
+    table = pa.RecordBatchReader.from_stream(reader, schema=schema).read_all()
+    assert table.schema == schema and table.column("tag").to_pylist() == [
+        v["tag"] for v in values]
+    later = [{"id": i, "tag": "t" if i < 9000 else None} for i in range(10_000)]
+    convert(f"{mem_url}/later", later, 1, "n", progress=False)
+    table = pa.RecordBatchReader.from_stream(RecordIO(f"{mem_url}/later/n-*")).read_all()
+    assert table.column("tag").to_pylist() == [v["tag"] for v in later]

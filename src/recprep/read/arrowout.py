@@ -63,9 +63,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._core.arrowcols import arrow, record_batch
-from .._core.batching import BatchFormat, Columns
+from .._core.batching import BatchFormat, Columns, collate
 from ..codecs import Codec
-from ..errors import ArrowMappingError, InvalidArgumentError
+from ..errors import ArrowMappingError, InvalidArgumentError, RecprepError
 
 if TYPE_CHECKING:
     import pandas
@@ -147,9 +147,11 @@ def _checked_schema(schema: Any) -> Any:
                                f"{type(schema).__qualname__}")
 
 
-def _one_schema(trees: Iterator[Any], schema: Any) -> Iterator[Any]:
-    """Record batches of one schema (``schema``, else the first batch's)."""
-    given = schema is not None
+def _one_schema(trees: Iterator[Any], schema: Any, given: bool | None = None
+                ) -> Iterator[Any]:
+    """Record batches of one schema (``schema``, else the first batch's); ``given``
+    (default: whether there is a schema): cast to it, safely, not only nulls."""
+    given = schema is not None if given is None else given
     at = 0
     try:
         for tree in trees:
@@ -234,13 +236,63 @@ class ArrowOut:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         """A pass as an Arrow C stream (a PyCapsule), record batches of
         :data:`ARROW_BATCH_ROWS` instances: ``pyarrow.RecordBatchReader.from_stream``,
-        ``polars.DataFrame`` / ``polars.from_arrow`` and DuckDB read it. The pass starts
-        here (its first batch fixes the schema, see the module); ``requested_schema`` (a
-        schema capsule) casts the stream, as pyarrow can."""
+        ``polars.DataFrame`` and DuckDB read it. ``requested_schema`` (a schema capsule:
+        ``RecordBatchReader.from_stream(reader, schema=...)``) is what ``schema=`` is to
+        :meth:`batches`. An error of the pass reaches the consumer as its own error type
+        (pyarrow's ``ArrowInvalid``) with recprep's message.
+
+        The pass starts when the stream's first batch is read — a consumer that only asks
+        for the schema (DuckDB asks several streams for it before it scans one) reads
+        nothing and uses up no epoch. The schema comes from the first instances of the
+        set (in ``convert``'s order, kept for the reader's later streams); where one of
+        their columns is all ``None``, from the pass's first batch instead (the pass then
+        starts here)."""
         pa = arrow()
+        if requested_schema is not None:  # what schema= is to batches(): every batch cast
+            asked = pa.Schema._import_from_c_capsule(requested_schema)
+            stream = pa.RecordBatchReader.from_batches(asked, self._stream(asked, True))
+            return stream.__arrow_c_stream__()
+        schema = self._stream_schema()
+        if schema is not None:
+            stream = pa.RecordBatchReader.from_batches(schema, self._stream(schema))
+            return stream.__arrow_c_stream__(requested_schema)
         batches = self.batches(ARROW_BATCH_ROWS, format="arrow")
         head = next(batches, None)
         schema = pa.schema([]) if head is None else head.schema
         stream = pa.RecordBatchReader.from_batches(
             schema, batches if head is None else chain([head], batches))
         return stream.__arrow_c_stream__(requested_schema)
+
+    def dataset(self, *, cache_chunks: int = 64) -> Any:
+        raise NotImplementedError  # RecordIO's
+
+    def _stream_schema(self) -> Any:
+        """The schema of the first instances of the set (random access: no pass), or None
+        where a column of theirs is all None (or they can't be read or mapped)."""
+        known = self.__dict__.get("_arrow_schema")
+        if known is not None:
+            return known
+        pa = arrow()
+        try:
+            first = self.dataset(cache_chunks=0)[:ARROW_BATCH_ROWS]
+            schema = record_batch(collate(first)).schema if first else None
+        except RecprepError:
+            return None
+        if schema is None or any(pa.types.is_null(t) for t in _leaf_types(schema)):
+            return None
+        self.__dict__["_arrow_schema"] = schema
+        return schema
+
+    def _stream(self, schema: Any, given: bool = False) -> Iterator[Any]:
+        """The batches of a pass that starts when the first is asked for."""
+        yield from _one_schema(self._batch_trees(ARROW_BATCH_ROWS, arrow=True), schema,
+                               given=given)
+
+
+def _leaf_types(schema: Any) -> Iterator[Any]:
+    """Every type in ``schema``, nested ones too."""
+    stack = [f.type for f in schema]
+    while stack:
+        kind = stack.pop()
+        yield kind
+        stack.extend(kind.field(i).type for i in range(kind.num_fields))

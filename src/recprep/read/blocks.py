@@ -290,8 +290,13 @@ def cut(runs: Iterator[Block], size: int, drop_last: bool,
             lost[0] += run.n
             continue
         n, at = len(run), 0
+        whole = run.tree if isinstance(run, Columns) and is_arrow(run.tree) else None
         while at < n:
             take = min(size - have, n - at)
+            if whole is not None and take == size:  # a record batch's rows: a slice, as
+                yield whole.slice(at, size)  # assemble([part(run, at, at + size)]) gives
+                at += size
+                continue
             pending.append(part(run, at, at + take))
             have += take
             at += take
@@ -388,4 +393,5 @@ def _place_arrow(batches: list[Any], rows: list[Any], places: list[Any], n: int)
     for p, part_ in zip(places, parts, strict=True):
         order[p] = np.arange(base, base + part_.num_rows)
         base += part_.num_rows
-    return pa.concat_batches(parts).take(pa.array(order))
+    taken = pa.Table.from_batches(parts).take(pa.array(order)).combine_chunks().to_batches()
+    return taken[0] if len(taken) == 1 else pa.concat_batches(taken)  # one copy, no concat

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._core.arrowcols import arrow, record_batch
+from ..._core.arrowcols import arrow, is_arrow, record_batch
 from ..._core.batching import Columns
 from ...errors import ArrowMappingError
 from .columns import _columns_and_layout
@@ -41,17 +41,28 @@ _OFFSETS_MAX = (1 << 31) - 1
 
 def recprep_decode_arrow(records: Sequence[Any], decode: Callable[[bytes], Any]
                          ) -> Columns | None:
-    """The records as :class:`~recprep.batching.Columns` whose tree is one record batch,
-    or None where they don't share one layout (or a column has no Arrow type)."""
+    """The records as :class:`~recprep.batching.Columns` whose tree is one record batch
+    — or, without str or bytes values, the numpy columns ``decode_columns`` gives (a
+    batch copies them once, and Arrow takes its arrays without another copy) — or None
+    where they don't share one layout (or a column has no Arrow type)."""
     found = _columns_and_layout(records, decode, _arrow_strings)
     if found is None:
         return None
     columns, lay = found
+    if not _has_strings(columns.tree):  # numpy columns: a batch copies them once, and
+        return columns  # Arrow takes the batch's arrays as they are (no second copy)
     try:
         batch = record_batch(columns.tree)
     except ArrowMappingError:
         return None
     return Columns(batch, columns.n, ("arrow", lay.signature))
+
+
+def _has_strings(tree: Any) -> bool:
+    """Whether a column tree has a column of str or bytes (Arrow arrays here)."""
+    if isinstance(tree, (tuple, dict)):
+        return any(map(_has_strings, tree.values() if isinstance(tree, dict) else tree))
+    return is_arrow(tree)
 
 
 def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bool,
