@@ -198,3 +198,19 @@ def test_damaged_chunks_are_skipped_in_arrow_batches(tmp_path):
     assert 0 < len(expected) < 500
     assert_rows(pa.Table.from_batches(got), expected)
     assert_rows(pa.Table.from_batches(got_shuffled), shuffled)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_example_chunks_as_arrow(mem_url, shuffle):
+    data = [{"i": i, "f": np.array([1.5 * i, 2.0], np.float32), "b": b"ab" * (i % 3)}
+            for i in range(300)]
+    convert(mem_url, data, 3, "e", codec="example", chunk_bytes=1000, progress=False)
+    read = RecordIO(f"{mem_url}/e-*", shuffle=shuffle, seed=9)
+    read.set_epoch(0)
+    expected = list(read())
+    got = list(read.batches(32, format="arrow"))
+    assert [str(t) for t in got[0].schema.types] == [
+        "list<item: binary>", "fixed_size_list<item: float>[2]",
+        "fixed_size_list<item: int64>[1]"]
+    assert_rows(pa.Table.from_batches(got), expected)
+    assert equal(rows(got), rows(map(arrow_of_numpy, read.batches(32))))

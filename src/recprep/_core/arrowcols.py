@@ -124,8 +124,13 @@ def _numpy_array(pa: Any, column: np.ndarray, name: str, first: int) -> Any:
         raise ArrowMappingError(name, first, f"{column.dtype} numbers have no Arrow type")
     if not column.dtype.isnative:
         column = column.astype(column.dtype.newbyteorder("="))
+    flat = np.ascontiguousarray(column).reshape(-1)
     try:
-        values = pa.array(np.ascontiguousarray(column).reshape(-1))
+        if flat.dtype.kind in "iuf":  # its buffer as it is (pa.array scans it: slower)
+            values = pa.Array.from_buffers(pa.from_numpy_dtype(flat.dtype), len(flat),
+                                           [None, pa.py_buffer(flat)])
+        else:
+            values = pa.array(flat)
     except pa.ArrowException as err:
         raise ArrowMappingError(name, first, f"{column.dtype}: {err}") from None
     for size in reversed(column.shape[1:]):

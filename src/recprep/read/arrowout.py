@@ -76,22 +76,31 @@ __all__ = ["ARROW_BATCH_ROWS", "ArrowOut", "as_format", "chunk_batch", "conforme
 #: instances per record batch of :meth:`ArrowOut.to_arrow` and of the Arrow stream
 ARROW_BATCH_ROWS = 8192
 def chunk_batch(codec: Codec, records: Any) -> Columns | None:
-    """A chunk's :class:`~recprep.batching.Columns` whose tree is one ``pyarrow.RecordBatch``
-    (``batches(format="arrow")``): the codec's own (``decode_arrow_columns``, which builds
-    the Arrow buffers from the chunk's bytes), else its ``decode_columns`` made Arrow;
-    None when the codec decodes the chunk record by record, or its columns don't map
-    (those records then raise, or not, as they are decoded)."""
+    """A chunk's :class:`~recprep.batching.Columns` for ``batches(format="arrow")``: the
+    codec's own (``decode_arrow_columns``, which builds the Arrow buffers from the
+    chunk's bytes), else its ``decode_columns`` — made one ``pyarrow.RecordBatch`` where
+    they hold Python objects (str, bytes, lists), kept numpy columns where they are
+    numbers and arrays only (a batch copies those once, and Arrow takes the copy). None
+    when the codec decodes the chunk record by record, or its columns don't map (those
+    records then raise, or not, as they are decoded)."""
     own = getattr(codec, "decode_arrow_columns", None)
     if own is not None:
         return own(records)
     columns = codec.decode_columns(records)
-    if columns is None:
-        return None
+    if columns is None or not _has_objects(columns.tree):
+        return columns  # numbers and arrays: a batch copies them once, Arrow takes that
     try:
         batch = record_batch(columns.tree)
     except ArrowMappingError:
         return None
     return Columns(batch, columns.n, ("arrow", columns.signature, batch.schema))
+
+
+def _has_objects(tree: Any) -> bool:
+    """Whether a column tree has a column of Python objects (str, bytes, lists)."""
+    if isinstance(tree, (tuple, dict)):
+        return any(map(_has_objects, tree.values() if isinstance(tree, dict) else tree))
+    return not isinstance(tree, np.ndarray) or tree.dtype == object
 
 
 # --------------------------------------------------------------------------- one schema
@@ -128,8 +137,8 @@ def conformed(batch: Any, schema: Any, first: int, given: bool) -> Any:
     arrays = []
     for field, column in zip(schema, batch.columns, strict=True):
         if not (given or _differs_by_nulls(column.type, field.type)):
-            was = " (all None in the batches that fixed the stream's schema)" if \
-                pa.types.is_null(field.type) else ""
+            was = " (all None in the batches that fixed the stream's schema)" if any(
+                map(pa.types.is_null, _leaf_types([field.type]))) else ""
             raise ArrowMappingError(field.name, first, f"the stream's type is {field.type}"
                                     f"{was}, this batch's is {column.type}")
         try:
@@ -289,9 +298,9 @@ class ArrowOut:
                                given=given)
 
 
-def _leaf_types(schema: Any) -> Iterator[Any]:
-    """Every type in ``schema``, nested ones too."""
-    stack = [f.type for f in schema]
+def _leaf_types(types: Any) -> Iterator[Any]:
+    """Every type of ``types`` (a schema's fields', or types), nested ones too."""
+    stack = [getattr(t, "type", t) for t in types]
     while stack:
         kind = stack.pop()
         yield kind
