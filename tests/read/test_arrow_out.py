@@ -296,3 +296,29 @@ def test_a_stream_whose_first_values_are_none(mem_url):
     convert(f"{mem_url}/later", later, 1, "n", progress=False)
     table = pa.RecordBatchReader.from_stream(RecordIO(f"{mem_url}/later/n-*")).read_all()
     assert table.column("tag").to_pylist() == [v["tag"] for v in later]
+
+
+def test_the_stream_holds_a_few_chunks_not_the_set(tmp_path):
+    import tracemalloc
+
+    def peak(n: int) -> tuple[int, int]:
+        directory = tmp_path / str(n)
+        convert(str(directory), [(i, "x" * 50 + str(i)) for i in range(n)], 2, "s",
+                progress=False)
+        reader = RecordIO(str(directory / "s-*"))
+        tracemalloc.start()
+        held, rows = 0, 0
+        try:
+            base = pa.total_allocated_bytes()
+            for batch in pa.RecordBatchReader.from_stream(reader):
+                rows += batch.num_rows
+                held = max(held, pa.total_allocated_bytes() - base)
+                del batch
+            return held + tracemalloc.get_traced_memory()[1], rows
+        finally:
+            tracemalloc.stop()
+
+    small, rows = peak(40_000)
+    big, more = peak(160_000)
+    assert (rows, more) == (40_000, 160_000)
+    assert big < 1.5 * small  # four times the rows, about the same memory

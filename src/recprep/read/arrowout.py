@@ -75,6 +75,11 @@ __all__ = ["ARROW_BATCH_ROWS", "ArrowOut", "as_format", "chunk_batch", "conforme
 
 #: instances per record batch of :meth:`ArrowOut.to_arrow` and of the Arrow stream
 ARROW_BATCH_ROWS = 8192
+
+
+# --------------------------------------------------------------------------- one chunk
+
+
 def chunk_batch(codec: Codec, records: Any) -> Columns | None:
     """A chunk's :class:`~recprep.batching.Columns` for ``batches(format="arrow")``: the
     codec's own (``decode_arrow_columns``, which builds the Arrow buffers from the
