@@ -193,7 +193,8 @@ class Columns:
     :func:`collate` would make them.
 
     ``tree``: tuples / dicts of leaves as ``collate`` gives them, each leaf a numpy array
-    of ``n`` rows or a list. ``signature``: equal for two chunks only if ``collate`` of
+    of ``n`` rows or a list — or, for Arrow batches, one ``pyarrow.RecordBatch`` of the
+    ``n`` rows (see :mod:`recprep._core.arrowcols`). ``signature``: equal for two chunks only if ``collate`` of
     their instances together is the concatenation of their columns (same structure, and
     each leaf from values of one Python/numpy type, dtype and shape). ``decode``: gives
     the instances themselves, for runs that can't be cut from columns. The arrays may

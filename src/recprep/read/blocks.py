@@ -7,7 +7,9 @@ columns in an order of their own, not yet copied anywhere. The pass is built fro
 end to end — the shards of a set read round-robin (:func:`interleave`), a shuffle
 block's records picked (:func:`pick`) — and only its last step turns blocks into
 instances (:func:`flatten`) or into batches (:func:`cut`), each batch's values copied
-once, from the chunks' bytes into the batch's arrays. Every step keeps the instance
+once, from the chunks' bytes into the batch's arrays (for ``batches(format="arrow")``,
+a chunk's columns may be one ``pyarrow.RecordBatch``: its rows are sliced, taken and
+concatenated by Arrow, and a batch within one is a slice). Every step keeps the instance
 order the per-instance definition gives, so the two ends see the same instances; only
 the work per instance differs.
 
