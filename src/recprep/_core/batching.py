@@ -194,11 +194,12 @@ class Columns:
 
     ``tree``: tuples / dicts of leaves as ``collate`` gives them, each leaf a numpy array
     of ``n`` rows or a list — or, for Arrow batches, one ``pyarrow.RecordBatch`` of the
-    ``n`` rows (see :mod:`recprep._core.arrowcols`). ``signature``: equal for two chunks only if ``collate`` of
-    their instances together is the concatenation of their columns (same structure, and
-    each leaf from values of one Python/numpy type, dtype and shape). ``decode``: gives
-    the instances themselves, for runs that can't be cut from columns. The arrays may
-    view the chunk's bytes (read-only, unaligned): a batch copies its rows out.
+    ``n`` rows (see :mod:`recprep._core.arrowcols`). ``signature``: equal for two chunks
+    only if ``collate`` of their instances together is the concatenation of their
+    columns (same structure, and each leaf from values of one Python/numpy type, dtype
+    and shape). ``decode``: gives the instances themselves, for runs that can't be cut
+    from columns. The arrays may view the chunk's bytes (read-only, unaligned): a batch
+    copies its rows out.
 
     >>> cols = Columns((np.arange(3), ["a", "b", None]), 3, "sig", lambda: [])
     >>> len(cols), cols.tree[0]
