@@ -22,6 +22,15 @@ block, rows and processes outputs are compared (they must be equal).
 Then where the block path's time goes, each part timed alone (best of the repetitions):
 reading the frame's blocks, ``encode_columns`` of them, and handing the records to the
 format's writers round-robin (into memory: no file system).
+
+``--part arrow`` measures a set going out as Arrow instead (issue 25), each contender
+interleaved with the others, median of ``--reps``: ``batches(256, format="arrow")``
+against ``batches(256)`` (numpy) and the pickle floor of ``bench_reading.py`` (a bare
+file read + ``pickle.loads`` per instance), on 200k small ``(int, float, str)`` tuples
+and on 20k MNIST-like instances; ``to_arrow()`` against ``pyarrow.parquet.read_table`` of
+the same rows (snappy both); and DuckDB's ``SELECT count(*), avg(f1)`` over a reader
+(the Arrow stream) against the same query over a Parquet file of the same rows
+(``--duckdb-rows``, default 1M).
 """
 
 from __future__ import annotations
@@ -185,12 +194,135 @@ def render(rows: int, reps: int, times: dict[str, list[float]], load: str, same:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- Arrow out
+
+ARROW_SECTION = "## A set out as Arrow"
+
+
+def interleaved(contenders: dict[str, Callable[[], int]], count: int, reps: int
+                ) -> dict[str, list[float]]:
+    """Seconds of each contender, repetitions interleaved; each must count ``count``."""
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for rep in range(reps):
+        for key, fn in contenders.items():
+            log(f"rep {rep + 1}/{reps}: {key}")
+            gc.collect()
+            t = time.perf_counter()
+            got = fn()
+            times[key].append(time.perf_counter() - t)
+            if got != count:
+                raise SystemExit(f"{key} counted {got} of {count}")
+    return times
+
+
+def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[float]]], str]:
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from bench_core import mnist_like, small_tuples
+    from bench_reading import floor_read, floor_write
+
+    from recprep import RecordIO
+
+    root = Path(tempfile.mkdtemp(prefix="bench-arrow-"))
+    out: dict[str, dict[str, list[float]]] = {}
+
+    def batches(pattern: str, **kw: object) -> int:
+        return sum(len(b) if kw else len(b[1]) for b in RecordIO(pattern).batches(256, **kw))
+
+    try:
+        with CpuWatch() as watch:
+            for key, data in (("small", small_tuples(200_000)), ("mnist", mnist_like(20_000))):
+                floor_write(data, root / f"{key}.bin")
+                convert(str(root / key), data, NUM_SHARDS, "b", progress=False)
+                pattern = str(root / key / "b-*-of-*")
+                out[key] = interleaved({
+                    "floor": lambda k=key: floor_read(root / f"{k}.bin"),
+                    "numpy": lambda p=pattern: batches(p),
+                    "arrow": lambda p=pattern: batches(p, format="arrow"),
+                }, len(data), reps)
+                if key == "small":
+                    table = RecordIO(pattern).to_arrow()
+                    pq.write_table(table, root / "small.parquet", compression="snappy")
+                    out["table"] = interleaved({
+                        "to_arrow": lambda p=pattern: RecordIO(p).to_arrow().num_rows,
+                        "read_table": lambda: pq.read_table(root / "small.parquet").num_rows,
+                    }, len(data), reps)
+                del data
+            big = small_tuples(duckdb_rows)
+            convert(str(root / "big"), big, NUM_SHARDS, "b", progress=False)
+            pq.write_table(pa.table({f"f{i}": [r[i] for r in big] for i in range(3)}),
+                           root / "big.parquet", compression="snappy")
+            del big
+            query = "SELECT count(*), avg(f1) FROM {}"
+
+            def over_reader() -> int:
+                reader = RecordIO(str(root / "big" / "b-*-of-*"))  # noqa: F841 (DuckDB's)
+                return int(duckdb.sql(query.format("reader")).fetchall()[0][0])
+
+            def over_parquet() -> int:
+                source = f"read_parquet('{root / 'big.parquet'}')"
+                return int(duckdb.sql(query.format(source)).fetchall()[0][0])
+
+            out["duckdb"] = interleaved({"reader": over_reader, "parquet": over_parquet},
+                                        duckdb_rows, reps)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out, watch.describe()
+
+
+def render_arrow(reps: int, duckdb_rows: int, got: dict[str, dict[str, list[float]]],
+                 load: str) -> str:
+    med = {part: {k: statistics.median(v) for k, v in times.items()}
+           for part, times in got.items()}
+    lines = [
+        ARROW_SECTION, "",
+        f"`python benchmarks/bench_columnar.py --part arrow --reps {reps} --duckdb-rows "
+        f"{duckdb_rows}` ({_machine()}; {load}). Medians of {reps} interleaved "
+        "repetitions, local files, 10 shards, snappy, 0 threads.", "",
+        "| set | contender | ms | instances/s | x floor |", "|---|---|---:|---:|---:|",
+    ]
+    for key, label, n in (("small", "small tuples", 200_000), ("mnist", "MNIST-like", 20_000)):
+        for name, what in (("floor", "floor (`pickle.loads`)"), ("numpy", "`batches(256)`"),
+                           ("arrow", '`batches(256, format="arrow")`')):
+            s = med[key][name]
+            lines.append(f"| {label} | {what} | {s * 1e3:.0f} | {n / s:,.0f} | "
+                         f"{med[key]['floor'] / s:.2f} |")
+    table, duck = med["table"], med["duckdb"]
+    lines += [
+        "",
+        f"- `to_arrow()` of the small tuples: {table['to_arrow'] * 1e3:.0f} ms; "
+        f"`pyarrow.parquet.read_table` of the same rows: {table['read_table'] * 1e3:.0f} ms "
+        f"— **{table['read_table'] / table['to_arrow']:.2f}x** its speed (target >= 0.5x).",
+        f"- DuckDB `SELECT count(*), avg(f1)` over {duckdb_rows:,} small tuples: through "
+        f"the reader's Arrow stream {duck['reader'] * 1e3:.0f} ms, over Parquet "
+        f"{duck['parquet'] * 1e3:.0f} ms — **{duck['reader'] / duck['parquet']:.2f}x** "
+        "its time (target <= 2x).",
+        f"- `batches(256, format=\"arrow\")`: small tuples **"
+        f"{med['small']['floor'] / med['small']['arrow']:.2f}x** the floor (target >= 5x), "
+        f"MNIST-like **{med['mnist']['floor'] / med['mnist']['arrow']:.2f}x** (target >= 2x).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--part", choices=["convert", "arrow"], default="convert")
+    p.add_argument("--duckdb-rows", type=int, default=1_000_000)
     p.add_argument("--out", type=Path, default=None, help="write the markdown here")
     args = p.parse_args(argv)
+    if args.part == "arrow":
+        got, load = run_arrow(args.reps, args.duckdb_rows)
+        text = render_arrow(args.reps, args.duckdb_rows, got, load)
+        print(text)
+        if args.out is not None:  # the section replaces its old self, the rest is kept
+            old = args.out.read_text() if args.out.exists() else ""
+            head = old.split(ARROW_SECTION)[0].rstrip("\n")
+            args.out.write_text((head + "\n\n" if head else "") + text)
+        return
     times, load, same = run(args.rows, args.reps)
     log("timing the block path's parts")
     text = render(args.rows, args.reps, times, load, same, breakdown(args.rows, args.reps))

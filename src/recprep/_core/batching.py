@@ -47,13 +47,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Columns", "batched", "check_batch_size", "collate", "unbatch"]
+__all__ = ["BatchFormat", "Columns", "batched", "check_batch_size", "collate", "unbatch"]
 
 #: Python number types stacked into one array, and the dtype each becomes
 NUMBERS: dict[type, np.dtype] = {
@@ -63,6 +63,10 @@ NUMBERS: dict[type, np.dtype] = {
     complex: np.dtype(np.complex128),
 }
 _dtype, _shape = attrgetter("dtype"), attrgetter("shape")
+
+#: what a batch is made of (``RecordIO.batches(format=)``): numpy columns (:func:`collate`),
+#: a ``pyarrow.RecordBatch`` or a ``pandas.DataFrame``
+BatchFormat = Literal["numpy", "arrow", "pandas"]
 
 
 def collate(instances: Sequence[Any]) -> Any:
@@ -189,11 +193,13 @@ class Columns:
     :func:`collate` would make them.
 
     ``tree``: tuples / dicts of leaves as ``collate`` gives them, each leaf a numpy array
-    of ``n`` rows or a list. ``signature``: equal for two chunks only if ``collate`` of
-    their instances together is the concatenation of their columns (same structure, and
-    each leaf from values of one Python/numpy type, dtype and shape). ``decode``: gives
-    the instances themselves, for runs that can't be cut from columns. The arrays may
-    view the chunk's bytes (read-only, unaligned): a batch copies its rows out.
+    of ``n`` rows or a list — or, for Arrow batches, one ``pyarrow.RecordBatch`` of the
+    ``n`` rows (see :mod:`recprep._core.arrowcols`). ``signature``: equal for two chunks
+    only if ``collate`` of their instances together is the concatenation of their
+    columns (same structure, and each leaf from values of one Python/numpy type, dtype
+    and shape). ``decode``: gives the instances themselves, for runs that can't be cut
+    from columns. The arrays may view the chunk's bytes (read-only, unaligned): a batch
+    copies its rows out.
 
     >>> cols = Columns((np.arange(3), ["a", "b", None]), 3, "sig", lambda: [])
     >>> len(cols), cols.tree[0]

@@ -24,6 +24,7 @@ from .base import LocatedError, RecprepError, RecprepWarning, Remedy
 from .base import add_note as add_note
 from .base import warn as warn
 from .data import (
+    ArrowMappingError,
     ChunkTooLargeError,
     CorruptDataError,
     CorruptDataWarning,
@@ -77,6 +78,7 @@ from .writing import (
 
 __all__ = [
     "AmbiguousPathError",
+    "ArrowMappingError",
     "ChunkTooLargeError",
     "ClusterUnreachableError",
     "ColumnsError",

@@ -114,6 +114,24 @@ class UntrustedFileError(RecprepError, ValueError):
         )
 
 
+class ArrowMappingError(RecprepError, TypeError):
+    """A column of instances has no Arrow type (``to_arrow``, ``batches(format="arrow")``,
+    the Arrow stream): values of mixed types, ints beyond int64, complex numbers, other
+    objects — or a batch whose column types differ from the stream's schema.
+
+    Attributes: ``column`` (its name; nested fields dotted), ``index`` (the instance of the
+    pass, counted from 0), ``detail``.
+    """
+
+    def __init__(self, column: str, index: int, detail: str) -> None:
+        self.column = column
+        self.index = index
+        self.detail = detail
+        super().__init__(
+            f"column {column!r} can't be made Arrow at instance {index} of the pass: {detail}"
+            f"{REMEDY}", remedy=Remedy("schema", effect="to give the columns' Arrow types"))
+
+
 class CorruptDataWarning(RecprepWarning):
     """A reader with ``on_corrupt="skip"`` dropped damaged data.
 

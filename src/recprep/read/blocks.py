@@ -7,7 +7,9 @@ columns in an order of their own, not yet copied anywhere. The pass is built fro
 end to end — the shards of a set read round-robin (:func:`interleave`), a shuffle
 block's records picked (:func:`pick`) — and only its last step turns blocks into
 instances (:func:`flatten`) or into batches (:func:`cut`), each batch's values copied
-once, from the chunks' bytes into the batch's arrays. Every step keeps the instance
+once, from the chunks' bytes into the batch's arrays (for ``batches(format="arrow")``,
+a chunk's columns may be one ``pyarrow.RecordBatch``: its rows are sliced, taken and
+concatenated by Arrow, and a batch within one is a slice). Every step keeps the instance
 order the per-instance definition gives, so the two ends see the same instances; only
 the work per instance differs.
 
@@ -27,6 +29,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from .._core.arrowcols import arrow, is_arrow
 from .._core.batching import Columns, collate
 from ..containers import Gap
 
@@ -229,6 +232,8 @@ SMALL_ROW_BYTES = 256
 
 def _row_bytes(tree: Any) -> int:
     """About how many bytes one row of ``tree``'s leaves holds."""
+    if is_arrow(tree):  # a record batch
+        return tree.nbytes // max(tree.num_rows, 1)
     if isinstance(tree, np.ndarray):
         return tree[:1].nbytes if len(tree) else 0
     if isinstance(tree, list):
@@ -287,8 +292,13 @@ def cut(runs: Iterator[Block], size: int, drop_last: bool,
             lost[0] += run.n
             continue
         n, at = len(run), 0
+        whole = run.tree if isinstance(run, Columns) and is_arrow(run.tree) else None
         while at < n:
             take = min(size - have, n - at)
+            if whole is not None and take == size:  # a record batch's rows: a slice, as
+                yield whole.slice(at, size)  # assemble([part(run, at, at + size)]) gives
+                at += size
+                continue
             pending.append(part(run, at, at + take))
             have += take
             at += take
@@ -338,6 +348,8 @@ def _place(trees: list[Any], rows: list[Any], places: list[Any], n: int,
     ``settle`` (a batch), a list leaf becomes what ``collate`` makes of its values (a run
     of a ragged column may hold values of one shape, which a batch stacks)."""
     first = trees[0]
+    if is_arrow(first):
+        return _place_arrow(trees, rows, places, n)
     if isinstance(first, np.ndarray):
         out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
         for tree, r, p in zip(trees, rows, places, strict=True):
@@ -357,3 +369,31 @@ def _place(trees: list[Any], rows: list[Any], places: list[Any], n: int,
         return _like(first, (_place([t[i] for t in trees], rows, places, n, settle)
                              for i in range(len(first))))
     return {key: _place([t[key] for t in trees], rows, places, n, settle) for key in first}
+
+
+def _place_arrow(batches: list[Any], rows: list[Any], places: list[Any], n: int) -> Any:
+    """``_place`` for chunks decoded to Arrow (``format="arrow"``): their record batches
+    (of one schema), sliced or taken, in order — a slice of one batch copies nothing."""
+    pa = arrow()
+    parts = []
+    for batch, r in zip(batches, rows, strict=True):
+        if isinstance(r, slice) and r.step in (None, 1):
+            start, stop, _ = r.indices(batch.num_rows)
+            parts.append(batch.slice(start, stop - start))
+        else:
+            parts.append(batch.take(pa.array(np.arange(batch.num_rows)[r]
+                                             if isinstance(r, slice) else r)))
+    at = 0
+    for p, part_ in zip(places, parts, strict=True):
+        if not (isinstance(p, slice) and p.start == at and p.step in (None, 1)):
+            break
+        at += part_.num_rows
+    else:  # the parts end to end, in order
+        return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+    order = np.empty(n, np.int64)
+    base = 0
+    for p, part_ in zip(places, parts, strict=True):
+        order[p] = np.arange(base, base + part_.num_rows)
+        base += part_.num_rows
+    taken = pa.Table.from_batches(parts).take(pa.array(order)).combine_chunks().to_batches()
+    return taken[0] if len(taken) == 1 else pa.concat_batches(taken)  # one copy, no concat

@@ -40,6 +40,7 @@ from ..codecs.schema import codec_with_schema
 from ..containers import Chunk, Gap, nbytes
 from ..errors import DecodeError, LocatedError
 from ..storage.manifest import Manifest
+from .arrowout import chunk_batch
 
 __all__ = ["BATCH_BYTES", "SetCodecs", "decoded"]
 
@@ -55,7 +56,7 @@ def decoded(
     allow_pickle: bool = False,
     batch_bytes: int = 0,
     decoding: AbstractContextManager[Any] | None = None,
-    columnar: bool = False,
+    columnar: bool | str = False,
     written_with: str | None = None,
 ) -> Iterator[list[Any] | Columns | Gap]:
     """Blocks of the instances in ``chunks`` of the file ``path``, in order: lists, and
@@ -65,7 +66,8 @@ def decoded(
     ``batch_bytes``: gather chunks until their records reach that many bytes (0: a list
     per chunk; columns always come a chunk at a time). ``decoding`` is held while
     decoding (a lock, so that prefetch threads decode one at a time: decoding holds the
-    GIL, so more would only take turns). ``written_with``: the codec the file's manifest
+    GIL, so more would only take turns); ``columnar="arrow"``: columns as Arrow record
+    batches (``batches(format="arrow")``). ``written_with``: the codec the file's manifest
     names, which a decode error suggests first when ``codec`` is another.
     """
     lock = decoding or nullcontext()
@@ -81,7 +83,8 @@ def decoded(
                 continue
             chunk, skipped = item
             with lock:
-                columns = _chunk_columns(codec, allow_pickle, chunk) if columnar else None
+                columns = _chunk_columns(codec, allow_pickle, chunk, columnar == "arrow"
+                                         ) if columnar else None
                 values: list[Any] | Columns = _decode_chunk(
                     codec, allow_pickle, chunk, skipped, path, written_with
                 ) if columns is None else columns
@@ -107,11 +110,14 @@ def decoded(
         yield pending
 
 
-def _chunk_columns(codec: Codec, allow_pickle: bool, chunk: Chunk) -> Columns | None:
+def _chunk_columns(codec: Codec, allow_pickle: bool, chunk: Chunk, arrow: bool = False
+                   ) -> Columns | None:
     """The chunk's columns, if the codec decodes it whole (``decode`` gives its
-    instances, should a batch need them)."""
+    instances, should a batch need them); with ``arrow``, a ``pyarrow.RecordBatch`` of
+    them (:func:`~recprep.read.arrowout.chunk_batch`)."""
     records = chunk.records
-    columns = codec.decode_columns(records)  # type: ignore[arg-type]
+    columns = chunk_batch(codec, records) if arrow else codec.decode_columns(
+        records)  # type: ignore[arg-type]
     if columns is not None:
         columns.decode = lambda: codec.decode_many(records, allow_pickle=allow_pickle)
     return columns

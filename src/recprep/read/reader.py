@@ -11,7 +11,7 @@ modules of their own —
 * :mod:`recprep.read.streams` — the stack a pass's records go through, drawn once;
 * :mod:`recprep.read.sources` — the files, their record counts, chunk indexes and chunks;
 * :mod:`recprep.read.checkpoint` — the epochs of its passes and their states;
-* :mod:`recprep.read.dataset` — random access.
+* :mod:`recprep.read.dataset` — random access; :mod:`recprep.read.arrowout` — Arrow out.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._core.arguments import checked
-from .._core.batching import check_batch_size
+from .._core.batching import BatchFormat, check_batch_size
 from .._core.names import CodecName, CompressorName, FormatName, OnCorrupt, SplitMode
 from ..codecs import Codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES
 from ..errors import InvalidArgumentError
 from ..storage.fetch import FetchOptions, FetchStats
 from ..storage.manifest import Manifest
+from .arrowout import ArrowOut, as_format
 from .cache import ShardCache
 from .checkpoint import Fingerprint, PassState, check_split, checked_for, combine
 from .decoding import SetCodecs
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_SHUFFLE_BUFFER", "RecordIO"]
 
 
-class RecordIO:
+class RecordIO(ArrowOut):
     """A reader creator over RecordIO shard sets (and single files).
 
     Parameters
@@ -212,15 +213,9 @@ class RecordIO:
     max_chunk_bytes = property(lambda self: self.options.max_chunk_bytes)
     num_threads = property(lambda self: self.options.num_threads)
 
-    @property
-    def fs(self) -> Any:
-        """The fsspec filesystem of the files."""
-        return self._sources.fs
-
-    @property
-    def shard_sets(self) -> list[Any]:
-        """What the pattern resolved to: the shard sets (and lone files), in order."""
-        return self._sources.shard_sets
+    fs = property(lambda self: self._sources.fs, doc="The fsspec filesystem of the files.")
+    shard_sets = property(lambda self: self._sources.shard_sets, doc="What the pattern "
+                          "resolved to: the shard sets (and lone files), in order.")
 
     @property
     def paths(self) -> list[str]:
@@ -243,18 +238,13 @@ class RecordIO:
         copies :meth:`for_rank`/:meth:`for_worker` make in one process."""
         return FetchStats() if (f := self._sources.fetcher) is None else f.stats()
 
-    @property
-    def epoch(self) -> int:
-        """The epoch the next pass shuffles for: the one :meth:`set_epoch` set, or else the
-        number of passes made so far."""
-        return self._passes.epoch
+    epoch = property(lambda self: self._passes.epoch, doc="The epoch the next pass "
+                     "shuffles for: the one :meth:`set_epoch` set, else the passes made.")
 
     def set_epoch(self, epoch: int) -> None:
-        """Shuffle every following pass for ``epoch`` (same seed and epoch, same order).
-
-        Call it at the start of every epoch, on every rank, as with PyTorch's
-        ``DistributedSampler``. Until it is called, pass ``n`` uses epoch ``n``.
-        """
+        """Shuffle every following pass for ``epoch`` (same seed and epoch, same order);
+        call it at the start of every epoch, on every rank, as with PyTorch's
+        ``DistributedSampler``. Until it is called, pass ``n`` uses epoch ``n``."""
         self._passes.set_epoch(epoch)
 
     def codec_for(self, index: int) -> Codec:
@@ -315,18 +305,20 @@ class RecordIO:
     __iter__ = __call__
 
     @checked
-    def batches(self, batch_size: int, *, drop_last: bool = False) -> Iterator[Any]:
+    def batches(self, batch_size: int, *, drop_last: bool = False,
+                format: BatchFormat = "numpy", schema: Any = None) -> Iterator[Any]:
         """A fresh pass, as :meth:`__call__` gives it, in batches of ``batch_size``.
 
         Every option of the reader holds (shuffle, epoch, rank, worker, split, threads,
-        ``on_corrupt``): the instances are those of ``read()`` in the same order, cut into
-        runs of ``batch_size`` (the last one shorter, or left out with ``drop_last``),
-        each made columns by :func:`recprep.batching.collate` — tuples of columns for
-        tuple instances, dicts for dicts; numbers and equal-shape arrays stacked into one
-        numpy array (dtype kept), ``str``/``bytes`` an object array, other columns a list.
-        :func:`recprep.batching.unbatch` gives the instances back (stacked values as numpy
-        values). Chunks the codec decodes whole move through the pass as columns, and
-        each batch is copied out of them once (see :mod:`recprep.read.blocks`).
+        ``on_corrupt``): the instances of ``read()`` in its order, cut into runs of
+        ``batch_size`` (the last one shorter, or left out with ``drop_last``), each made
+        columns by :func:`recprep.batching.collate` (tuples of columns for tuples, dicts
+        for dicts; numbers and equal-shape arrays stacked, ``str``/``bytes`` an object
+        array, other columns a list; :func:`~recprep.batching.unbatch` undoes it), copied
+        once out of the chunks decoded whole (:mod:`recprep.read.blocks`). With
+        ``format="arrow"``, each batch is a ``pyarrow.RecordBatch``, all of one schema
+        (``schema``, else the first batch's); ``"pandas"``, a ``pandas.DataFrame`` of it
+        (see :mod:`recprep.read.arrowout`).
 
         >>> from recprep import convert, RecordIO
         >>> _ = convert("memory://doc/batches", [(i, f"w{i}") for i in range(5)], 2, "b")
@@ -334,9 +326,15 @@ class RecordIO:
         ...  RecordIO("memory://doc/batches/b-*").batches(2)]
         [([0, 1], ['w0', 'w1']), ([2, 3], ['w2', 'w3']), ([4], ['w4'])]
         """
+        made = as_format(format, schema)
+        return made(self._batch_trees(batch_size, drop_last, arrow=format != "numpy"))
+
+    def _batch_trees(self, batch_size: int, drop_last: bool = False, arrow: bool = False
+                     ) -> Iterator[Any]:
         size = check_batch_size(batch_size)
         progress = self._passes.start(self._check_split)
-        runs = self._pass(progress.epoch, progress.base, progress.counted, columnar=True)
+        runs = self._pass(progress.epoch, progress.base, progress.counted,
+                          columnar="arrow" if arrow else True)
         return batches(runs, size, drop_last, progress)
 
     def __len__(self) -> int:
@@ -347,7 +345,7 @@ class RecordIO:
         return share_size(len(sources.files), sources.count, self.share, blocks_)
 
     def _pass(self, epoch: int, base: list[tuple[int, int]], skip: int,
-              columnar: bool = False) -> Iterator[Any]:
+              columnar: bool | str = False) -> Iterator[Any]:
         """The pass's instances as blocks (see :mod:`recprep.read.streams`)."""
         sources = self._sources
         if self.share.shuffle:
@@ -408,8 +406,7 @@ class RecordIO:
         self.share = replace(self.share, seed=state["seed"])
         self._passes.load(state)
 
-    def _checked_state(self, state: Any) -> dict[str, Any]:
-        """``state`` checked for loading into this reader, normalised; nothing changes."""
+    def _checked_state(self, state: Any) -> dict[str, Any]:  # normalised; nothing changes
         return checked_for(state, self._fingerprint(), self.__len__)
 
     def _check_split(self, state: Mapping[str, Any]) -> None:

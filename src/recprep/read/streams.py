@@ -62,7 +62,8 @@ class Reading:
     options: ReadOptions
 
 
-def blocks(plan: PassPlan, reading: Reading, columnar: bool = False) -> Iterator[Block]:
+def blocks(plan: PassPlan, reading: Reading, columnar: bool | str = False
+           ) -> Iterator[Block]:
     """The instances of ``plan`` as blocks, in its order: the pieces of a group
     round-robin, and, shuffled, each piece's picks. With ``columnar``, chunks the codec
     decodes whole come as their columns."""
@@ -84,7 +85,7 @@ def blocks(plan: PassPlan, reading: Reading, columnar: bool = False) -> Iterator
 
 
 @contextmanager
-def _opened(plan: PassPlan, reading: Reading, columnar: bool
+def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             ) -> Iterator[Sequence[Iterator[Block]]]:
     """The blocks of each piece of ``plan``, decoded (and prefetched, with threads)."""
     sources, threads = reading.sources, reading.options.num_threads

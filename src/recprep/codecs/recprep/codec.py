@@ -22,6 +22,7 @@ from ..._core.batching import Columns
 from ...errors import REMEDY, DecodeError, EncodeError
 from ..base import Codec
 from ..guess import codec_remedy, first_byte
+from .arrow import recprep_decode_arrow
 from .columns import recprep_decode_columns, recprep_decode_rows
 from .decode import decode_error, decode_value
 from .encode import encode_value
@@ -152,6 +153,13 @@ with another codec
         joined records with numpy; ``None`` otherwise (see
         :mod:`~recprep.codecs.recprep.columns`)."""
         return recprep_decode_columns(records, self.decode)
+
+    def decode_arrow_columns(self, records: list[bytes | memoryview]) -> Columns | None:
+        """The same chunks as :meth:`decode_columns`, as one ``pyarrow.RecordBatch``
+        built from the chunk's bytes (no Python object per value; see
+        :mod:`~recprep.codecs.recprep.arrow`): what ``RecordIO.batches(format="arrow")``
+        asks a codec for first."""
+        return recprep_decode_arrow(records, self.decode)
 
     def decode(self, record: bytes | memoryview, *, allow_pickle: bool = False) -> Any:
         """Return the value held by ``record`` (a pickled part only if ``allow_pickle``)."""

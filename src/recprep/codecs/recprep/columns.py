@@ -37,6 +37,10 @@ __all__ = ["LAYOUT_MIN_RECORDS", "recprep_decode_columns", "recprep_decode_rows"
 
 LAYOUT_MIN_RECORDS = 4  # fewer: decoding them one by one costs less than a layout check
 
+#: makes a column of the ``n`` str (``is_str``) or bytes values at ``pos`` of ``size`` bytes
+#: of a chunk's payload ``u8``, or None if one isn't valid
+Strings = Callable[[np.ndarray, np.ndarray, np.ndarray, bool, int], Any]
+
 #: the layouts used last (most recent first), tried before walking a chunk's first record
 _RECENT_LAYOUTS: list[Layout] = []
 LAYOUTS_KEPT = 2
@@ -58,8 +62,11 @@ def recprep_decode_columns(records: Sequence[Any], decode: Callable[[bytes], Any
     return None if found is None else found[0]
 
 
-def _columns_and_layout(records: Sequence[Any], decode: Callable[[bytes], Any]
-                        ) -> tuple[Columns, Layout] | None:
+def _columns_and_layout(records: Sequence[Any], decode: Callable[[bytes], Any],
+                        strings: Strings | None = None) -> tuple[Columns, Layout] | None:
+    """The records' columns and their layout; ``strings`` makes a column of str or bytes
+    values (default: an object array of them)."""
+    strings = strings or _string_column
     n = len(records)
     if n < LAYOUT_MIN_RECORDS:
         return None
@@ -74,7 +81,7 @@ def _columns_and_layout(records: Sequence[Any], decode: Callable[[bytes], Any]
         ends = np.cumsum(lens)
         starts = ends - lens
     for recent in list(_RECENT_LAYOUTS):  # a layout every record passes decodes them all
-        cols = _cut_columns(recent, buf, starts, ends, n)
+        cols = _cut_columns(recent, buf, starts, ends, n, strings)
         if cols is not None:
             return cols, recent
     try:
@@ -86,7 +93,7 @@ def _columns_and_layout(records: Sequence[Any], decode: Callable[[bytes], Any]
         return None
     _RECENT_LAYOUTS.insert(0, lay)
     del _RECENT_LAYOUTS[LAYOUTS_KEPT:]
-    cols = _cut_columns(lay, buf, starts, ends, n)
+    cols = _cut_columns(lay, buf, starts, ends, n, strings)
     return None if cols is None else (cols, lay)
 
 
@@ -147,8 +154,8 @@ def _rows(tree: Any, template: Any, kinds: list[Any]) -> list[Any]:
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=False)]
 
 
-def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, n: int
-                 ) -> Columns | None:
+def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, n: int,
+                 strings: Strings) -> Columns | None:
     """The columns of the ``n`` records ``buf[starts[i]:ends[i]]`` if all pass ``lay``."""
     u8 = np.frombuffer(buf, np.uint8)
     lens = ends - starts
@@ -170,9 +177,10 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
         pos = starts + off if extra is None else starts + off + extra
         if not (pos + size <= ends).all():
             return None
-        if size > 256:
-            return np.stack([u8[p : p + size] for p in pos.tolist()])
-        return u8[pos[:, None] + np.arange(size)]
+        if not size:
+            return np.empty((n, 0), np.uint8)
+        # every window of ``size`` bytes, a view: a row per record is one gather of n rows
+        return as_strided(u8, (len(u8) - size + 1, size), (1, 1), writeable=False)[pos]
 
     for size, consts, ops, data in layout_segments(lay):
         if size:
@@ -193,7 +201,7 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
         pos = starts + off if extra is None else starts + off + extra
         if not (pos + sizes <= ends).all():
             return None
-        leaves[slot] = _string_column(u8, pos, sizes, is_str, n)
+        leaves[slot] = strings(u8, pos, sizes, is_str, n)
         if leaves[slot] is None:
             return None
         extra = sizes if extra is None else extra + sizes

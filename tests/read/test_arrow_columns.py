@@ -1,0 +1,216 @@
+"""Chunks decoded straight to Arrow (recprep.codecs.recprep.arrow): the Arrow batches of a
+pass equal its numpy batches made Arrow, and read()'s instances, on every reader option —
+shuffled, ranks, threads, a loaded state, damaged chunks skipped, mixed layouts."""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+
+import fsspec
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recprep import RecordIO, convert
+from recprep._core.arrowcols import record_batch
+from recprep.batching import Columns
+from recprep.codecs import get_codec
+from recprep.errors import ArrowMappingError, CorruptDataWarning
+
+from .test_arrow_out import arrow_row, assert_rows, equal
+
+pa = pytest.importorskip("pyarrow")
+
+_LEAVES = {
+    "int": st.integers(-(2**63), 2**63 - 1), "float": st.floats(), "bool": st.booleans(),
+    "str": st.text(max_size=6), "bytes": st.binary(max_size=6),
+    "f32": st.builds(np.float32, st.floats(width=32)),
+    "i2": st.builds(np.int16, st.integers(-9, 9)),
+    "arr": st.builds(lambda i: np.full((2, 3), i, np.float64), st.integers(-9, 9)),
+    "arrF": st.builds(lambda i: np.asfortranarray(np.arange(6, dtype=">i4").reshape(2, 3) * i),
+                      st.integers(-9, 9)),
+    "arrb": st.builds(lambda b: np.array([b, not b]), st.booleans()),
+}
+
+
+@st.composite
+def instance_sets(draw):
+    """Instances of one structure whose columns each have one Arrow type; a column may be
+    None in some (those records then have another layout: mixed chunks)."""
+    kinds = draw(st.lists(st.sampled_from(sorted(_LEAVES)), min_size=1, max_size=4))
+    nullable = draw(st.sets(st.integers(0, len(kinds) - 1)))
+    shape = draw(st.sampled_from(["tuple", "dict", "nested", "bare"]))
+    leaves = st.tuples(*(st.one_of(st.none(), _LEAVES[k]) if i in nullable else _LEAVES[k]
+                         for i, k in enumerate(kinds)))
+    if shape == "dict":
+        rows = leaves.map(lambda t: {f"k{i}": v for i, v in enumerate(t)})
+    elif shape == "nested":
+        rows = leaves.map(lambda t: (t[0], {"rest": t[1:] or (0,)}))
+    elif shape == "bare":
+        rows = leaves.map(lambda t: t[0])
+    else:
+        rows = leaves
+    return draw(st.lists(rows, max_size=60))
+
+
+def arrow_of_numpy(batch):
+    """A numpy batch made Arrow by the mapping (what format="arrow" must equal)."""
+    return record_batch(batch)
+
+
+def rows(batches) -> list:
+    return [row for b in batches for row in b.to_pylist()]
+
+
+@pytest.mark.filterwarnings("ignore:.*shards are empty")
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    instances=instance_sets(),
+    shards=st.integers(1, 3),
+    batch_size=st.integers(1, 12),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 2**31),
+    buffer=st.integers(0, 16),
+    world=st.integers(1, 3).flatmap(lambda w: st.tuples(st.integers(0, w - 1), st.just(w))),
+    threads=st.integers(0, 2),
+    split=st.sampled_from(["auto", "range"]),
+    resume_after=st.integers(0, 3),
+)
+def test_arrow_batches_equal_numpy_batches_and_read(
+    instances, shards, batch_size, shuffle, seed, buffer, world, threads, split, resume_after,
+):
+    url = f"memory://recprep-test-arrow-{uuid.uuid4().hex}"
+    try:
+        convert(url, instances, shards, "p", chunk_bytes=200, progress=False)
+        rank, world_size = world
+
+        def reader(**more):
+            read = RecordIO(f"{url}/p-*", shuffle=shuffle, seed=seed, shuffle_buffer=buffer,
+                            rank=rank, world_size=world_size, num_threads=threads,
+                            split=split, **more)
+            read.set_epoch(1)
+            return read
+
+        read = reader()
+        expected = list(read())
+        numpy_batches = list(read.batches(batch_size))
+        try:
+            arrow_batches = list(read.batches(batch_size, format="arrow"))
+        except ArrowMappingError as err:
+            # only a column of None in the batch that fixed the stream's schema
+            assert "all None" in str(err), err
+            schema = read.to_arrow().schema
+            arrow_batches = list(read.batches(batch_size, format="arrow", schema=schema))
+            numpy_batches = [arrow_of_numpy(b).cast(schema) if schema.names else b
+                             for b in map(arrow_of_numpy, numpy_batches)]
+        else:
+            numpy_batches = list(map(arrow_of_numpy, numpy_batches))
+        assert [b.num_rows for b in arrow_batches] == [b.num_rows for b in numpy_batches]
+        assert equal(rows(arrow_batches), rows(numpy_batches))
+        assert len({b.schema for b in arrow_batches}) <= 1
+        assert_rows(pa.Table.from_batches(arrow_batches) if arrow_batches else
+                    pa.table({}), expected)
+        if resume_after < len(arrow_batches):  # a loaded state: the rest of the pass
+            state_of = reader()
+            passing = state_of.batches(batch_size, format="arrow",
+                                       schema=arrow_batches[0].schema)
+            for _ in range(resume_after):
+                next(passing)
+            state = state_of.state_dict()
+            passing.close()
+            again = reader()
+            again.load_state_dict(state)
+            rest = list(again.batches(batch_size, format="arrow",
+                                      schema=arrow_batches[0].schema))
+            assert equal(rows(rest), rows(arrow_batches[resume_after:]))
+    finally:
+        fs = fsspec.filesystem("memory")
+        path = url.removeprefix("memory://")
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+
+
+def test_chunks_of_one_layout_are_decoded_to_arrow_buffers():
+    codec = get_codec("recprep")
+    values = [(i, i / 2, f"token-{i}", b"\x00" * (i % 3), np.full((2, 2), i, np.uint8))
+              for i in range(50)]
+    records = [codec.encode(v) for v in values]
+    cols = codec.decode_arrow_columns(records)
+    assert isinstance(cols, Columns) and cols.n == 50
+    batch = cols.tree
+    assert isinstance(batch, pa.RecordBatch)
+    assert [str(t) for t in batch.schema.types] == [
+        "int64", "double", "string", "binary",
+        "fixed_size_list<item: fixed_size_list<item: uint8>[2]>[2]"]
+    assert equal(batch.to_pylist(), [arrow_row(v) for v in values])
+    # the strings are one buffer of their bytes and int32 offsets: no object per value
+    offsets, data = batch.column(2).buffers()[1:]
+    assert data.to_pybytes() == "".join(f"token-{i}" for i in range(50)).encode()
+    assert np.frombuffer(offsets, np.int32)[:3].tolist() == [0, 7, 14]
+    assert batch.equals(record_batch(codec.decode_columns(records).tree))
+
+
+def test_chunks_that_dont_decode_whole_fall_back_record_by_record():
+    codec = get_codec("recprep")
+    mixed = [codec.encode(v) for v in [(1, "a")] * 4 + [(1, None)] * 4]
+    assert codec.decode_arrow_columns(mixed) is None
+    bad_utf8 = [codec.encode((1, "a"))[:-1] + b"\xff" for _ in range(4)]
+    assert codec.decode_arrow_columns(bad_utf8) is None  # each record fails as it decodes
+    complex_ = [codec.encode((1j, "a")) for _ in range(4)]
+    assert codec.decode_columns(complex_) is not None  # numpy has complex128
+    assert codec.decode_arrow_columns(complex_) is None  # Arrow hasn't: the error says it
+
+
+def test_chunks_without_strings_stay_numpy_columns_until_their_batch():
+    codec = get_codec("recprep")
+    records = [codec.encode((np.full(4, i, np.float32), i)) for i in range(8)]
+    cols = codec.decode_arrow_columns(records)
+    assert type(cols.tree) is tuple and cols.signature == codec.decode_columns(
+        records).signature  # a batch copies them once; Arrow takes that copy as it is
+
+
+def test_complex_numbers_raise_as_the_batch_is_made(mem_url):
+    convert(mem_url, [(i, 1j * i) for i in range(20)], 1, "c", progress=False)
+    with pytest.raises(ArrowMappingError, match="complex128") as caught:
+        list(RecordIO(f"{mem_url}/c-*").batches(8, format="arrow"))
+    assert (caught.value.column, caught.value.index) == ("f1", 0)
+
+
+def test_damaged_chunks_are_skipped_in_arrow_batches(tmp_path):
+    data = [(i, f"w{i}", np.full(3, i, np.float32)) for i in range(500)]
+    convert(str(tmp_path), data, 2, "d", chunk_bytes=400, progress=False)
+    shard = sorted(tmp_path.glob("d-*-of-*"))[1]
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptDataWarning)
+        expected = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip")())
+        skipping = RecordIO(str(tmp_path / "d-*"), on_corrupt="skip", shuffle=True, seed=3)
+        skipping.set_epoch(0)
+        shuffled = list(skipping())
+        got = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip").batches(
+            64, format="arrow"))
+        got_shuffled = list(skipping.batches(64, format="arrow"))
+    assert 0 < len(expected) < 500
+    assert_rows(pa.Table.from_batches(got), expected)
+    assert_rows(pa.Table.from_batches(got_shuffled), shuffled)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_example_chunks_as_arrow(mem_url, shuffle):
+    data = [{"i": i, "f": np.array([1.5 * i, 2.0], np.float32), "b": b"ab" * (i % 3)}
+            for i in range(300)]
+    convert(mem_url, data, 3, "e", codec="example", chunk_bytes=1000, progress=False)
+    read = RecordIO(f"{mem_url}/e-*", shuffle=shuffle, seed=9)
+    read.set_epoch(0)
+    expected = list(read())
+    got = list(read.batches(32, format="arrow"))
+    assert [str(t) for t in got[0].schema.types] == [
+        "list<item: binary>", "fixed_size_list<item: float>[2]",
+        "fixed_size_list<item: int64>[1]"]
+    assert_rows(pa.Table.from_batches(got), expected)
+    assert equal(rows(got), rows(map(arrow_of_numpy, read.batches(32))))
