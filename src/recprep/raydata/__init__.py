@@ -4,7 +4,7 @@
 module            what it holds
 ================  ========================================================================
 ``reading``       :func:`~recprep.ray.read`: the datasource, one read task per rank share
-``arrowbatch``    a batch of numpy columns as a ``pyarrow.Table`` (a read task's blocks)
+``arrowbatch``    a batch of the reader's Arrow columns as a Ray Data block (arrays as tensors)
 ``writing``       :func:`~recprep.ray.write`: the dataset's blocks as ``convert``'s
                   partitions, on ``executor="ray"``
 ================  ========================================================================

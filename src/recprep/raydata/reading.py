@@ -21,7 +21,7 @@ from ..errors import InvalidArgumentError, MissingDependencyError
 from ..read.reader import RecordIO
 from ..storage.chunkindex import load_table
 from ..storage.fs import display, resolve
-from .arrowbatch import _arrow_table
+from .arrowbatch import ray_block
 
 #: rows a read task decodes and hands to Ray as one table (Ray joins or splits them into
 #: blocks of its target size)
@@ -105,8 +105,8 @@ class RaySharePlan:
 def read_share(plan: RaySharePlan, rank: int, world_size: int) -> Iterator[Any]:
     """A read task: the share ``rank`` of ``world_size`` as Arrow tables, in order."""
     reader = RecordIO(plan.path, **plan.options).for_rank(rank, world_size)
-    for batch in reader.batches(ROWS_PER_BATCH):
-        table = _arrow_table(batch)
+    for batch in reader.batches(ROWS_PER_BATCH, format="arrow"):
+        table = ray_block(batch)
         if plan.columns is not None:
             table = _selected(table, plan.columns, plan.path)
         yield table
