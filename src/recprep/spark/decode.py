@@ -126,7 +126,7 @@ def read_file(
             if constants:
                 n = batch.num_rows
                 arrays = [*batch.columns,
-                          *(pa.array([v] * n, t) for _, t, v in constants)]
+                          *(pa.repeat(pa.scalar(v, t), n) for _, t, v in constants)]
                 names = [*batch.schema.names, *(name for name, _, _ in constants)]
                 batch = pa.RecordBatch.from_arrays(arrays, names=names)
             yield batch if arrow_schema is None else conform(batch, arrow_schema, task.shown)
