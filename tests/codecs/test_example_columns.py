@@ -338,12 +338,12 @@ def test_short_heads_are_read_at_once_and_long_ones_field_by_field():
     codec = ExampleCodec()
     records = [codec.encode({"id": i, "score": np.float32(i / 4), "word": b"w" * (i % 5)})
                for i in range(20)]
-    with mock.patch.object(chunk, "_entry", side_effect=AssertionError("field by field")):
+    with mock.patch.object(chunk, "_entry_fields", side_effect=AssertionError("field by field")):
         found = parse_chunk(records, ["score", "word"])
     assert found["score"].flat().tolist() == [i / 4 for i in range(20)]
     assert found["word"].strings() == [b"w" * (i % 5) for i in range(20)]
     records = [codec.encode({"emb": np.full(40, i, np.float32), "id": i}) for i in range(20)]
-    with mock.patch.object(chunk, "_entry", wraps=chunk._entry) as walk:
+    with mock.patch.object(chunk, "_entry_fields", wraps=chunk._entry_fields) as walk:
         found = parse_chunk(records)
     assert walk.call_count == 1  # "emb": 160 bytes of floats, two-byte lengths
     assert found["emb"].values.tolist() == [[float(i)] * 40 for i in range(20)]

@@ -282,8 +282,8 @@ def _entries_at_once(u8: np.ndarray, pos: np.ndarray, ends: np.ndarray, key: byt
     length in it is one byte (short keys and lists: the usual case): ``0x0A E 0x0A L key
     0x12 F tag Ls`` with ``E = L + 4 + F`` and ``F = Ls + 2`` (``F = 0`` for a feature of
     no list). Gives where the list's body starts and where the entry ends — what
-    :func:`_entry` gives; None when a record's head isn't laid out so (then
-    :func:`_entry` reads it field by field, and says whether it is sound)."""
+    :func:`_entry_fields` gives; None when a record's head isn't laid out so (then
+    :func:`_entry_fields` reads it field by field, and says whether it is sound)."""
     size = len(key) + (8 if kind else 6)  # the head's bytes
     if len(key) > 0x7F or not bool((pos + size <= ends).all()):
         return None
@@ -303,7 +303,7 @@ def _entries_at_once(u8: np.ndarray, pos: np.ndarray, ends: np.ndarray, key: byt
     return pos + size, stop
 
 
-def _entry(u8: np.ndarray, pos: np.ndarray, ends: np.ndarray, key: bytes, kind: int
+def _entry_fields(u8: np.ndarray, pos: np.ndarray, ends: np.ndarray, key: bytes, kind: int
            ) -> tuple[np.ndarray, np.ndarray] | None:
     """Each record's map entry at ``pos`` read field by field: key ``key``, a ``Feature``
     holding a list of ``kind`` (or none, ``kind`` 0). Gives where the list's body starts
@@ -347,7 +347,8 @@ def parse_chunk(records: Sequence[bytes | memoryview], wanted: Collection[str] |
     pos = got[0]
     found: dict[str, Values] = {}
     for key, name, kind in template:
-        entry = _entries_at_once(u8, pos, ends, key, kind) or _entry(u8, pos, ends, key, kind)
+        entry = (_entries_at_once(u8, pos, ends, key, kind)
+                 or _entry_fields(u8, pos, ends, key, kind))
         if entry is None:
             return None
         body, stop = entry
