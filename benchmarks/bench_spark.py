@@ -22,7 +22,16 @@ case once per round, ``--repeat`` rounds after an untimed one; best and median r
   ``sum(length(word))``, ``sum(size(emb))``) — by ``rs.read`` and ``spark.read.parquet``;
 * ``sum(score)``, one column of four: ``rs.read(path)`` (Spark doesn't tell a Python data
   source which columns a query uses: every column is decoded), ``rs.read(path,
-  columns=["score"])`` (only ``score`` is decoded) and ``spark.read.parquet``.
+  columns=["score"])`` (only ``score`` is decoded) and ``spark.read.parquet``;
+* ``count(*)`` with no data column: ``rs.read(path, schema=StructType([]))`` (every frame
+  and CRC checked, no record decoded: the floor of any pruned read) and
+  ``spark.read.parquet``.
+
+The last table puts each ``rs.read`` query against the full scan, the ratio the issues'
+targets are written in (one column of four ≥ 2x faster than the full scan), in seconds
+and in CPU seconds (this process, the JVM and Spark's Python workers together, with
+psutil: on a shared machine others' load stretches a query's seconds far more than the
+CPU it uses).
 
 Every engine is warmed up first (a small write and read: Python workers start and import
 once), then each write case is the best of ``--repeat`` runs. ``--read-only`` writes the
@@ -163,6 +172,18 @@ def main() -> None:
         print(f"| {label} | {min(times):.2f} | {statistics.median(times):.2f} | "
               f"{n / min(times):,.0f} | {min(times) / min(parquet):.2f}x / "
               f"{statistics.median(times) / statistics.median(parquet):.2f}x |")
+    full_label = next(lbl for lbl, q, _ in scan_results if q == "all" and "rs.read" in lbl)
+    full, full_cpu = dict((lbl, t) for lbl, _, t in scan_results)[full_label], CPU[full_label]
+    print("\n| `rs.read` query | CPU s, best (median) | full scan / this: seconds, best "
+          "(median) | full scan / this: CPU s, best (median) |\n|---|---:|---:|---:|")
+    for label, _, times in scan_results:
+        if "rs.read" in label:
+            cpu = CPU[label]
+            print(f"| {label} | {min(cpu):.2f} ({statistics.median(cpu):.2f}) | "
+                  f"{min(full) / min(times):.2f}x "
+                  f"({statistics.median(full) / statistics.median(times):.2f}x) | "
+                  f"{min(full_cpu) / min(cpu):.2f}x "
+                  f"({statistics.median(full_cpu) / statistics.median(cpu):.2f}x) |")
 
 
 def read_raw(work: str, n: int, repeat: int) -> list[tuple[str, float]]:
@@ -202,6 +223,8 @@ def read_into_spark(spark, rs, F, work: str, repeat: int  # noqa: N803
     """``(label, query, seconds of each round)`` of every Spark read, interleaved."""
     import inspect
 
+    from pyspark.sql.types import StructType
+
     tf_path, parquet_path = os.path.join(work, "tf"), os.path.join(work, "parquet")
     everything = [F.sum("id"), F.sum("score"), F.sum(F.length("word")), F.sum(F.size("emb"))]
     cases = [
@@ -213,15 +236,47 @@ def read_into_spark(spark, rs, F, work: str, repeat: int  # noqa: N803
     if "columns" in inspect.signature(rs.read).parameters:  # absent before pruning existed
         cases.append(("sum(score): `rs.read(columns=[\"score\"])`", "score",
                       lambda: rs.read(spark, tf_path, columns=["score"])))
+        # no data column: every frame and CRC checked, no record decoded (what a pruned
+        # read can't go below); before the fix of issue 25 it counted 0 rows
+        cases += [("count(*): `spark.read.parquet`", "count",
+                   lambda: spark.read.parquet(parquet_path)),
+                  ("count(*): `rs.read(schema=<no column>)`", "count",
+                   lambda: rs.read(spark, tf_path, schema=StructType([])))]
+    queries = {"all": everything, "score": [F.sum("score")], "count": [F.count(F.lit(1))]}
     times: dict[str, list[float]] = {label: [] for label, _, _ in cases}
     for lap in range(repeat + 1):  # lap 0 warms every query up (plans, code, workers)
         for label, query, make in cases:
-            started = time.perf_counter()
-            make().agg(*(everything if query == "all" else [F.sum("score")])).collect()
+            started, cpu = time.perf_counter(), cpu_seconds()
+            make().agg(*queries[query]).collect()
             if lap:
                 times[label].append(time.perf_counter() - started)
-                print(f"{label}: {times[label][-1]:.2f} s", file=sys.stderr)
+                CPU.setdefault(label, []).append(cpu_seconds() - cpu)
+                print(f"{label}: {times[label][-1]:.2f} s, {CPU[label][-1]:.2f} CPU s",
+                      file=sys.stderr)
     return [(label, query, times[label]) for label, query, _ in cases]
+
+
+#: CPU seconds of each Spark read, by label: of this process, the JVM and Spark's Python
+#: workers together (steadier than seconds on a shared machine: others' load inflates a
+#: query's time much more than the CPU it uses)
+CPU: dict[str, list[float]] = {}
+
+
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and its descendants (the JVM, Spark's
+    Python workers), those that have ended included (a parent that has waited for a
+    child counts its time)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            used = process.cpu_times()
+        except psutil.Error:  # ended meanwhile: its parent counts it once it has waited
+            continue
+        total += used.user + used.system + used.children_user + used.children_system
+    return total
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from recprep.batching import collate
 from recprep.codecs.example import ExampleCodec, parse_chunk
 from recprep.codecs.example.columns import CHUNK_PARSE_MIN_RECORDS as MIN_RECORDS
+from recprep.codecs.example.wire import read_len, varint
 from recprep.codecs.features import Feature
 from recprep.errors import DecodeError
 
@@ -226,3 +227,124 @@ def test_spans_of_a_payload_parse_as_the_records(records):
     assert (cols is None) == (len(records) < MIN_RECORDS)
     if cols is not None:
         assert_same(cols.tree, codec.decode_columns(records).tree)
+
+
+# -- the entries' heads read at once (chunk._entries_at_once) ----------------------------------
+
+
+def _field_by_field(records, wanted):
+    """parse_chunk as it reads when no entry's head is taken at once."""
+    from unittest import mock
+
+    from recprep.codecs.example import chunk
+
+    with mock.patch.object(chunk, "_entries_at_once", lambda *args: None):
+        return parse_chunk(records, wanted)
+
+
+def _same_values(got, want):
+    if want is None:
+        assert got is None
+        return
+    assert got is not None and list(got) == list(want)
+    for name, values in want.items():
+        mine = got[name]
+        assert mine.kind == values.kind, name
+        assert np.array_equal(mine.counts, values.counts), name
+        assert np.array_equal(mine.flat(), values.flat()), name
+        assert (mine.sizes is None) == (values.sizes is None), name
+        if values.sizes is not None:
+            assert np.array_equal(mine.sizes, values.sizes), name
+
+
+def _field(tag: int, body: bytes) -> bytes:
+    return bytes((tag,)) + varint(len(body)) + body
+
+
+def _entries(record: bytes) -> list[tuple[bytes, bytes]]:
+    """The ``(key, Feature message)`` of each map entry of an Example written by
+    ExampleCodec (one field each)."""
+    pos, end = read_len(record, 1, len(record))
+    found = []
+    while pos < end:
+        start, stop = read_len(record, pos + 1, end)
+        key_start, key_stop = read_len(record, start + 1, stop)
+        value_start, value_stop = read_len(record, key_stop + 1, stop)
+        found.append((record[key_start:key_stop], record[value_start:value_stop]))
+        pos = stop
+    return found
+
+
+#: how one record's entry may differ from the layout the others follow: (key, Feature)
+#: -> the entry's body
+ODD = {
+    "as written": lambda key, value: _field(0x0A, key) + _field(0x12, value),
+    "renamed": lambda key, value: _field(0x0A, key[:-1] + b"~") + _field(0x12, value),
+    "an entry field after": lambda key, value: (_field(0x0A, key) + _field(0x12, value)
+                                               + b"\x1a\x00"),
+    "value first": lambda key, value: _field(0x12, value) + _field(0x0A, key),
+    "two lists": lambda key, value: _field(0x0A, key) + _field(0x12, value + value),
+    "a list field after": lambda key, value: (_field(0x0A, key)
+                                             + _field(0x12, value + b"\x22\x00")),
+}
+
+
+@st.composite
+def long_or_short_chunks(draw):
+    """Records of one layout whose lists are short (every length in an entry's head one
+    byte) or long enough for two-byte lengths; maybe one record's entry laid out another
+    way (ODD), or a byte of one record flipped; and the features to read."""
+    layout = draw(layouts())
+    long = draw(st.sampled_from(["never", "sometimes", "always"]))
+    records = []
+    for _ in range(draw(st.integers(1, 8))):
+        instance = {}
+        for name, (kind, count) in layout.items():
+            if long == "always" or (long == "sometimes" and draw(st.booleans())):
+                count = draw(st.integers(33, 70))  # over 127 bytes of floats or strings
+            elif count is None:
+                count = draw(st.integers(0, 4))
+            instance[name] = _values(draw, kind, count)
+        records.append(ExampleCodec().encode(instance))
+    victim = draw(st.integers(0, len(records) - 1))
+    how = draw(st.sampled_from(["flipped byte", *ODD]))
+    if how == "flipped byte":
+        record = records[victim]
+        at = draw(st.integers(0, len(record) - 1))
+        records[victim] = record[:at] + bytes((record[at] ^ draw(st.integers(1, 255)),)) + (
+            record[at + 1:])
+    else:
+        entries = _entries(records[victim])
+        odd = draw(st.integers(0, len(entries) - 1))
+        body = b"".join(_field(0x0A, (ODD[how] if i == odd else ODD["as written"])(k, v))
+                        for i, (k, v) in enumerate(entries))
+        records[victim] = _field(0x0A, body)
+    wanted = draw(st.one_of(st.none(), st.lists(st.sampled_from(sorted(layout)), unique=True)))
+    return records, wanted
+
+
+@settings(SETTINGS, max_examples=200)
+@given(long_or_short_chunks())
+def test_heads_read_at_once_give_what_the_field_by_field_walk_gives(case):
+    records, wanted = case
+    _same_values(parse_chunk(records, wanted), _field_by_field(records, wanted))
+
+
+def test_short_heads_are_read_at_once_and_long_ones_field_by_field():
+    from unittest import mock
+
+    from recprep.codecs.example import chunk
+
+    codec = ExampleCodec()
+    records = [codec.encode({"id": i, "score": np.float32(i / 4), "word": b"w" * (i % 5)})
+               for i in range(20)]
+    with mock.patch.object(chunk, "_entry_fields", side_effect=AssertionError("field by field")):
+        found = parse_chunk(records, ["score", "word"])
+    assert found["score"].flat().tolist() == [i / 4 for i in range(20)]
+    assert found["word"].strings() == [b"w" * (i % 5) for i in range(20)]
+    records = [codec.encode({"emb": np.full(40, i, np.float32), "id": i}) for i in range(20)]
+    with mock.patch.object(chunk, "_entry_fields", wraps=chunk._entry_fields) as walk:
+        found = parse_chunk(records)
+    assert walk.call_count == 1  # "emb": 160 bytes of floats, two-byte lengths
+    assert found["emb"].values.tolist() == [[float(i)] * 40 for i in range(20)]
+    assert found["id"].flat().tolist() == list(range(20))

@@ -229,3 +229,101 @@ def test_unknown_columns_are_refused_with_the_columns_there_are(spark, written):
     assert "'id', 'score', 'word', 'emb', 'part'" in str(err.value)
     with pytest.raises(InvalidArgumentError, match="a name repeats"):
         rs.read(spark, paths["example"], columns=["id", "id"])
+
+
+# -- only partition columns: one row per record, nothing decoded --------------------------------
+
+#: (p, q) of each row of the partitioned sets below: partitions of 2, 3 and 1 rows
+PARTITIONED = [(1, "a"), (1, "a"), (2, "b"), (2, "b"), (2, "b"), (2, "c")]
+
+
+@pytest.mark.parametrize("codec", ["example", "recprep", "raw"])
+def test_a_decoder_of_no_columns_gives_a_row_per_record_and_decodes_nothing(codec):
+    records = [b"\x00not a record of any codec"] * 5
+    decoder = RecordDecoder(codec, [])
+    with mock.patch.object(decoder._codec, "decode", side_effect=AssertionError("decoded")):
+        batch = decoder.decode(records)
+    assert (batch.num_rows, batch.num_columns) == (5, 0)
+
+
+@pytest.fixture(scope="module")
+def partitioned(spark, tmp_path_factory):
+    """Sets of PARTITIONED's rows, partitioned by ``p`` then ``q``: ``(format, codec)`` ->
+    path. Each row holds an ``id`` (or, for ``raw``, its bytes) that says nothing of its
+    partition."""
+    from recprep import spark as rs
+
+    root = tmp_path_factory.mktemp("partitioned")
+    df = spark.createDataFrame([(i, p, q) for i, (p, q) in enumerate(PARTITIONED)],
+                               "id bigint, p int, q string")
+    raw = spark.createDataFrame([(bytes([i]), p, q) for i, (p, q) in enumerate(PARTITIONED)],
+                                "byteArray binary, p int, q string")
+    paths = {}
+    for fmt, codec in [("tfrecord", "example"), ("recordio", "example"),
+                       ("recordio", "recprep"), ("tfrecord", "raw")]:
+        paths[fmt, codec] = str(root / f"{fmt}-{codec}")
+        rs.write(raw if codec == "raw" else df, paths[fmt, codec], format=fmt, codec=codec,
+                 partition_by=["p", "q"], mode="overwrite")
+    return paths
+
+
+def rows_of(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.mark.parametrize("where", [("tfrecord", "example"), ("recordio", "example"),
+                                   ("recordio", "recprep"), ("tfrecord", "raw")])
+def test_partition_columns_alone_read_a_row_per_record(spark, partitioned, where):
+    from recprep import spark as rs
+
+    path, fmt = partitioned[where], where[0]
+    ps = [(p,) for p, _ in PARTITIONED]
+    assert rows_of(rs.read(spark, path, columns=["p"])) == ps
+    assert rows_of(rs.read(spark, path, columns=["q", "p"])) == sorted(
+        (q, p) for p, q in PARTITIONED)
+    # a schema of partition columns: rs.read keeps the others, as Spark's file sources do
+    assert rows_of(rs.read(spark, path, schema="p int")) == PARTITIONED
+    assert rows_of(spark.read.format(fmt).option("columns", "p").load(path)) == ps
+    assert rows_of(spark.read.format(fmt).schema("q string").load(path)) == sorted(
+        (q,) for _, q in PARTITIONED)
+    assert rs.read(spark, path, columns=["p"]).select().count() == len(PARTITIONED)
+    assert rs.read(spark, path).select().count() == len(PARTITIONED)
+    assert rs.read(spark, path, columns=["p"]).filter("p = 2").count() == 4
+
+
+def test_a_schema_of_no_columns_counts_the_records(spark, tmp_path):
+    from pyspark.sql.types import StructType
+
+    from recprep import spark as rs
+
+    df = spark.createDataFrame([(i,) for i in range(7)], "id bigint")
+    rs.write(df, str(tmp_path), mode="overwrite")
+    nothing = rs.read(spark, str(tmp_path), schema=StructType([]))
+    assert nothing.columns == [] and nothing.count() == 7
+    assert spark.read.format("tfrecord").schema(StructType([])).load(str(tmp_path)).count() == 7
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "recordio"])
+def test_reading_no_data_column_still_checks_every_crc(tmp_path, fmt):
+    """No record is decoded, but every chunk's checksums are verified as before."""
+    import fsspec
+
+    from recprep.containers import get_format
+    from recprep.errors import CorruptDataError
+    from recprep.spark.decode import FileTask, read_file
+
+    records = [ExampleCodec().encode({"id": i}) for i in range(40)]
+    path = tmp_path / "part-00000"
+    with open(path, "wb") as f:
+        writer = get_format(fmt).writer(f, "none", 64)  # chunks of a few records
+        for record in records:
+            writer.write(record)
+        writer.close()
+    p, fs = ColumnSpec("p", "int"), fsspec.filesystem("file")
+    batches = list(read_file(fs, FileTask(str(path), "part", "example", partition=(2,)), [], [p]))
+    assert [row for b in batches for row in b.to_pylist()] == [{"p": 2}] * 40
+    data = path.read_bytes()
+    at = data.rindex(records[-1]) + len(records[-1]) - 1  # the last record's last byte
+    path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+    with pytest.raises(CorruptDataError, match="part"):
+        list(read_file(fs, FileTask(str(path), "part", "example", partition=(2,)), [], [p]))

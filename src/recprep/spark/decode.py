@@ -3,7 +3,8 @@
 Each file is read by one task (:func:`read_file`): its container is taken from the
 manifest or detected from the bytes (:func:`recprep.containers.sniff`), every checksum
 is verified, and each chunk of records becomes one record batch of the requested
-columns, with the file's partition values added as constant columns.
+columns, with the file's partition values added as constant columns: one row per record
+of the chunk, also when no data column is requested (then no record is decoded).
 
 How a chunk's records become columns is their codec's: the decoder asks the table of
 :mod:`recprep.spark.codecs` (``example`` and ``recprep`` records are decoded a chunk at
@@ -34,7 +35,7 @@ from .arrays import arrow_type
 from .codecs import spark_codec
 from .columns import ColumnSpec
 
-__all__ = ["FileTask", "RecordDecoder", "arrow_type", "conform", "read_file"]
+__all__ = ["FileTask", "RecordDecoder", "arrow_type", "conform", "read_file", "rows_only"]
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,22 @@ class RecordDecoder:
 
     def decode(self, records: Sequence[bytes]) -> pa.RecordBatch:
         """The record batch of a chunk's ``records`` (a list of them, or a container's
-        ``Records``)."""
+        ``Records``): one row per record, also when no column is read (then nothing is
+        decoded: a batch of no columns and ``len(records)`` rows)."""
+        if not self.columns:
+            return rows_only(len(records))
         arrays = self._spark.arrays(self._codec, self.columns, records)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def rows_only(n: int) -> pa.RecordBatch:
+    """A record batch of ``n`` rows and no column (``RecordBatch.from_arrays`` of no arrays
+    has no rows).
+
+    >>> rows_only(3).num_rows, rows_only(3).num_columns
+    (3, 0)
+    """
+    return pa.RecordBatch.from_struct_array(pa.Array.from_buffers(pa.struct([]), n, [None]))
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema, where: str) -> pa.RecordBatch:
@@ -78,6 +92,8 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, where: str) -> pa.RecordBa
             raise DecodeError(f"{where}: column {f.name!r} is not nullable, but a record has "
                               "no value for it; read with a schema where it is nullable")
         arrays.append(arr if arr.type == f.type else arr.cast(f.type))
+    if not arrays:
+        return rows_only(batch.num_rows)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -110,7 +126,7 @@ def read_file(
             if constants:
                 n = batch.num_rows
                 arrays = [*batch.columns,
-                          *(pa.array([v] * n, t) for _, t, v in constants)]
+                          *(pa.repeat(pa.scalar(v, t), n) for _, t, v in constants)]
                 names = [*batch.schema.names, *(name for name, _, _ in constants)]
                 batch = pa.RecordBatch.from_arrays(arrays, names=names)
             yield batch if arrow_schema is None else conform(batch, arrow_schema, task.shown)

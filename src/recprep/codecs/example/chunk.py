@@ -6,11 +6,14 @@ in order, laid out as every writer (TensorFlow, recprep) lays an Example out —
 numbers are one packed field and whose byte strings are one field each. Then every
 record of the chunk is walked along that template at once, with one cursor per record
 (numpy arrays of positions): each tag must be the template's, each length must end its
-message exactly. Anything else — a feature more or fewer, another kind or order, unknown
-fields, unpacked numbers, a repeated key, a malformed varint — gives ``None``, and the
-caller decodes the records one by one (which reads every protobuf form, warns and raises
-where it should). A chunk that passes is read exactly as
-:func:`~recprep.codecs.example.parse.parse` reads each of its records, with no warning.
+message exactly. An entry whose lengths are all one byte (the usual short key and list)
+is checked from one gather of its head — tags, key and lengths at once; a feature not
+read is passed over after that check, its values never touched. Anything else — a
+feature more or fewer, another kind or order, unknown fields, unpacked numbers, a
+repeated key, a malformed varint — gives ``None``, and the caller decodes the records
+one by one (which reads every protobuf form, warns and raises where it should). A chunk
+that passes is read exactly as :func:`~recprep.codecs.example.parse.parse` reads each of
+its records, with no warning.
 
 :func:`parse_chunk` gives each feature's :class:`Values` over the chunk: how many values
 each record holds, the numbers as one array, the byte strings as one buffer and their
@@ -127,10 +130,15 @@ def _length_varints(u8: np.ndarray, pos: np.ndarray, limit: np.ndarray
     if not (pos < limit).all():
         return None
     byte = u8[pos]
-    if not (byte & 0x80).any():  # the usual one-byte lengths
+    high = byte >= 0x80
+    if not high.any():  # the usual one-byte lengths
         return byte.astype(np.int64), pos + 1
+    if high.all() and bool((pos + 1 < limit).all()):  # two bytes each (records' lengths)
+        second = u8[pos + 1]
+        if not (second & 0x80).any():
+            return (byte & 0x7F).astype(np.int64) | (second.astype(np.int64) << 7), pos + 2
     value = (byte & 0x7F).astype(np.int64)
-    more = byte >= 0x80
+    more = high
     after = pos + 1
     for shift in (7, 14, 21, 28):
         idx = np.flatnonzero(more)
@@ -268,6 +276,59 @@ def _record_spans(records: Sequence[bytes | memoryview]
     return np.frombuffer(b"".join(records), np.uint8), ends - lengths, ends
 
 
+def _entries_at_once(u8: np.ndarray, pos: np.ndarray, ends: np.ndarray, key: bytes,
+                     kind: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each record's map entry at ``pos`` checked in one pass over its head, when every
+    length in it is one byte (short keys and lists: the usual case): ``0x0A E 0x0A L key
+    0x12 F tag Ls`` with ``E = L + 4 + F`` and ``F = Ls + 2`` (``F = 0`` for a feature of
+    no list). Gives where the list's body starts and where the entry ends — what
+    :func:`_entry_fields` gives; None when a record's head isn't laid out so (then
+    :func:`_entry_fields` reads it field by field, and says whether it is sound)."""
+    size = len(key) + (8 if kind else 6)  # the head's bytes
+    if len(key) > 0x7F or not bool((pos + size <= ends).all()):
+        return None
+    heads = np.ndarray((u8.size - size + 1,), f"V{size}", buffer=u8, strides=(1,))
+    head = heads[pos].view(np.uint8).reshape(-1, size)  # each record's head: one gather
+    lengths = [1, len(key) + 5, len(key) + 7][: 3 if kind else 2]  # E, F (and Ls)
+    e, f, ls = (head[:, i].astype(np.int64) for i in (*lengths, lengths[-1])[:3])
+    head[:, lengths] = 0
+    fixed = bytes((0x0A, 0, 0x0A, len(key))) + key + (
+        bytes((0x12, 0, _LIST_TAG[kind], 0)) if kind else bytes((0x12, 0)))
+    stop = pos + 2 + e
+    if ((e | f | ls) & 0x80).any() or not (head == np.frombuffer(fixed, np.uint8)).all():
+        return None
+    if not ((e == len(key) + 4 + f).all() and (f == (ls + 2 if kind else 0)).all()
+            and (stop <= ends).all()):
+        return None
+    return pos + size, stop
+
+
+def _entry_fields(u8: np.ndarray, pos: np.ndarray, ends: np.ndarray, key: bytes, kind: int
+           ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each record's map entry at ``pos`` read field by field: key ``key``, a ``Feature``
+    holding a list of ``kind`` (or none, ``kind`` 0). Gives where the list's body starts
+    and where the entry ends; None where a record differs."""
+    entry = _length_delimited(u8, pos, ends, 0x0A)
+    if entry is None:
+        return None
+    pos, stop = entry
+    got = _length_delimited(u8, pos, stop, 0x0A)
+    if got is None or not (got[1] - got[0] == len(key)).all():
+        return None
+    if key and not (sliding_window_view(u8, len(key))[got[0]] == np.frombuffer(
+            key, np.uint8)).all():
+        return None
+    got = _length_delimited(u8, got[1], stop, 0x12)
+    if got is None or not (got[1] == stop).all():
+        return None
+    if not kind:
+        return (got[0], stop) if bool((got[0] == stop).all()) else None
+    got = _length_delimited(u8, got[0], stop, _LIST_TAG[kind])
+    if got is None or not (got[1] == stop).all():
+        return None
+    return got[0], stop
+
+
 def parse_chunk(records: Sequence[bytes | memoryview], wanted: Collection[str] | None = None
                 ) -> dict[str, Values] | None:
     """Each feature's :class:`Values` over ``records`` (only those ``wanted``: the others'
@@ -286,31 +347,16 @@ def parse_chunk(records: Sequence[bytes | memoryview], wanted: Collection[str] |
     pos = got[0]
     found: dict[str, Values] = {}
     for key, name, kind in template:
-        entry = _length_delimited(u8, pos, ends, 0x0A)
+        entry = (_entries_at_once(u8, pos, ends, key, kind)
+                 or _entry_fields(u8, pos, ends, key, kind))
         if entry is None:
             return None
-        pos, stop = entry
-        got = _length_delimited(u8, pos, stop, 0x0A)
-        if got is None or not (got[1] - got[0] == len(key)).all():
-            return None
-        if key and not (sliding_window_view(u8, len(key))[got[0]] == np.frombuffer(
-                key, np.uint8)).all():
-            return None
-        got = _length_delimited(u8, got[1], stop, 0x12)
-        if got is None or not (got[1] == stop).all():
-            return None
-        if kind:
-            got = _length_delimited(u8, got[0], stop, _LIST_TAG[kind])
-            if got is None or not (got[1] == stop).all():
+        body, stop = entry
+        if wanted is None or name in wanted:
+            values = (_VALUES_OF_KIND[kind](u8, body, stop) if kind else
+                      Values(0, np.zeros(n, np.int64), np.empty((n, 0), np.float32)))
+            if values is None:
                 return None
-            if wanted is None or name in wanted:
-                values = _VALUES_OF_KIND[kind](u8, got[0], stop)
-                if values is None:
-                    return None
-                found[name] = values
-        elif not (got[0] == stop).all():
-            return None
-        elif wanted is None or name in wanted:
-            found[name] = Values(0, np.zeros(n, np.int64), np.empty((n, 0), np.float32))
+            found[name] = values
         pos = stop
     return found if bool((pos == ends).all()) else None
