@@ -206,3 +206,36 @@ def test_grain_random_access_source():
                                  num_epochs=1, seed=3)
     loader = grain.DataLoader(data_source=ds, sampler=sampler, worker_count=0)
     assert sorted(loader) == [(i, f"v{i}") for i in range(30)]
+
+
+def test_threads_sharing_a_dataset_get_every_instance_right():
+    """Threads asking one dataset for the same records at once (each may decode a record
+    another is decoding): every answer is the instance, none a placeholder."""
+    import threading
+    import time
+
+    reader = RecordIO(write(3000, 3, chunk_bytes=2000))
+    expected = list(reader())
+    ds = reader.dataset(cache_chunks=1000)
+
+    class SlowCodec(CountingCodec):  # decoding lets the other threads in, as real work does
+        def decode_many(self, records, *, allow_pickle=False):
+            time.sleep(0.001)
+            return super().decode_many(records, allow_pickle=allow_pickle)
+
+    SlowCodec(ds)
+    wrong: list[tuple[int, object]] = []
+
+    def ask(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(100):
+            picks = rng.integers(0, len(expected), 8).tolist()
+            got = [ds[p] for p in picks] + ds[picks]
+            wrong.extend((p, g) for p, g in zip(picks * 2, got, strict=True) if g != expected[p])
+
+    threads = [threading.Thread(target=ask, args=(7,)) for _ in range(6)]  # the same picks
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []

@@ -136,6 +136,7 @@ class _Chunk:
         self.values: list[Any] = [None] * len(records)
         self.done = bytearray(len(records))  # 1 where values[p] is decoded
         self.pending = len(records)  # records not decoded yet
+        self._filling = threading.Lock()
         # a chunk read whole is a Records (its records cut out when decoded); one pieced
         # together from parts, a list with None in the places of records lost to damage
         self.lost = None if isinstance(records, Records) or None not in records else [
@@ -178,11 +179,15 @@ class _Chunk:
         return sorted({p for p in positions if not done[p]})
 
     def fill(self, need: list[int], values: list[Any]) -> None:
-        """Keep ``values``, the decoded records at positions ``need``."""
-        for p, value in zip(need, values, strict=True):
-            self.values[p] = value
-            self.done[p] = 1
-        self.pending -= len(need)
+        """Keep ``values``, the decoded records at positions ``need`` (those another
+        thread didn't keep first: ``pending`` counts each position once, so that 0 means
+        every value is there)."""
+        with self._filling:
+            for p, value in zip(need, values, strict=True):
+                if not self.done[p]:
+                    self.values[p] = value
+                    self.done[p] = 1  # after the value: a reader that sees 1 finds it
+                    self.pending -= 1
 
     def _decode(self, need: list[int]) -> list[Any]:
         wanted = self.cut(need)
