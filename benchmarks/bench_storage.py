@@ -66,20 +66,10 @@ def start_moto() -> tuple[subprocess.Popen, str]:
 
     It is ``tests.support.motoranges``: moto answering a range GET by reading only the
     range, as a real store does (moto itself copies the whole object for each one)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.motoranges", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("moto server did not start")
+    sys.path.insert(0, str(ROOT))
+    from tests.support.motoranges import serve
+
+    return serve()
 
 
 def make_set(directory: Path, size_mb: int, shards: int) -> int:

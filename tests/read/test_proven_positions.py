@@ -16,6 +16,8 @@ import os
 import struct
 import uuid
 import warnings
+from collections.abc import Iterable
+from typing import Any
 
 import fsspec
 import google_crc32c
@@ -142,29 +144,29 @@ def check_all(url: str, on_corrupt: str) -> None:
         assert len(tasks) == len(set(tasks)) and all(0 <= v < N for v in tasks)
     ds = attempt(lambda: reader.dataset())
     if ds is not None:
-        for i in (0, 1, 95, 96, 97, 250, 301, 450, N - 1):
-            try:
-                assert ds[i] == i
-            except RecordsLostError:
-                assert on_corrupt == "skip"
-            except CorruptDataError:
-                assert on_corrupt == "raise"
+        check_one_by_one(ds, (0, 1, 95, 96, 97, 250, 301, 450, N - 1), on_corrupt)
         try:
             assert ds[list(range(90, 110))] == list(range(90, 110))
         except CorruptDataError:
             pass
-        for i in range(90, 110):  # one at a time, from the chunks cached by the batch
-            try:
-                assert ds[i] == i
-            except RecordsLostError:
-                assert on_corrupt == "skip"
-            except CorruptDataError:
-                assert on_corrupt == "raise"
+        check_one_by_one(ds, range(90, 110), on_corrupt)  # from the chunks the batch cached
     shuffled = attempt(lambda: list(RecordIO(url + "/s", on_corrupt=on_corrupt, shuffle=True,
                                              seed=3, shuffle_buffer=50)()))
     if shuffled is not None:
         assert len(shuffled) == len(set(shuffled)) and set(shuffled) <= set(range(N))
     check_resume(url, on_corrupt, got)
+
+
+def check_one_by_one(ds: Any, indexes: Iterable[int], on_corrupt: str) -> None:
+    """``ds[i]`` is ``i`` for each of ``indexes``, or a loss counted (skip) / damage
+    raised (raise)."""
+    for i in indexes:
+        try:
+            assert ds[i] == i
+        except RecordsLostError:
+            assert on_corrupt == "skip"
+        except CorruptDataError:
+            assert on_corrupt == "raise"
 
 
 def check_resume(url: str, on_corrupt: str, whole: list[int] | None) -> None:

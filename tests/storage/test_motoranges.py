@@ -4,14 +4,11 @@ range a GET asks for) answers every GET as moto itself does, byte for byte."""
 from __future__ import annotations
 
 import hashlib
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.motoranges import serve
 from tests.support.s3 import FAKE_ENV
 
 boto3 = pytest.importorskip("boto3")
@@ -20,23 +17,6 @@ from botocore.exceptions import ClientError  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 RANGES = ["bytes=0-9", "bytes=1000000-", "bytes=-5", "bytes=5-100000000", "bytes=3000000-",
           "bytes=abc", "bytes=0-1,5-6", None]
-
-
-def _serve(module: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"{module} did not start")
 
 
 def _answers(endpoint: str, data: bytes) -> list[object]:
@@ -67,7 +47,7 @@ def test_range_gets_are_answered_as_moto_answers_them():
     data = bytes(range(256)) * 11719  # 3,000,064 bytes: past moto's in-memory spool
     answers = {}
     for module in ("moto.server", "tests.support.motoranges"):
-        proc, endpoint = _serve(module)
+        proc, endpoint = serve(module)
         try:
             answers[module] = _answers(endpoint, data)
         finally:

@@ -21,9 +21,13 @@ Used by the storage benchmark's server process::
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -78,6 +82,27 @@ def patch() -> None:
     get_object._reads_ranges = True  # type: ignore[attr-defined]
     FakeKey.value = property(lazy_value, value.fset)  # type: ignore[method-assign,assignment]
     S3Response.get_object = get_object  # type: ignore[method-assign]
+
+
+def serve(module: str = "tests.support.motoranges") -> tuple[subprocess.Popen, str]:
+    """``python -m module`` (this one, or ``moto.server`` itself) on a free port of
+    127.0.0.1, in a child process; returns it and its endpoint once it accepts
+    connections."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
+                            cwd=Path(__file__).resolve().parents[2],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{module} did not start")
 
 
 def main() -> None:
