@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from recprep import RecordIO, convert
 from recprep.batching import collate, unbatch
 from recprep.codecs import get_codec
+from recprep.codecs.recprep.columns import recprep_decode_rows
 from recprep.errors import CorruptDataWarning, RecprepError
 
 from ..support.columnar_strategies import (
@@ -338,6 +339,9 @@ def check_decode_columns(codec, values, damage, views) -> None:
                 codec.decode_many(records)
             return
         assert all(map(exact, codec.decode_many(given_records), one_by_one))
+        if codec.name == "recprep":  # the rows route, which decode_many takes for many
+            rows = recprep_decode_rows(given_records, codec.decode)
+            assert rows is None or all(map(exact, rows, one_by_one))
     if not damage and codec.name == "recprep":
         assert all(map(exact, one_by_one, values))
     if cols is None:

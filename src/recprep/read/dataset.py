@@ -68,6 +68,10 @@ __all__ = [
     "RecordsLostError",
 ]
 
+#: held while decoded values are kept in a chunk (one lock for all: a batch fills many
+#: chunks a value or two each, so taking one lock per chunk would cost more than filling)
+_FILLING = threading.Lock()
+
 #: decoded chunks a :class:`MapDataset` keeps by default (a chunk is about 1 MiB of
 #: records as ``convert`` writes them)
 DEFAULT_CACHE_CHUNKS = 64
@@ -136,20 +140,43 @@ class _Chunk:
         self.values: list[Any] = [None] * len(records)
         self.done = bytearray(len(records))  # 1 where values[p] is decoded
         self.pending = len(records)  # records not decoded yet
-        self._filling = threading.Lock()
         # a chunk read whole is a Records (its records cut out when decoded); one pieced
         # together from parts, a list with None in the places of records lost to damage
         self.lost = None if isinstance(records, Records) or None not in records else [
             r is None for r in records]
-        self._spans = None if not isinstance(records, Records) else (
-            records.payload, records.starts.tolist(), records.ends.tolist())
+        self._spans: tuple[Any, list[int], list[int]] | None = None  # made when needed
+        self._cuts = 0  # records cut with numpy indexes so far
 
     def cut(self, need: list[int]) -> list[bytes]:
-        """The records at positions ``need``, as bytes."""
+        """The records at positions ``need``, as bytes (a few cut with numpy indexes:
+        turning a chunk's spans into lists costs more than the record a cold lookup
+        asks for)."""
+        records = self.records
+        if not isinstance(records, Records):
+            return [records[p] for p in need]  # type: ignore[misc]
         if self._spans is None:
-            return [self.records[p] for p in need]  # type: ignore[misc]
-        payload, starts, ends = self._spans
-        return [payload[starts[p]:ends[p]] for p in need]
+            if len(need) < 8:
+                payload, starts, ends = records.payload, records.starts, records.ends
+                return [payload[starts[p]:ends[p]] for p in need]
+            self._spans = (records.payload, records.starts.tolist(), records.ends.tolist())
+        payload, starts_list, ends_list = self._spans
+        return [payload[starts_list[p]:ends_list[p]] for p in need]
+
+    def cut_one(self, p: int) -> bytes:
+        """The record at position ``p``, as bytes (cut with numpy indexes the first few
+        times, then from the spans as lists: a chunk read for one record shouldn't pay
+        for listing all of them, one asked again and again should)."""
+        spans = self._spans
+        if spans is not None:
+            return spans[0][spans[1][p]:spans[2][p]]
+        records = self.records
+        if not isinstance(records, Records):
+            return records[p]  # type: ignore[return-value]
+        self._cuts += 1
+        if self._cuts < 8:
+            return records.payload[records.starts[p]:records.ends[p]]
+        spans = self._spans = (records.payload, records.starts.tolist(), records.ends.tolist())
+        return spans[0][spans[1][p]:spans[2][p]]
 
     def take(self, positions: list[int]) -> list[Any]:
         """The instances at ``positions`` of the chunk (those not decoded yet decoded
@@ -182,7 +209,7 @@ class _Chunk:
         """Keep ``values``, the decoded records at positions ``need`` (those another
         thread didn't keep first: ``pending`` counts each position once, so that 0 means
         every value is there)."""
-        with self._filling:
+        with _FILLING:
             for p, value in zip(need, values, strict=True):
                 if not self.done[p]:
                     self.values[p] = value
@@ -201,30 +228,41 @@ class _Chunk:
             raise
 
 
-def _decode_together(parts: list[tuple[_Chunk, list[int]]]) -> None:
-    """Decode what ``parts`` (chunks, and positions asked of each) need in one
-    ``decode_many`` call per codec, not one per chunk: a batch of random indexes touches
-    many chunks for a record or two each. A failure is decoded again chunk by chunk, so
-    that the error names the record."""
-    groups: dict[tuple[int, bool], list[tuple[_Chunk, list[int]]]] = {}
-    for chunk, positions in parts:
-        chunk.check_lost(positions)
-        need = chunk.missing(positions)
-        if need:
-            groups.setdefault((id(chunk.codec), chunk.allow_pickle), []).append((chunk, need))
-    for group in groups.values():
-        first = group[0][0]
-        wanted = [record for chunk, need in group for record in chunk.cut(need)]
+def _decode_together(chunks: list[_Chunk], places: list[int], distinct: list[_Chunk],
+                     again: set[int]) -> None:
+    """Decode the records at ``places`` of ``chunks`` not decoded yet (pairs: the chunk
+    of each index of a batch and the record's place in it; ``distinct``: those chunks
+    once each; ``again``: the pairs that repeat the one before) in one ``decode_many``
+    call per codec, not one per chunk: a batch of random indexes touches many chunks for
+    a record or two each, so nothing here is done per chunk. A failure is decoded again
+    chunk by chunk, so that the error names the record."""
+    todo = [i for i, (chunk, p) in enumerate(zip(chunks, places, strict=True))
+            if chunk.pending and not chunk.done[p] and i not in again]
+    if not todo:
+        return
+    groups: dict[tuple[int, bool], list[int]] = {}
+    if len({(id(c.codec), c.allow_pickle) for c in distinct}) == 1:
+        groups[0, False] = todo
+    else:
+        for i in todo:
+            chunk = chunks[i]
+            groups.setdefault((id(chunk.codec), chunk.allow_pickle), []).append(i)
+    for members in groups.values():
+        first = chunks[members[0]]
+        wanted = [chunks[i].cut_one(places[i]) for i in members]
         try:
             values = first.codec.decode_many(wanted, allow_pickle=first.allow_pickle)
         except LocatedError:
-            for chunk, need in group:
-                chunk.take(need)
+            for i in members:
+                chunks[i].take([places[i]])
             raise
-        at = 0
-        for chunk, need in group:
-            chunk.fill(need, values[at:at + len(need)])
-            at += len(need)
+        with _FILLING:
+            for i, value in zip(members, values, strict=True):
+                chunk, p = chunks[i], places[i]
+                if not chunk.done[p]:  # twice in the batch, or another thread was first
+                    chunk.values[p] = value
+                    chunk.done[p] = 1
+                    chunk.pending -= 1
 
 
 class MapDataset:
@@ -334,9 +372,9 @@ class MapDataset:
         return array.astype(np.int64).reshape(-1)
 
     def _one(self, index: int) -> Any:
-        """Instance ``index``: from a cached chunk with Python arithmetic alone (a few
-        microseconds), else as :meth:`_fetch` gives it (which also raises what a bad
-        index or a lost record raises)."""
+        """Instance ``index``, found with Python arithmetic alone (a few microseconds
+        when its chunk is cached; its chunk read otherwise); a bad index or a lost record
+        goes through :meth:`_fetch`, which raises what they raise."""
         if 0 <= index < self._len or -self._len <= index < 0:
             index += self._len if index < 0 else 0
             ends, files = self._lists
@@ -344,15 +382,19 @@ class MapDataset:
             shard, position = self._sets[s].locate_one(index - (ends[s - 1] if s else 0))
             number = files[s][shard]
             firsts = self._firsts.get(number)
-            if firsts is not None:
+            if firsts is None:
+                firsts = self._firsts[number] = self.reader._sources.index(
+                    number).firsts.tolist()
+            if len(firsts) > 1 and firsts[0] <= position < firsts[-1]:  # else: lost
                 k = bisect_right(firsts, position) - 1
                 with self._lock:
-                    entry = self._cache.get((number, k)) if 0 <= k < len(firsts) - 1 else None
+                    entry = self._cache.get((number, k))
                     if entry is not None:
                         self._cache.move_to_end((number, k))
                         self._hits += 1
-                if entry is not None:
-                    return entry.take([position - firsts[k]])[0]
+                if entry is None:
+                    entry = self._chunks([(number, k)])[(number, k)]
+                return entry.take([position - firsts[k]])[0]
         return self._fetch(np.array([index], dtype=np.int64))[0]
 
     def _fetch(self, indexes: np.ndarray) -> list[Any]:
@@ -388,24 +430,28 @@ class MapDataset:
             within[at] = position[at] - firsts[chunk[at]]
             if number not in self._firsts:
                 self._firsts[number] = firsts.tolist()
-        # the indexes grouped by chunk (file << 32 | chunk), each chunk's taken at once
-        key = (file << 32) | chunk
-        order = np.argsort(key, kind="stable")
-        ordered = key[order]
+        # the indexes sorted by (file, record): grouped by chunk, each chunk's taken at
+        # once, and an index asked twice next to itself (decoded once)
+        order = np.argsort((file << 40) | position, kind="stable")
+        ordered = (file << 32 | chunk)[order]
         cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
         starts, stops = [0, *cuts], [*cuts, len(order)]
         keys = [(k >> 32, k & 0xFFFFFFFF) for k in ordered[starts].tolist()]
         held = self._chunks(keys)
         places = within[order].tolist()
-        parts = [(held[k], places[a:b]) for k, a, b in zip(keys, starts, stops, strict=True)]
-        _decode_together([(c, p) for c, p in parts if c.pending or c.lost is not None])
-        values: list[Any] = []
-        for entry, asked in parts:
-            values += map(entry.values.__getitem__, asked)
-        out: list[Any] = [None] * len(indexes)
-        for p, value in zip(order.tolist(), values, strict=True):
-            out[p] = value
-        return out
+        group = [held[k] for k in keys]
+        for entry, a, b in zip(group, starts, stops, strict=True):
+            if entry.lost is not None:
+                entry.check_lost(places[a:b])
+        # the chunk of each index (in the sorted order), by repeating each group's
+        per = list(map(group.__getitem__, np.repeat(
+            np.arange(len(group)), np.diff([*starts, len(order)])).tolist()))
+        again = np.flatnonzero(np.diff(indexes[order]) == 0) + 1
+        _decode_together(per, places, group, set(again.tolist()))
+        values = [entry.values[p] for entry, p in zip(per, places, strict=True)]
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        return list(map(values.__getitem__, back.tolist()))
 
     def _locate(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(file number, record number in the file)`` of global ``indexes``."""
