@@ -250,6 +250,61 @@ def test_convert_of_to_arrow_writes_the_same_instances(mem_url):
     assert rows_of(RecordIO(f"{mem_url}/b/b-*").to_arrow()) == rows_of(table)
 
 
+def _same(a, b) -> bool:
+    """Equal values of equal kinds: tuples as tuples, arrays as arrays of one dtype."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                and a.dtype == b.dtype and a.shape == b.shape and (a == b).all())
+    if isinstance(a, (tuple, dict)) or isinstance(b, (tuple, dict)):
+        if type(a) is not type(b) or len(a) != len(b):
+            return False
+        pairs = zip(a.values(), b.values()) if isinstance(a, dict) else zip(a, b)
+        return (not isinstance(a, dict) or list(a) == list(b)) and all(
+            _same(x, y) for x, y in pairs)
+    return a == b
+
+
+@pytest.mark.parametrize("make", [
+    lambda i: (i, i / 3, f"w{i}", b"b" * (i % 3), None if i % 2 else i),
+    lambda i: (np.full((2, 3), i, np.float32), np.arange(i % 5 + 4, dtype=np.int64)[:4]),
+    lambda i: {"img": np.full((2, 2, 3), i, np.uint8), "label": i % 10, "s": str(i)},
+    lambda i: f"value {i}",
+    lambda i: np.arange(6, dtype=np.int16).reshape(3, 2) + i,
+], ids=["tuples", "tuples-of-arrays", "dicts-of-arrays", "bare-strings", "bare-arrays"])
+def test_to_arrow_round_trips_tuples_bare_values_and_arrays(mem_url, make):
+    """convert(out, reader.to_arrow()) writes the instances the set held: tuples as
+    tuples, bare values as bare values, arrays of one shape as arrays of that dtype."""
+    data = [make(i) for i in range(50)]
+    convert(f"{mem_url}/a", data, 3, "a", progress=False)
+    table = RecordIO(f"{mem_url}/a/a-*").to_arrow()
+    convert(f"{mem_url}/b", table, 2, "b", progress=False)
+    back = list(RecordIO(f"{mem_url}/b/b-*")())
+    assert len(back) == len(data)
+    bad = [(i, d, b) for i, (d, b) in enumerate(zip(data, back, strict=True))
+           if not _same(d, b)]
+    assert not bad, bad[:2]
+
+
+def test_a_table_that_no_longer_says_what_its_rows_were_gives_dicts(mem_url):
+    """Rows come back as tuples only while the table is the one to_arrow made: renamed
+    or reordered columns, and a namedtuple's columns, give dicts; a column of arrays with
+    a null gives lists."""
+    convert(f"{mem_url}/a", [(i, str(i)) for i in range(4)], 1, "a", progress=False)
+    table = RecordIO(f"{mem_url}/a/a-*").to_arrow()
+    for changed, expected in ((table.rename_columns(["id", "s"]), {"id": 0, "s": "0"}),
+                              (table.select(["f1", "f0"]), {"f1": "0", "f0": 0})):
+        path = f"{mem_url}/c{changed.column_names[0]}"
+        convert(path, changed, 1, "c", progress=False)
+        assert next(iter(RecordIO(f"{path}/c-*")())) == expected
+    convert(f"{mem_url}/p", [Point(i, -i) for i in range(3)], 1, "p", progress=False)
+    convert(f"{mem_url}/q", RecordIO(f"{mem_url}/p/p-*").to_arrow(), 1, "q",
+            progress=False)
+    assert list(RecordIO(f"{mem_url}/q/q-*")()) == [{"x": i, "y": -i} for i in range(3)]
+    holed = pa.table({"v": pa.array([[1, 2], None], pa.list_(pa.int64(), 2))})
+    convert(f"{mem_url}/h", holed, 1, "h", progress=False)
+    assert list(RecordIO(f"{mem_url}/h/h-*")()) == [{"v": [1, 2]}, {"v": None}]
+
+
 def test_the_stream_is_read_by_pyarrow_polars_and_duckdb(mem_url):
     data = [{"id": i, "x": float(i), "s": f"w{i % 7}", "a": np.full(4, i, np.float32)}
             for i in range(20_000)]

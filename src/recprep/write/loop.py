@@ -290,8 +290,9 @@ def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[EncodeRun]:
 def _block_runs(blocks: Iterable[Any], codec: Codec) -> Iterator[EncodeRun]:
     encode_columns = codec.encode_columns
     for block in blocks:
-        try:
-            records = encode_columns(block.columns, block.n)
+        try:  # a codec's columns make dict rows: other rows (tuples...) one by one
+            records = encode_columns(block.columns, block.n) if getattr(
+                block, "instance", "dict") == "dict" else None
         except Exception:  # row by row: the first row that fails raises, located
             records = None
         if records is None:

@@ -39,31 +39,48 @@ import abc
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from .._core.arrowcols import INSTANCE_KEY, VALUE_COLUMN
 from ..errors import ColumnsError, InputError, InvalidArgumentError, RecprepWarning, warn
 
-__all__ = ["ROW_BLOCK", "ColumnBlock", "TableReader", "is_table"]
+__all__ = ["ROW_BLOCK", "ColumnBlock", "RowKind", "TableReader", "is_table"]
 
 ROW_BLOCK = 4096
 """Rows per block: big enough that numpy's per-call cost vanishes, small enough that a
 block's values (and a codec's buffers for them) stay a few MB."""
 
 
+#: what a table's rows are: dicts of its columns; or, for a table ``to_arrow`` made of
+#: tuples or bare values (its schema's ``recprep.instance``), tuples of its columns in
+#: order, or its one column's values
+RowKind = Literal["dict", "tuple", "value"]
+
+
 @dataclass(frozen=True)
 class ColumnBlock:
-    """``n`` consecutive rows of a table: ``columns[name][i]`` is row ``i``'s value."""
+    """``n`` consecutive rows of a table: ``columns[name][i]`` is row ``i``'s value;
+    ``instance``: what a row is made into (see :data:`RowKind`)."""
 
     columns: dict[Any, Any]
     n: int
+    instance: RowKind = "dict"
 
-    def rows(self) -> Iterator[dict[Any, Any]]:
-        """The rows, one dict each, in order."""
-        names = list(self.columns)
-        for row in zip(*self.columns.values(), strict=True):
-            yield dict(zip(names, row, strict=True))
+    def rows(self) -> Iterator[Any]:
+        """The rows, in order: one dict each (a tuple, or a bare value, see
+        ``instance``)."""
+        rows = zip(*self.columns.values(), strict=True)
+        if self.instance == "tuple":
+            yield from rows
+        elif self.instance == "value":
+            for (value,) in rows:
+                yield value
+        else:
+            names = list(self.columns)
+            for row in rows:
+                yield dict(zip(names, row, strict=True))
 
 
 def package_name(value: Any) -> str:
@@ -94,6 +111,7 @@ class _TableSource(abc.ABC):
     """A table's rows, by range: the values of a block, and a slice that pickles small."""
 
     names: list[Any]
+    instance: RowKind = "dict"
 
     @abc.abstractmethod
     def __len__(self) -> int: ...
@@ -111,7 +129,7 @@ class _TableSource(abc.ABC):
         for first in range(start, stop, ROW_BLOCK):
             end = min(first + ROW_BLOCK, stop)
             yield ColumnBlock(dict(zip(self.names, self.values(first, end), strict=True)),
-                              end - first)
+                              end - first, self.instance)
 
 
 class _Frame(_TableSource):
@@ -134,6 +152,7 @@ class _Arrow(_TableSource):
     def __init__(self, table: Any) -> None:
         self.table = table
         self.names = _unique(list(table.schema.names))
+        self.instance = _row_kind(table.schema, self.names)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -153,6 +172,19 @@ class _Arrow(_TableSource):
         with pa.ipc.new_stream(sink, self.table.schema) as writer:
             writer.write(self.table)
         return _arrow_from_ipc, (sink.getvalue().to_pybytes(),)
+
+
+def _row_kind(schema: Any, names: list[Any]) -> RowKind:
+    """What the rows of an Arrow table are: tuples or bare values when its schema's
+    metadata says ``to_arrow`` made it of those (and its columns are still the ones it
+    made, in order: ``f0, f1...``, or ``value``), else dicts (a namedtuple's, named after
+    its fields, comes back as dicts)."""
+    said = (schema.metadata or {}).get(INSTANCE_KEY)
+    if said == b"tuple" and names == [f"f{i}" for i in range(len(names))]:
+        return "tuple"
+    if said == b"value" and names == [VALUE_COLUMN]:
+        return "value"
+    return "dict"
 
 
 def _arrow_from_ipc(data: bytes) -> _Arrow:
@@ -474,4 +506,34 @@ def arrow_values(column: Any) -> Any:
         if pa.types.is_date(kind):
             array = array.astype("datetime64[D]")
         return _with_nulls(array, mask)
+    arrays = _fixed_shape_values(column)
+    if arrays is not None:
+        return arrays
     return column.to_pylist()  # str, bytes, lists, structs, decimals, times...
+
+
+def _fixed_shape_values(column: Any) -> np.ndarray | None:
+    """A column of arrays of one shape — ``fixed_size_list`` (nested: one level per
+    dimension) of numbers, or the fixed-shape tensor type — as one numpy array of
+    ``(rows, *shape)``, so that row ``i`` is an array (as ``to_arrow`` found it) rather
+    than nested lists; None for other columns, and for any with a null at any level."""
+    import pyarrow as pa
+
+    if isinstance(column.type, pa.FixedShapeTensorType):
+        if column.null_count:
+            return None
+        return np.asarray(column.to_numpy_ndarray())
+    shape: list[int] = []
+    values = column
+    while pa.types.is_fixed_size_list(values.type):
+        if values.null_count:
+            return None
+        shape.append(values.type.list_size)
+        values = values.flatten()
+    kind = values.type
+    if not shape or values.null_count or not (
+            pa.types.is_integer(kind) or pa.types.is_floating(kind)
+            or pa.types.is_boolean(kind)):
+        return None
+    flat = values.to_numpy(zero_copy_only=False)
+    return flat.reshape(len(column), *shape)
