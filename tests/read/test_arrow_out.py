@@ -258,7 +258,8 @@ def _same(a, b) -> bool:
     if isinstance(a, (tuple, dict)) or isinstance(b, (tuple, dict)):
         if type(a) is not type(b) or len(a) != len(b):
             return False
-        pairs = zip(a.values(), b.values()) if isinstance(a, dict) else zip(a, b)
+        pairs = zip(*((a.values(), b.values()) if isinstance(a, dict) else (a, b)),
+                    strict=True)
         return (not isinstance(a, dict) or list(a) == list(b)) and all(
             _same(x, y) for x, y in pairs)
     return a == b
