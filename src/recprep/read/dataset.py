@@ -72,6 +72,9 @@ __all__ = [
 #: chunks a value or two each, so taking one lock per chunk would cost more than filling)
 _FILLING = threading.Lock()
 
+#: records of a chunk cut with numpy indexes before its spans are made lists
+_LIST_AFTER = 8
+
 #: decoded chunks a :class:`MapDataset` keeps by default (a chunk is about 1 MiB of
 #: records as ``convert`` writes them)
 DEFAULT_CACHE_CHUNKS = 64
@@ -148,34 +151,25 @@ class _Chunk:
         self._cuts = 0  # records cut with numpy indexes so far
 
     def cut(self, need: list[int]) -> list[bytes]:
-        """The records at positions ``need``, as bytes (a few cut with numpy indexes:
-        turning a chunk's spans into lists costs more than the record a cold lookup
-        asks for)."""
-        records = self.records
-        if not isinstance(records, Records):
-            return [records[p] for p in need]  # type: ignore[misc]
-        if self._spans is None:
-            if len(need) < 8:
-                payload, starts, ends = records.payload, records.starts, records.ends
-                return [payload[starts[p]:ends[p]] for p in need]
-            self._spans = (records.payload, records.starts.tolist(), records.ends.tolist())
-        payload, starts_list, ends_list = self._spans
-        return [payload[starts_list[p]:ends_list[p]] for p in need]
+        """The records at positions ``need``, as bytes."""
+        if len(need) >= _LIST_AFTER:
+            self._cuts = _LIST_AFTER  # many at once: list the spans now
+        return list(map(self.cut_one, need))
 
     def cut_one(self, p: int) -> bytes:
-        """The record at position ``p``, as bytes (cut with numpy indexes the first few
-        times, then from the spans as lists: a chunk read for one record shouldn't pay
-        for listing all of them, one asked again and again should)."""
+        """The record at position ``p``, as bytes: cut with numpy indexes the first few
+        times, then from the spans as lists (a chunk read for one record shouldn't pay
+        for listing them all, one asked again and again should)."""
         spans = self._spans
-        if spans is not None:
-            return spans[0][spans[1][p]:spans[2][p]]
-        records = self.records
-        if not isinstance(records, Records):
-            return records[p]  # type: ignore[return-value]
-        self._cuts += 1
-        if self._cuts < 8:
-            return records.payload[records.starts[p]:records.ends[p]]
-        spans = self._spans = (records.payload, records.starts.tolist(), records.ends.tolist())
+        if spans is None:
+            records = self.records
+            if not isinstance(records, Records):
+                return records[p]  # type: ignore[return-value]
+            self._cuts += 1
+            if self._cuts <= _LIST_AFTER:
+                return records.payload[records.starts[p]:records.ends[p]]
+            spans = self._spans = (records.payload, records.starts.tolist(),
+                                   records.ends.tolist())
         return spans[0][spans[1][p]:spans[2][p]]
 
     def take(self, positions: list[int]) -> list[Any]:
