@@ -25,6 +25,9 @@ hook                                   what it says (default)
 :meth:`~Codec.decode_many`             a chunk's instances (``decode`` of each)
 :meth:`~Codec.decode_columns`          a chunk's records as batch columns, decoded at once
                                        (``None``: one by one)
+:meth:`~Codec.decode_arrow_columns`    a chunk's records as one Arrow record batch, built
+                                       from their bytes (``None``: from
+                                       ``decode_columns``)
 :meth:`~Codec.schema`                  what the manifest's ``schema`` records (``{}``)
 :meth:`~Codec.with_schema`             the codec configured from a manifest's ``schema``
                                        (itself)
@@ -101,6 +104,15 @@ class Codec(abc.ABC):
         ``None`` (the default) when the codec can't, or the records don't share one
         layout: the reader then decodes them one by one (``decode_many``), which raises
         for a bad record. Columns must equal ``collate(decode_many(records))`` exactly."""
+        return None
+
+    def decode_arrow_columns(self, records: list[bytes | memoryview]) -> Columns | None:
+        """The records of a chunk as :class:`~recprep.batching.Columns` whose tree is one
+        ``pyarrow.RecordBatch`` built from the records' bytes (no Python object per
+        value), what ``RecordIO.batches(format="arrow")`` asks for first; ``None`` (the
+        default) when the codec can't: the batch is then made from
+        :meth:`decode_columns`. Its rows must map the instances ``decode_many`` gives as
+        :mod:`recprep.read.arrowout` documents."""
         return None
 
     def schema(self) -> dict[str, Any]:

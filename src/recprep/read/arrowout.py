@@ -82,15 +82,15 @@ ARROW_BATCH_ROWS = 8192
 
 def chunk_batch(codec: Codec, records: Any) -> Columns | None:
     """A chunk's :class:`~recprep.batching.Columns` for ``batches(format="arrow")``: the
-    codec's own (``decode_arrow_columns``, which builds the Arrow buffers from the
+    codec's own (:meth:`~recprep.codecs.base.Codec.decode_arrow_columns`, built from the
     chunk's bytes), else its ``decode_columns`` — made one ``pyarrow.RecordBatch`` where
     they hold Python objects (str, bytes, lists), kept numpy columns where they are
     numbers and arrays only (a batch copies those once, and Arrow takes the copy). None
     when the codec decodes the chunk record by record, or its columns don't map (those
     records then raise, or not, as they are decoded)."""
-    own = getattr(codec, "decode_arrow_columns", None)
+    own = codec.decode_arrow_columns(records)
     if own is not None:
-        return own(records)
+        return own
     columns = codec.decode_columns(records)
     if columns is None or not _has_objects(columns.tree):
         return columns  # numbers and arrays: a batch copies them once, Arrow takes that
