@@ -299,3 +299,24 @@ def test_nested_mixes_combine() -> None:
     expected = Counter([("s0", i) for i in range(20)] + [("s1", i) for i in range(15)] +
                        [("s2", i) for i in range(10)])
     assert Counter(seen) == expected
+
+
+def test_states_of_ranks_and_their_workers_combine() -> None:
+    def make(rank: int, world: int, worker: int, workers: int) -> Mix:
+        code = RecordIO(_glob("s0", 24), shuffle=True, seed=1, rank=rank, world_size=world)
+        prose = RecordIO(_glob("s1", 18), rank=rank, world_size=world)
+        return mix([code.for_worker(worker, workers),
+                    index_split(prose.for_worker(worker, workers), {"all": 1.0},
+                                shuffle=True, seed=2)["all"]],
+                   [(0, [1, 2]), (3, [2, 1])], seed=3, stop="all")
+    old = [make(r, 2, w, 2) for r in range(2) for w in range(2)]
+    seen = [x for k, m in enumerate(old) for _, x in zip(range(k + 2), m(), strict=False)]
+    state = _roundtrip(Mix.combine_states([m.state_dict() for m in old]))
+    new = [make(r, 3, 0, 1) for r in range(3)]
+    for m in new:
+        m.load_state_dict(state)
+    seen += [x for m in new for x in m()]
+    assert Counter(seen) == Counter([("s0", i) for i in range(24)] +
+                                    [("s1", i) for i in range(18)])
+    with pytest.raises(InvalidArgumentError, match="rank 0 of 2 .*worker 1 of 2"):
+        make(0, 2, 0, 2).load_state_dict(old[1].state_dict())  # one worker's, not combined

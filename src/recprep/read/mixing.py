@@ -8,6 +8,12 @@ function of the seed, the epoch, the step and the set of active sources, so a st
 holds the step, the active sources and each source's own state resumes exactly. Each
 source's instances come in that source's own order (its shuffle, rank and worker split).
 
+The weights may follow a schedule (:mod:`recprep.read.schedules`): the weights of step
+``s`` are the schedule's at position ``s``, so a stop anywhere, next to a change point
+too, resumes exactly; weights only choose which source a step reads, so changing them
+never skips or repeats an instance of a source. :meth:`Mix.combine_states` makes one
+state of every rank's (:mod:`recprep.read.mixstates`) that any world size loads.
+
 >>> from recprep import convert, RecordIO
 >>> _ = convert("memory://doc/mix/a", [("a", i) for i in range(4)], 2, "a")
 >>> _ = convert("memory://doc/mix/b", [("b", i) for i in range(4)], 1, "b")
