@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recprep import RecordIO, convert, index_split
-from recprep.errors import InvalidArgumentError
+from recprep.errors import InvalidArgumentError, ResumeWarning
 from recprep.read.positions import slot_range
 from recprep.read.splits import IndexSplit
 
@@ -142,3 +142,16 @@ def test_states_are_checked_against_the_split() -> None:
     again = _split(30, (0, 30), shuffle=False, seed=None)
     again.load_state_dict(old)
     assert head + list(again()) == list(range(30))
+
+
+def test_a_state_of_another_epoch_is_not_used_and_says_so() -> None:
+    one = _split(30, (0, 30))
+    stream = one()
+    next(stream)
+    other = _split(30, (0, 30))
+    other.load_state_dict(_roundtrip(one.state_dict()))
+    other.set_epoch(1)
+    with pytest.warns(ResumeWarning, match="split 'x' \\(epoch 0\\) is not used: this pass "
+                                           "is of epoch 1"):
+        got = list(other())
+    assert got == one.order(1).tolist()

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ResumeWarning, warn
 from .checkpoint import Fields, consumed, is_int
 from .positions import Interval, covered, merge, remaining, slot_range
 from .ranks import Piece
@@ -114,6 +114,11 @@ class IndexSplit:
         if resume is not None and resume["epoch"] == epoch and not resume.get("done"):
             base = [(int(a), int(b)) for a, b in resume["base"]]
             skip = int(resume.get("yielded", 0))
+        elif resume is not None and not resume.get("done") and (
+                resume["base"] or resume.get("yielded")):
+            warn(ResumeWarning(
+                f"the loaded state of split {self.name!r} (epoch {resume['epoch']}) is not "
+                f"used: this pass is of epoch {epoch}"))
         n = self.end - self.start
         lo, hi = self._slot(n - covered(base))
         self._yielded, self._done, self._base = [skip], False, base
