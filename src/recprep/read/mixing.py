@@ -34,7 +34,7 @@ from ..errors import InvalidArgumentError, ResumeWarning, warn
 from .checkpoint import Fields, is_int
 from .mixstates import combine_mix
 from .reader import RecordIO
-from .schedules import Schedule
+from .schedules import Schedule, is_description
 from .shuffling import check_seed
 
 __all__ = ["DRAW_BLOCK", "Mix", "MixSource", "mix"]
@@ -329,6 +329,9 @@ class Mix:
         offset = fields.integer("offset", 0, step) if "offset" in state else 0
         differs = [] if state.get("stop") == self.stop else [
             f"stop (the state's {state.get('stop')!r}, this mix's {self.stop!r})"]
+        if not is_description(state.get("weights")):
+            fields.fail("weights", "a list of numbers, of [start, weights] pairs, or a "
+                        "callable's {'callable': name, 'weights': numbers}")
         reweighted = self.schedule.differs(state.get("weights"), step)
         if reweighted is not None and self.on_new_weights == "raise":
             differs.append(reweighted + " (to go on under new weights, every source where "

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Schedule", "Weights"]
+__all__ = ["Schedule", "Weights", "check_weights", "is_description"]
 
 Weights = tuple[float, ...]
 
@@ -56,6 +56,17 @@ def check_weights(weights: Any, n: int, where: str, positive: bool = False) -> W
             f"mix weights {where} must be {n} {kind} (one per source), got {weights!r:.200}"
         )
     return tuple(float(w) for w in weights)
+
+
+def is_description(value: Any) -> bool:
+    """Whether ``value`` has the shape of what :meth:`Schedule.describe` gives."""
+    def numbers(v: Any) -> bool:
+        return isinstance(v, list) and all(_is_number(w) for w in v)
+    if isinstance(value, dict):
+        return isinstance(value.get("callable"), str) and numbers(value.get("weights"))
+    return numbers(value) or (isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 2 and _is_number(p[0]) and numbers(p[1])
+        for p in value))
 
 
 class Schedule:

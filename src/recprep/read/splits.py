@@ -194,23 +194,27 @@ class IndexSplit:
 
     def _checked_state(self, state: Any) -> dict[str, Any]:
         """``state`` checked for :meth:`load_state_dict`; nothing is changed."""
+        r = self.reader
+        worker, num_workers, align = r.share.worker, r.share.num_workers, r.share.align
+        if isinstance(state, Mapping) and "rank" in state:
+            keys = ("rank", "world_size", "worker", "num_workers", "align")
+            mine = (r.rank, r.world_size, worker, num_workers, align)
+            # states of before the worker split was recorded are of worker 0 of 1
+            defaults = {"worker": 0, "num_workers": 1, "align": 1}
+            theirs = tuple(state.get(k, defaults.get(k)) for k in keys)
+            if any(not is_int(t) or t != m for t, m in zip(theirs, mine, strict=True)):
+                raise InvalidArgumentError(
+                    f"the state is of split [{self.start}, {self.end}) at rank "
+                    f"{theirs[0]!r} of {theirs[1]!r} (worker {theirs[2]!r} of {theirs[3]!r}, "
+                    f"batches of {theirs[4]!r}); this split is read at rank {r.rank} of "
+                    f"{r.world_size} (worker {worker} of {num_workers}, batches of {align}): "
+                    "load a state into the split that took it, or combine the states of all "
+                    "ranks with IndexSplit.combine_states(states) and load that into every "
+                    "rank"
+                )
         state = checked_split_state(state, (self.start, self.end, self.shuffle, self.seed))
         if "rank" not in state:
             return state
-        r = self.reader
-        worker, num_workers, align = r.share.worker, r.share.num_workers, r.share.align
-        keys = ("rank", "world_size", "worker", "num_workers", "align")
-        mine = (r.rank, r.world_size, worker, num_workers, align)
-        theirs = tuple(state[k] for k in keys)
-        if theirs != mine:
-            raise InvalidArgumentError(
-                f"the state is of split [{self.start}, {self.end}) at rank {theirs[0]!r} "
-                f"of {theirs[1]!r} (worker {theirs[2]!r} of {theirs[3]!r}, batches of "
-                f"{theirs[4]!r}); this split is read at rank {r.rank} of {r.world_size} "
-                f"(worker {worker} of {num_workers}, batches of {align}): load a state "
-                "into the split that took it, or combine the states of all ranks with "
-                "IndexSplit.combine_states(states) and load that into every rank"
-            )
         lo, hi = self._slot(self.end - self.start - covered(state["base"]))
         if state["yielded"] > hi - lo:
             Fields(state, "a split state").fail(
