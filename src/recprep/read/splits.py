@@ -94,14 +94,17 @@ class IndexSplit:
 
     def order(self, epoch: int) -> np.ndarray:
         """The split's order in pass ``epoch``: its instance indexes (of the set), in the
-        order its passes read them (drawn once per epoch, kept for the latest)."""
+        order its passes read them (drawn once per epoch, kept for the latest: 4 bytes an
+        instance below 2**31 instances)."""
         n = self.end - self.start
         if not self.shuffle:
             return np.arange(self.start, self.end, dtype=np.int64)
         if self._permutation is None or self._permutation[0] != epoch:
             keys = np.random.SeedSequence([self.seed, epoch, SPLIT_STREAM])
             permuted = np.random.Generator(np.random.PCG64(keys)).permutation(n)
-            self._permutation = (epoch, permuted + self.start)
+            small = self.end <= np.iinfo(np.int32).max  # 4 bytes an index kept, not 8
+            kept = permuted.astype(np.int32 if small else np.int64)
+            self._permutation = (epoch, kept + kept.dtype.type(self.start))
         return self._permutation[1]
 
     def __call__(self) -> Iterator[Any]:
