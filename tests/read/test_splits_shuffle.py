@@ -155,3 +155,13 @@ def test_a_state_of_another_epoch_is_not_used_and_says_so() -> None:
                                            "is of epoch 1"):
         got = list(other())
     assert got == one.order(1).tolist()
+
+
+def test_a_shuffled_split_pickles_without_its_permutation_or_dataset() -> None:
+    import pickle
+
+    one = _split(40, (5, 35))
+    first = list(one())
+    copy = pickle.loads(pickle.dumps(one))  # as it goes to a DataLoader worker
+    assert copy._permutation is None and copy._dataset is None
+    assert list(copy()) == list(one()) != first  # the same next epoch, drawn again
