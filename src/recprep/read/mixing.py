@@ -34,7 +34,7 @@ from ..errors import InvalidArgumentError, ResumeWarning, warn
 from .checkpoint import Fields, is_int
 from .mixstates import combine_mix
 from .reader import RecordIO
-from .schedules import Schedule, is_description
+from .schedules import Schedule, WeightsLike, is_description
 from .shuffling import check_seed
 
 __all__ = ["DRAW_BLOCK", "Mix", "MixSource", "mix"]
@@ -86,7 +86,7 @@ class Mix:
     weight. Made by :func:`mix`; see there."""
 
     def __init__(
-        self, sources: Sequence[MixSource], weights: Any, *, seed: int,
+        self, sources: Sequence[MixSource], weights: WeightsLike, *, seed: int,
         stop: Literal["first", "all"] = "first",
         on_new_weights: Literal["raise", "warn"] = "raise",
     ) -> None:
@@ -407,7 +407,7 @@ _END = object()
 
 
 def mix(
-    readers: Sequence[MixSource], weights: Any, *, seed: int,
+    readers: Sequence[MixSource], weights: WeightsLike, *, seed: int,
     stop: Literal["first", "all"] = "first",
     on_new_weights: Literal["raise", "warn"] = "raise",
 ) -> Mix:

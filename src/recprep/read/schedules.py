@@ -32,9 +32,13 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Schedule", "Weights", "check_weights", "is_description"]
+__all__ = ["Schedule", "Weights", "WeightsLike", "check_weights", "is_description"]
 
 Weights = tuple[float, ...]
+
+#: what ``mix(weights=...)`` takes: weights, ``(start, weights)`` pairs, or a callable
+WeightsLike = (Sequence[float] | Sequence[tuple[int, Sequence[float]]]
+               | Callable[[int], Sequence[float]])
 
 
 def _is_number(value: Any) -> bool:
