@@ -400,30 +400,53 @@ def _rank_divergence(ref: list[Seen], got: list[Seen], epoch: int) -> Divergence
 
 
 def _global_divergence(ref: list[Seen], got: list[Seen], epoch: int) -> Divergence | None:
-    """Each phase's instances, ranks concatenated, must be a subsequence of the reference
-    order (ranks concatenated) less what earlier phases consumed."""
+    """Each phase's instances, ranks concatenated, must come in the reference order (ranks
+    concatenated) less what earlier phases consumed: as a subsequence of it, and equal to
+    it in the last phase of the epoch (which read the epoch to its end)."""
     order = [s.id for s in sorted(ref, key=lambda s: (s.rank, s.position))]
     consumed: Counter[Hashable] = Counter()
+    phases = sorted({s.phase for s in got})
     position = 0
-    for phase in sorted({s.phase for s in got}):
-        part = sorted((s for s in got if s.phase == phase), key=lambda s: (s.rank, s.position))
+    for phase in phases:
+        part = [s.id for s in sorted((s for s in got if s.phase == phase),
+                                     key=lambda s: (s.rank, s.position))]
         left, skip = [], Counter(consumed)
         for ident in order:
             if skip[ident]:
                 skip[ident] -= 1
             else:
                 left.append(ident)
-        i = 0
-        for s in part:
-            start = i
-            while i < len(left) and left[i] != s.id:
-                i += 1
-            if i == len(left):
-                expected = left[start] if start < len(left) else None
-                return Divergence(epoch, None, position, phase, _text(expected), _text(s.id))
+        at = _equal_at(left, part) if phase == phases[-1] else _within_at(left, part)
+        if at is not None:
+            i, expected = at
+            return Divergence(epoch, None, position + i, phase, _text(expected),
+                              _text(part[i] if i < len(part) else None))
+        position += len(part)
+        consumed.update(part)
+    return None
+
+
+def _equal_at(want: list[Hashable], have: list[Hashable]) -> tuple[int, Hashable] | None:
+    """The first position where ``have`` differs from ``want``, and what ``want`` has
+    there (None when ``have`` is longer)."""
+    for i in range(max(len(want), len(have))):
+        x = want[i] if i < len(want) else None
+        if i >= len(have) or x != have[i]:
+            return i, x
+    return None
+
+
+def _within_at(want: list[Hashable], have: list[Hashable]) -> tuple[int, Hashable] | None:
+    """The first item of ``have`` that breaks it being a subsequence of ``want``, and the
+    item of ``want`` the scan stood at."""
+    i = 0
+    for k, ident in enumerate(have):
+        start = i
+        while i < len(want) and want[i] != ident:
             i += 1
-            position += 1
-        consumed.update(s.id for s in part)
+        if i == len(want):
+            return k, want[start] if start < len(want) else None
+        i += 1
     return None
 
 
