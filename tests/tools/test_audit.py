@@ -257,7 +257,8 @@ def test_a_key_function_names_instances_by_the_users_id(pattern):
 
 
 def test_an_unshuffled_reader_refuses_a_world_change(pattern):
-    with pytest.raises(InvalidArgumentError, match="only states of shuffled passes"):
+    with pytest.raises(InvalidArgumentError, match=r"resuming with 3 rank\(s\) after the "
+                       r"stop at 0.5: state 0 .* only states of shuffled passes"):
         check_exactly_once(plain(pattern), Plan(world=2, stops=[0.5], resume_world=3))
 
 
@@ -340,7 +341,8 @@ def test_the_command_json(pattern):
 def test_the_command_exits_2_when_the_check_cannot_run(pattern, tmp_path):
     done = run_cli("audit", pattern, "--world", "2", "--stop", "0.5", "--resume-world", "3")
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("recprep: error: state 0 is of an unshuffled pass")
+    assert done.stderr.startswith("recprep: error: resuming with 3 rank(s) after the stop at "
+                                  "0.5: state 0 is of an unshuffled pass")
     missing = run_cli("audit", str(tmp_path / "nothing"))
     assert missing.returncode == 2 and "recprep: error:" in missing.stderr
 

@@ -319,7 +319,12 @@ def _interrupted(make_reader: Callable[[int, int], Any], plan: Plan,
         began = "start"
         if states is not None:
             combine = getattr(type(job.ranks[0].reader), "combine_states", None)
-            job.load(states, combine)
+            try:
+                job.load(states, combine)
+            except InvalidArgumentError as err:
+                raise InvalidArgumentError(
+                    f"resuming with {world} rank(s) after the stop at {plan.stops[k - 1]:g}: "
+                    f"{err}") from err
             began = "resumed" if len(states) == world else "combined"
         until = int(plan.stops[k] * total) if k < len(plan.stops) else None
         before = len(seen)

@@ -89,7 +89,7 @@ def instance_id(instance: Any) -> str:
     return h.hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Seen:
     """One instance a run yielded: its id, the epoch, the phase (0 before the first
     stop), the rank and its position in that rank's stream of that epoch."""
@@ -111,7 +111,9 @@ def _roundtrip(state: Any) -> Any:
 
 def _loader_class() -> Any:
     try:
-        from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader import (  # type: ignore[import-untyped]
+            StatefulDataLoader,
+        )
     except ImportError:
         raise MissingDependencyError("torchdata", "torch",
                                      "checking with worker processes (workers=)") from None
