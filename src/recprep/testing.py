@@ -21,14 +21,14 @@ came exactly as often, and in the same order (see :mod:`recprep.tools.audit`;
 from __future__ import annotations
 
 from .tools.audit import (
-    Count,
     Divergence,
     ExactlyOnceReport,
+    IdCount,
     PhaseRun,
     Plan,
     check_exactly_once,
     instance_id,
 )
 
-__all__ = ["Count", "Divergence", "ExactlyOnceReport", "PhaseRun", "Plan",
+__all__ = ["Divergence", "ExactlyOnceReport", "IdCount", "PhaseRun", "Plan",
            "check_exactly_once", "instance_id"]

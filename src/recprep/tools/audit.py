@@ -40,7 +40,7 @@ from typing import Any, Literal
 from ..errors import InvalidArgumentError
 from .auditrun import Job, Seen, instance_id, preview
 
-__all__ = ["Count", "Divergence", "ExactlyOnceReport", "PhaseRun", "Plan",
+__all__ = ["Divergence", "ExactlyOnceReport", "IdCount", "PhaseRun", "Plan",
            "check_exactly_once", "instance_id"]
 
 OrderCheck = Literal["auto", "rank", "global", "none"]
@@ -108,7 +108,7 @@ increasing order, got [0.5, 0.2]
 
 
 @dataclass(frozen=True)
-class Count:
+class IdCount:
     """An id the interrupted run yielded a different number of times than the
     uninterrupted one, in one epoch: ``where`` says where it came (``rank/position`` in
     the uninterrupted run for a missing id, ``phase:rank/position`` in the interrupted
@@ -183,8 +183,8 @@ class ExactlyOnceReport:
     distinct: int
     interrupted: int
     phases: list[PhaseRun]
-    missing: list[Count] = field(default_factory=list)
-    duplicated: list[Count] = field(default_factory=list)
+    missing: list[IdCount] = field(default_factory=list)
+    duplicated: list[IdCount] = field(default_factory=list)
     missing_total: int = 0
     duplicated_total: int = 0
     order: str = "none"
@@ -354,7 +354,7 @@ def _count(report: ExactlyOnceReport, reference: list[Seen], seen: list[Seen],
                                      (report.duplicated, extra, seen, _at_phase)]:
         for epoch, ident in keys[:limit]:
             where = [place(s) for s in run if s.epoch == epoch and s.id == ident]
-            bucket.append(Count(str(ident), epoch, want[(epoch, ident)],
+            bucket.append(IdCount(str(ident), epoch, want[(epoch, ident)],
                                 got[(epoch, ident)], preview(examples.get(ident)),
                                 where))
 
@@ -400,7 +400,7 @@ def _rank_divergence(ref: list[Seen], got: list[Seen], epoch: int) -> Divergence
             y = b[i].id if i < len(b) else None
             if x != y:
                 phase = b[i].phase if i < len(b) else b[-1].phase if b else 0
-                return Divergence(epoch, rank, i, phase, _text(x), _text(y))
+                return Divergence(epoch, rank, i, phase, _id_text(x), _id_text(y))
     return None
 
 
@@ -424,8 +424,8 @@ def _global_divergence(ref: list[Seen], got: list[Seen], epoch: int) -> Divergen
         at = _equal_at(left, part) if phase == phases[-1] else _within_at(left, part)
         if at is not None:
             i, expected = at
-            return Divergence(epoch, None, position + i, phase, _text(expected),
-                              _text(part[i] if i < len(part) else None))
+            return Divergence(epoch, None, position + i, phase, _id_text(expected),
+                              _id_text(part[i] if i < len(part) else None))
         position += len(part)
         consumed.update(part)
     return None
@@ -455,5 +455,5 @@ def _within_at(want: list[Hashable], have: list[Hashable]) -> tuple[int, Hashabl
     return None
 
 
-def _text(ident: Hashable | None) -> str | None:
+def _id_text(ident: Hashable | None) -> str | None:
     return None if ident is None else str(ident)
