@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from recprep import InvalidArgumentError, RecordIO, convert, index_split, mix
 from recprep.read.mixing import Mix
@@ -132,6 +134,45 @@ def test_a_mix_across_world_sizes(tmp_path, pattern):
                                 Plan(world=4, stops=[0.37], resume_world=3),
                                 order="none")
     assert not report.missing and not report.duplicated, str(report)
+
+
+# The checker's first finds (issue 26): a split or a mix loaded with the state of a rank
+# that had finished its pass, then set to that epoch again (the order of a training loop:
+# load, then set_epoch each epoch), reads the whole epoch again; RecordIO reads nothing.
+# Strict: when they are fixed, these XPASS and fail; remove the markers then.
+
+
+def thirteen(tmp_path) -> str:
+    convert(str(tmp_path / "o"), [(i,) for i in range(13)], 1, "o", progress=False)
+    return str(tmp_path / "o" / "o-*")
+
+
+@pytest.mark.xfail(strict=True, reason="IndexSplit replays a finished pass after "
+                   "load_state_dict + set_epoch of the same epoch")
+def test_a_split_rank_that_had_finished_reads_nothing_more_that_epoch(tmp_path):
+    path = thirteen(tmp_path)
+    report = check_exactly_once(
+        lambda r, w: index_split(RecordIO(path, rank=r, world_size=w), {"all": 1.0})["all"],
+        Plan(world=5, stops=[0.5], epochs=2))
+    assert report.ok, str(report)
+
+
+@pytest.mark.xfail(strict=True, reason="Mix replays a finished pass after "
+                   "load_state_dict + set_epoch of the same epoch")
+def test_a_mix_rank_that_had_finished_reads_nothing_more_that_epoch(tmp_path):
+    path = thirteen(tmp_path)
+    report = check_exactly_once(
+        lambda r, w: mix([RecordIO(path, rank=r, world_size=w)], [1], seed=1),
+        Plan(world=3, stops=[0.5], epochs=2))
+    assert report.ok, str(report)
+
+
+def test_a_recordio_rank_that_had_finished_reads_nothing_more_that_epoch(tmp_path):
+    path = thirteen(tmp_path)
+    for world, stop in [(5, 0.5), (3, 0.5)]:
+        report = check_exactly_once(lambda r, w: RecordIO(path, rank=r, world_size=w),
+                                    Plan(world=world, stops=[stop], epochs=2))
+        assert report.ok, str(report)
 
 
 # -- broken pipelines: caught, with the ids and the places ---------------------------------------
@@ -265,6 +306,41 @@ def test_an_unshuffled_reader_refuses_a_world_change(pattern):
 def test_a_reader_without_states_is_refused(pattern):
     with pytest.raises(InvalidArgumentError, match="has no state_dict/load_state_dict"):
         check_exactly_once(lambda r, w: [1, 2, 3], Plan(stops=[0.5]))
+
+
+def test_ranks_that_draw_their_own_seeds_are_refused(pattern):
+    with pytest.raises(InvalidArgumentError, match=r"rank 0 and rank 1 of 2 read with "
+                       r"different seeds .* pass a fixed seed= to every rank"):
+        check_exactly_once(plain(pattern, shuffle=True), Plan(world=2))
+
+
+def test_worker_processes_with_a_world_change_are_refused(pattern):
+    pytest.importorskip("torchdata.stateful_dataloader")
+    from recprep.torch import RecordIODataset
+
+    def make(rank, world):
+        return RecordIODataset(pattern, rank=rank, world_size=world, shuffle=True, seed=3)
+
+    with pytest.raises(InvalidArgumentError, match=r"from 2 to 1 ranks with workers=1: "
+                       r"the states are StatefulDataLoader's, which don't combine"):
+        check_exactly_once(make, Plan(world=2, stops=[0.5], resume_world=1), workers=1)
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(world=st.integers(1, 4), resume=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+       fractions=st.lists(st.floats(0, 0.99), min_size=3, max_size=3),
+       epochs=st.integers(1, 2), seed=st.integers(0, 100))
+def test_any_plan_over_a_shuffled_reader_is_exactly_once(pattern, world, resume, fractions,
+                                                         epochs, seed):
+    """No false alarm: shuffled RecordIO passes resume exactly once and in order through
+    any stops and world sizes."""
+    stops = sorted(fractions[:len(resume)])
+    report = check_exactly_once(
+        plain(pattern, shuffle=True, seed=seed, shuffle_buffer=8),
+        Plan(world=world, stops=stops, resume_world=resume, epochs=epochs))
+    assert report.ok, str(report)
+    assert report.interrupted == report.instances == epochs * N
 
 
 @pytest.mark.parametrize("kwargs, message", [

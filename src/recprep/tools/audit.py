@@ -142,8 +142,10 @@ class Divergence:
 
     def __str__(self) -> str:
         where = "the global order" if self.rank is None else f"rank {self.rank}"
+        expected, found = (("the end" if i is None else f"id {i}")
+                           for i in (self.expected, self.found))
         return (f"{where}, epoch {self.epoch}, position {self.position} (phase "
-                f"{self.phase}): expected id {self.expected}, found {self.found}")
+                f"{self.phase}): expected {expected}, found {found}")
 
 
 @dataclass(frozen=True)

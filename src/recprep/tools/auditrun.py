@@ -132,22 +132,30 @@ class _Rank:
         self._state: Any = None  # to load into the next pass
 
     def start(self, epoch: int) -> Iterator[Any]:
-        set_epoch = getattr(self.reader, "set_epoch", None)
-        if callable(set_epoch):
-            set_epoch(epoch)
+        """A pass of ``epoch``, as a training loop makes one: the state loaded first (if
+        any), then ``set_epoch(epoch)``, then the pass begun; a state held by a pass's
+        iterator is loaded into the fresh iterator."""
         state, self._state = self._state, None
         if self.loader is not None:
             if state is not None:
                 self.loader.load_state_dict(state)
+            self._set_epoch(epoch)
             self.stream = iter(self.loader)
         elif state is not None and hasattr(self.reader, "load_state_dict"):
             self.reader.load_state_dict(state)
+            self._set_epoch(epoch)
             self.stream = self._pass()
         else:
+            self._set_epoch(epoch)
             self.stream = self._pass()
             if state is not None:
                 _holder(self.stream, self.reader).load_state_dict(state)
         return self.stream
+
+    def _set_epoch(self, epoch: int) -> None:
+        set_epoch = getattr(self.reader, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
 
     def _pass(self) -> Iterator[Any]:
         return iter(self.reader() if callable(self.reader) else self.reader)
@@ -195,8 +203,17 @@ class Job:
     ranks: list[_Rank] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.ranks = [_Rank(self.make_reader(r, self.world), self.workers)
-                      for r in range(self.world)]
+        readers = [self.make_reader(r, self.world) for r in range(self.world)]
+        seeds = [getattr(reader, "seed", None) if getattr(reader, "shuffle", True) else None
+                 for reader in readers]  # an unshuffled RecordIO's seed is of no matter
+        for r, seed in enumerate(seeds):
+            if seed != seeds[0]:
+                raise InvalidArgumentError(
+                    f"rank 0 and rank {r} of {self.world} read with different seeds "
+                    f"({seeds[0]!r} and {seed!r}): the ranks of a job must share one "
+                    "seed, or they disagree on the order; have make_reader pass a fixed "
+                    "seed= to every rank")
+        self.ranks = [_Rank(reader, self.workers) for reader in readers]
 
     def run(self, epochs: range, key: Callable[[Any], Hashable], out: list[Seen],
             until: int | None) -> int | None:
@@ -240,6 +257,11 @@ class Job:
             for rank, state in zip(self.ranks, states, strict=True):
                 rank.load(state)
             return
+        if self.workers:
+            raise InvalidArgumentError(
+                f"the plan changes the world from {len(states)} to {self.world} ranks with "
+                f"workers={self.workers}: the states are StatefulDataLoader's, which don't "
+                "combine; check world-size changes without workers")
         if combine is None:
             raise InvalidArgumentError(
                 f"the plan changes the world from {len(states)} to {self.world} ranks, but "
