@@ -108,13 +108,14 @@ def test_an_index_split_across_world_sizes_needs_combine_states(pattern):
         check_exactly_once(make, plan)
 
 
-def mixed(tmp_path, pattern):
+def mixed(tmp_path, pattern, *, shuffle_b=False):
     convert(str(tmp_path / "b"), [("b", i) for i in range(30)], 2, "b", progress=False)
 
     def make(rank, world):
         return mix([RecordIO(pattern, rank=rank, world_size=world, shuffle=True, seed=2,
                              shuffle_buffer=8),
-                    RecordIO(str(tmp_path / "b" / "b-*"), rank=rank, world_size=world)],
+                    RecordIO(str(tmp_path / "b" / "b-*"), rank=rank, world_size=world,
+                             shuffle=shuffle_b, seed=9)],
                    [2, 1], seed=5, stop="all")
     return make
 
@@ -130,10 +131,12 @@ def test_a_mix_across_world_sizes(tmp_path, pattern):
     if not hasattr(Mix, "combine_states"):
         pytest.skip("Mix.combine_states isn't there yet (issue 26, item 1): a mix resumes "
                     "only into the same world size")
-    report = check_exactly_once(mixed(tmp_path, pattern),
-                                Plan(world=4, stops=[0.37], resume_world=3),
-                                order="none")
-    assert not report.missing and not report.duplicated, str(report)
+    make = mixed(tmp_path, pattern, shuffle_b=True)
+    plan = Plan(world=4, stops=[0.37], resume_world=3, epochs=2)
+    report = check_exactly_once(make, plan, source=lambda x: x[0] == "b")
+    assert report.ok, str(report)  # exactly once, each source in its order
+    assert report.instances == report.interrupted == 2 * (N + 30)
+    assert [p.began for p in report.phases] == ["start", "combined"]
 
 
 # The checker's first finds (issue 26): a split or a mix loaded with the state of a rank
@@ -285,6 +288,35 @@ def test_a_loss_in_the_second_epoch_names_that_epoch(pattern):
     report = check_exactly_once(broken(pattern, "drop"), Plan(world=1, stops=[0.75],
                                                               epochs=2))
     assert [(c.epoch, c.instance) for c in report.missing] == [(1, repr((30, "w30")))]
+
+
+def test_order_within_each_source(pattern):
+    """A reordering inside one source is found and named with ``source=``; a stream whose
+    sources only interleave differently passes."""
+    report = check_exactly_once(broken(pattern, "swap", shuffle=True, seed=4),
+                                Plan(world=1, stops=[0.5]), source=lambda x: x[0] % 2)
+    div = report.divergence
+    assert not report.ok and div is not None and div.source in ("0", "1")
+    assert f"rank 0 of source {div.source}, epoch 0" in str(report)
+
+    class Interleaved(Broken):  # two sources, both in order, interleaved differently
+        def __call__(self):
+            items = super().__call__()
+            if self.how == "moved":  # resumed: read to the end (no stop follows), moved
+                rest = list(items)
+                items = iter([x for x in rest if x[0] % 2 == 0] +
+                             [x for x in rest if x[0] % 2])
+            yield from items
+
+        def load_state_dict(self, state):
+            super().load_state_dict(state)
+            self.how = "moved"
+
+    def make(rank, world):
+        return Interleaved(RecordIO(pattern, rank=rank, world_size=world), "none")
+
+    assert check_exactly_once(make, Plan(stops=[0.5]), source=lambda x: x[0] % 2).ok
+    assert not check_exactly_once(make, Plan(stops=[0.5])).ok
 
 
 def test_a_key_function_names_instances_by_the_users_id(pattern):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from ..errors import InvalidArgumentError
@@ -131,7 +131,8 @@ class Divergence:
     """The first place the interrupted run's order leaves the uninterrupted one's:
     ``rank`` (None for the global order) and ``position`` in the stream of ``epoch``, the
     ``phase`` that yielded it, and the ids expected and found there (None: the stream
-    ended, or had nothing there)."""
+    ended, or had nothing there); with ``source=``, the source whose order it is, and
+    the position among that source's instances."""
 
     epoch: int
     rank: int | None
@@ -139,9 +140,12 @@ class Divergence:
     phase: int
     expected: str | None
     found: str | None
+    source: str | None = None
 
     def __str__(self) -> str:
         where = "the global order" if self.rank is None else f"rank {self.rank}"
+        if self.source is not None:
+            where += f" of source {self.source}"
         expected, found = (("the end" if i is None else f"id {i}")
                            for i in (self.expected, self.found))
         return (f"{where}, epoch {self.epoch}, position {self.position} (phase "
@@ -242,6 +246,7 @@ def check_exactly_once(
     *,
     key: Callable[[Any], Hashable] | None = None,
     order: OrderCheck = "auto",
+    source: Callable[[Any], Hashable] | None = None,
     workers: int = 0,
     limit: int = 20,
 ) -> ExactlyOnceReport:
@@ -269,6 +274,11 @@ def check_exactly_once(
         in the uninterrupted run's concatenated order (what shuffled passes promise across
         world sizes); ``"auto"``: ``"rank"`` when the world never changes, else
         ``"global"``; ``"none"``: order isn't part of the verdict.
+    source
+        Which source an instance comes from (``lambda x: x["dataset"]`` for a mix): order
+        is then compared within each source's instances, for readers that promise each
+        source's order but not how sources interleave (a ``mix`` across a world-size
+        change). Default: all instances are one stream.
     workers
         Read each rank through torchdata's ``StatefulDataLoader`` with this many worker
         processes (its state is the rank's); ``0``: in this process.
@@ -300,7 +310,8 @@ def check_exactly_once(
         order=order)
     _count(report, reference, seen, examples, limit)
     if order != "none":
-        report.divergence = _first_divergence(reference, seen, order, plan.epochs)
+        groups = None if source is None else {i: source(x) for i, x in examples.items()}
+        report.divergence = _first_divergence(reference, seen, order, plan.epochs, groups)
         report.same_order = report.divergence is None
     report.ok = not (report.missing_total or report.duplicated_total) and (
         report.same_order is not False)
@@ -369,18 +380,24 @@ def _at_phase(s: Seen) -> str:
     return f"phase {s.phase} rank {s.rank}/{s.position}"
 
 
-def _first_divergence(reference: list[Seen], seen: list[Seen], order: str, epochs: int
-                      ) -> Divergence | None:
-    """The first place the order of ``seen`` leaves that of ``reference``."""
+def _first_divergence(reference: list[Seen], seen: list[Seen], order: str, epochs: int,
+                      groups: dict[Hashable, Hashable] | None) -> Divergence | None:
+    """The first place the order of ``seen`` leaves that of ``reference`` (in each group
+    of ``groups``, the source of each id, when given)."""
+    check = _rank_divergence if order == "rank" else _global_divergence
     for epoch in range(epochs):
         ref = [s for s in reference if s.epoch == epoch]
         got = [s for s in seen if s.epoch == epoch]
-        if order == "rank":
-            found = _rank_divergence(ref, got, epoch)
-        else:
-            found = _global_divergence(ref, got, epoch)
-        if found is not None:
-            return found
+        if groups is None:
+            found = check(ref, got, epoch)
+            if found is not None:
+                return found
+            continue
+        for group in sorted({groups[s.id] for s in ref + got}, key=repr):
+            found = check([s for s in ref if groups[s.id] == group],
+                          [s for s in got if groups[s.id] == group], epoch)
+            if found is not None:
+                return replace(found, source=str(group))
     return None
 
 
