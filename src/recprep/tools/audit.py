@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from ..errors import InvalidArgumentError
-from .auditrun import Job, Seen, instance_id, preview
+from .auditrun import Job, Notes, Seen, instance_id
 
 __all__ = ["Divergence", "ExactlyOnceReport", "IdCount", "PhaseRun", "Plan",
            "check_exactly_once", "instance_id"]
@@ -299,18 +299,18 @@ def check_exactly_once(
     worlds = plan.worlds()
     if order == "auto":
         order = "rank" if len(set(worlds)) == 1 else "global"
-    examples: dict[Hashable, Any] = {}
+    notes = Notes(source)
     reference: list[Seen] = []
-    Job(make_reader, plan.world, workers, 0, examples).run(
+    Job(make_reader, plan.world, workers, 0, notes).run(
         range(plan.epochs), key, reference, None)
-    seen, phases = _interrupted(make_reader, plan, key, workers, examples, len(reference))
+    seen, phases = _interrupted(make_reader, plan, key, workers, notes, len(reference))
     report = ExactlyOnceReport(
         ok=False, plan=plan, instances=len(reference),
         distinct=len({s.id for s in reference}), interrupted=len(seen), phases=phases,
         order=order)
-    _count(report, reference, seen, examples, limit)
+    _count(report, reference, seen, notes.previews, limit)
     if order != "none":
-        groups = None if source is None else {i: source(x) for i, x in examples.items()}
+        groups = None if source is None else notes.groups
         report.divergence = _first_divergence(reference, seen, order, plan.epochs, groups)
         report.same_order = report.divergence is None
     report.ok = not (report.missing_total or report.duplicated_total) and (
@@ -320,7 +320,7 @@ def check_exactly_once(
 
 def _interrupted(make_reader: Callable[[int, int], Any], plan: Plan,
                  key: Callable[[Any], Hashable], workers: int,
-                 examples: dict[Hashable, Any], total: int
+                 notes: Notes, total: int
                  ) -> tuple[list[Seen], list[PhaseRun]]:
     """The interrupted run: each phase's ranks made, loaded, read to its stop."""
     seen: list[Seen] = []
@@ -328,7 +328,7 @@ def _interrupted(make_reader: Callable[[int, int], Any], plan: Plan,
     states: list[Any] | None = None
     epoch, worlds = 0, plan.worlds()
     for k, world in enumerate(worlds):
-        job = Job(make_reader, world, workers, k, examples)
+        job = Job(make_reader, world, workers, k, notes)
         began = "start"
         if states is not None:
             combine = getattr(type(job.ranks[0].reader), "combine_states", None)
@@ -355,7 +355,7 @@ def _interrupted(make_reader: Callable[[int, int], Any], plan: Plan,
 
 
 def _count(report: ExactlyOnceReport, reference: list[Seen], seen: list[Seen],
-           examples: dict[Hashable, Any], limit: int) -> None:
+           previews: dict[Hashable, str], limit: int) -> None:
     """Fill ``report.missing`` and ``report.duplicated``: per ``(epoch, id)``, the counts
     of the two runs compared."""
     want = Counter((s.epoch, s.id) for s in reference)
@@ -368,7 +368,7 @@ def _count(report: ExactlyOnceReport, reference: list[Seen], seen: list[Seen],
         for epoch, ident in keys[:limit]:
             where = [place(s) for s in run if s.epoch == epoch and s.id == ident]
             bucket.append(IdCount(str(ident), epoch, want[(epoch, ident)],
-                                got[(epoch, ident)], preview(examples.get(ident)),
+                                got[(epoch, ident)], previews.get(ident, "?"),
                                 where))
 
 
@@ -393,9 +393,12 @@ def _first_divergence(reference: list[Seen], seen: list[Seen], order: str, epoch
             if found is not None:
                 return found
             continue
-        for group in sorted({groups[s.id] for s in ref + got}, key=repr):
-            found = check([s for s in ref if groups[s.id] == group],
-                          [s for s in got if groups[s.id] == group], epoch)
+        buckets: dict[Hashable, tuple[list[Seen], list[Seen]]] = {}
+        for side, run in enumerate((ref, got)):
+            for s in run:
+                buckets.setdefault(groups[s.id], ([], []))[side].append(s)
+        for group in sorted(buckets, key=repr):
+            found = check(*buckets[group], epoch)
             if found is not None:
                 return replace(found, source=str(group))
     return None

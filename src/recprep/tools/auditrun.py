@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, MissingDependencyError
 
-__all__ = ["Job", "Seen", "instance_id", "preview"]
+__all__ = ["Job", "Notes", "Seen", "instance_id", "preview"]
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlist, _SHORT.maxtuple = 40, 40, 4, 4
@@ -192,6 +192,22 @@ def _holder(stream: Any, reader: Any) -> Any:
 
 
 @dataclass
+class Notes:
+    """What a check keeps of each id: a short ``repr`` of its instance (not the instance:
+    memory), and the source ``source`` says it comes from."""
+
+    source: Callable[[Any], Hashable] | None = None
+    previews: dict[Hashable, str] = field(default_factory=dict)
+    groups: dict[Hashable, Hashable] = field(default_factory=dict)
+
+    def add(self, ident: Hashable, instance: Any) -> None:
+        if ident not in self.previews:
+            self.previews[ident] = preview(instance)
+            if self.source is not None:
+                self.groups[ident] = self.source(instance)
+
+
+@dataclass
 class Job:
     """The ranks of one phase of a run, read in lockstep."""
 
@@ -199,7 +215,7 @@ class Job:
     world: int
     workers: int
     phase: int
-    examples: dict[Hashable, Any]  # an instance of each id, for the report
+    notes: Notes
     ranks: list[_Rank] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -219,7 +235,7 @@ class Job:
             until: int | None) -> int | None:
         """Read ``epochs`` in lockstep into ``out`` until it holds ``until`` instances;
         the epoch the job stopped in (None: it read every epoch to the end)."""
-        examples = self.examples
+        notes = self.notes
         for epoch in epochs:
             streams: dict[int, Iterator[Any]] = {
                 r: rank.start(epoch) for r, rank in enumerate(self.ranks)}
@@ -234,7 +250,7 @@ class Job:
                         del streams[r]
                         continue
                     ident = key(instance)
-                    examples.setdefault(ident, instance)
+                    notes.add(ident, instance)
                     out.append(Seen(ident, epoch, self.phase, r, counts[r]))
                     counts[r] += 1
         return None
