@@ -34,7 +34,20 @@ from ..errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = ["Job", "Notes", "Seen", "instance_id", "preview"]
 
-_SHORT = reprlib.Repr()
+class _Short(reprlib.Repr):
+    """``reprlib`` with arrays (and tensors) said by dtype, shape and first items: an
+    array's own ``repr`` formats every item, milliseconds for a large one."""
+
+    def repr_ndarray(self, x: np.ndarray, level: int) -> str:
+        head = ", ".join(self.repr1(v, level - 1) for v in x.ravel()[:3].tolist())
+        more = ", ..." if x.size > 3 else ""
+        return f"array({x.dtype}, shape {x.shape}, [{head}{more}])"
+
+    def repr_Tensor(self, x: Any, level: int) -> str:
+        return "tensor:" + self.repr_ndarray(x.detach().cpu().numpy(), level)
+
+
+_SHORT = _Short()
 _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlist, _SHORT.maxtuple = 40, 40, 4, 4
 
 
@@ -43,6 +56,8 @@ def preview(instance: Any) -> str:
 
     >>> preview(("a" * 100, 3))
     "('aaaaaaaaaaaaaaaaa...aaaaaaaaaaaaaaaaaa', 3)"
+    >>> preview((np.arange(784, dtype=np.float32), 7))
+    '(array(float32, shape (784,), [0.0, 1.0, 2.0, ...]), 7)'
     """
     return _SHORT.repr(instance)
 
