@@ -12,7 +12,7 @@ It is made known with :func:`register_command`, or by another distribution throu
 entry point in the group ``recprep.commands`` (``name = "package.module"``); modules are
 imported when the parser is built, so keep their top-level imports light.
 
-Exit status: 0 success; 1 ``verify`` found problems; 2 an error (a one-line
+Exit status: 0 success; 1 ``verify`` or ``audit`` found problems; 2 an error (a one-line
 ``recprep: error: ...`` on stderr; ``--debug`` adds the traceback); 130 interrupted.
 
 An error's remedy (:class:`~recprep.errors.Remedy`, e.g. ``on_corrupt='skip'``) is said as
@@ -58,7 +58,7 @@ remote storage: any fsspec URL (s3://, gs://, hdfs://, memory://...); pass
 options with --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}' or
 the usual environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
 
-exit status: 0 success, 1 verify found problems, 2 error, 130 interrupted.
+exit status: 0 success, 1 verify or audit found problems, 2 error, 130 interrupted.
 Run 'recprep COMMAND --help' for a command's options and examples.
 """
 
@@ -185,5 +185,5 @@ def _run_command(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
 
-for _name in ("prepare", "cp", "ls", "head", "verify"):
+for _name in ("prepare", "cp", "ls", "head", "verify", "audit"):
     register_command(_name, f"recprep.cli.{_name}")
