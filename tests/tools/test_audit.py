@@ -150,8 +150,6 @@ def thirteen(tmp_path) -> str:
     return str(tmp_path / "o" / "o-*")
 
 
-@pytest.mark.xfail(strict=True, reason="IndexSplit replays a finished pass after "
-                   "load_state_dict + set_epoch of the same epoch")
 def test_a_split_rank_that_had_finished_reads_nothing_more_that_epoch(tmp_path):
     path = thirteen(tmp_path)
     report = check_exactly_once(
@@ -160,8 +158,6 @@ def test_a_split_rank_that_had_finished_reads_nothing_more_that_epoch(tmp_path):
     assert report.ok, str(report)
 
 
-@pytest.mark.xfail(strict=True, reason="Mix replays a finished pass after "
-                   "load_state_dict + set_epoch of the same epoch")
 def test_a_mix_rank_that_had_finished_reads_nothing_more_that_epoch(tmp_path):
     path = thirteen(tmp_path)
     report = check_exactly_once(

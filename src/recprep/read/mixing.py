@@ -148,7 +148,14 @@ class Mix:
         if self._epoch is None:
             self._passes += 1
         resume, self._resume = self._resume, None
-        if resume is not None and resume["epoch"] == epoch and not resume["done"]:
+        if resume is not None and resume["epoch"] == epoch and resume["done"]:
+            # a pass this mix had finished, begun again (a training loop sets the epoch it
+            # stopped in): nothing more of it, as a reader's gives
+            self._offset = int(resume.get("offset", 0))
+            self._position = {"epoch": epoch, "step": int(resume["step"]),
+                              "active": [bool(a) for a in resume["active"]], "done": True}
+            return iter(())
+        if resume is not None and resume["epoch"] == epoch:
             step, active = int(resume["step"]), [bool(a) for a in resume["active"]]
             self._offset = int(resume.get("offset", 0))
         else:
@@ -276,7 +283,7 @@ class Mix:
         else:
             self._epoch, self._passes = None, epoch + 1 if state["done"] else epoch
         self._position = None
-        self._resume = None if state["done"] else state
+        self._resume = state  # done: a pass of its epoch gives nothing more
 
     @staticmethod
     def combine_states(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -114,7 +114,14 @@ class IndexSplit:
             self._passes += 1
         resume, self._resume = self._resume, None
         skip, base = 0, []
-        if resume is not None and resume["epoch"] == epoch and not resume.get("done"):
+        if resume is not None and resume["epoch"] == epoch and resume.get("done"):
+            # a pass this split had finished, begun again (a training loop sets the epoch
+            # it stopped in): nothing more of it, as a reader's gives
+            base = [(int(a), int(b)) for a, b in resume["base"]]
+            self._yielded, self._done, self._base = [int(resume.get("yielded", 0))], True, base
+            self._pass_epoch = epoch
+            return iter(())
+        if resume is not None and resume["epoch"] == epoch:
             base = [(int(a), int(b)) for a, b in resume["base"]]
             skip = int(resume.get("yielded", 0))
         elif resume is not None and not resume.get("done") and (
@@ -193,7 +200,7 @@ class IndexSplit:
             self._epoch = epoch
         else:
             self._epoch, self._passes = None, epoch + 1 if state.get("done") else epoch
-        self._resume = None if state.get("done") else state
+        self._resume = state  # done: a pass of its epoch gives nothing more
 
     def _checked_state(self, state: Any) -> dict[str, Any]:
         """``state`` checked for :meth:`load_state_dict`; nothing is changed."""
