@@ -4,7 +4,7 @@
 ``python tests/support/train_job.py FRAMEWORK PATTERN WORK [options]``: FRAMEWORK is
 ``lightning`` or ``accelerate``. The run trains a one-layer model on a
 :class:`~recprep.torch.RecordIODataset` of ``(id, features)`` instances (shuffled, batched
-by the dataset) through a ``StatefulDataLoader``, checkpoints after every step, and
+by the dataset) through a ``StatefulDataLoader``, checkpoints after every step (``--every epoch``: at each epoch's end), and
 appends the ids of each batch it trains on to ``WORK/seen.jsonl`` (one JSON line per
 step: ``[epoch, step, ids]``). ``--kill-at S`` kills the process with SIGKILL at the
 start of step ``S`` (before that step is recorded); ``--resume`` continues from the last
@@ -19,6 +19,8 @@ import argparse
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +70,10 @@ def run_lightning(args: argparse.Namespace) -> None:
                 assert self.trainer.estimated_stepping_batches > 0
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
+    every = ({"every_n_train_steps": 1} if args.every == "step" else
+             {"every_n_epochs": 1, "save_on_train_epoch_end": True, "save_top_k": -1})
     callbacks: list[Any] = [L.pytorch.callbacks.ModelCheckpoint(
-        dirpath=work / "ckpt", every_n_train_steps=1, save_last=True, save_top_k=0)]
+        dirpath=work / "ckpt", save_last=True, **{"save_top_k": 0, **every})]
     if args.guard:
         from recprep.lightning import RecprepResume
 
@@ -121,6 +125,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--stepping", action="store_true")
     parser.add_argument("--guard", choices=["raise", "warn", "load"])
+    parser.add_argument("--every", choices=["step", "epoch"], default="step")
     args = parser.parse_args()
     Path(args.work).mkdir(parents=True, exist_ok=True)
     (run_lightning if args.framework == "lightning" else run_accelerate)(args)
@@ -128,3 +133,30 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# -- for the tests: run the job, read what it trained on ---------------------------------------
+
+JOB = Path(__file__)
+SRC = JOB.resolve().parents[2] / "src"
+
+
+def launch(framework: str, pattern: str, work: Path, *options: str,
+           timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the job to its end (or its SIGKILL) in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, str(JOB), framework, pattern, str(work), *options],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def trained_on(work: Path) -> list[list[int]]:
+    """The ids of each batch the runs in ``work`` trained on, in order, a resumed run's
+    taking the place of what its killed run did after the checkpoint it resumed from."""
+    lines = [json.loads(line) for line in (work / "seen.jsonl").read_text().splitlines()]
+    kept: list[list[Any]] = []
+    for line in lines:
+        while kept and kept[-1][1] >= line[1]:  # a resumed run starts at its checkpoint
+            kept.pop()
+        kept.append(line)
+    return [ids for _, _, ids in kept]
