@@ -29,7 +29,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from recprep.torch import RecordIODataset
 
-EPOCHS, BATCH = 2, 4
+BATCH = 4
 
 
 def loader(pattern: str, num_workers: int) -> StatefulDataLoader:
@@ -78,7 +78,7 @@ def run_lightning(args: argparse.Namespace) -> None:
         from recprep.lightning import RecprepResume
 
         callbacks.append(RecprepResume(on_missing=args.guard))
-    trainer = L.Trainer(max_epochs=EPOCHS, accelerator="cpu", devices=1, logger=False,
+    trainer = L.Trainer(max_epochs=args.epochs, accelerator="cpu", devices=1, logger=False,
                         callbacks=callbacks, enable_progress_bar=False,
                         enable_model_summary=False, num_sanity_val_steps=0)
     last = work / "ckpt" / "last.ckpt"
@@ -91,7 +91,7 @@ def run_accelerate(args: argparse.Namespace) -> None:
 
     work = Path(args.work)
     accelerator = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(
-        use_stateful_dataloader=True))
+        use_stateful_dataloader=not args.plain))
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     model, optimizer, data = accelerator.prepare(
@@ -101,7 +101,9 @@ def run_accelerate(args: argparse.Namespace) -> None:
     if args.resume:
         accelerator.load_state(str(state))
         first_epoch, step = json.loads((work / "progress.json").read_text())
-    for epoch in range(first_epoch, EPOCHS):
+        if args.set_epoch:  # accelerate counts the loader's passes from 0 in each process
+            data.set_epoch(first_epoch)
+    for epoch in range(first_epoch, args.epochs):
         for ids, x in data:
             record(work, epoch, step, ids, args.kill_at)
             loss = model(x.float()).pow(2).mean()
@@ -125,6 +127,9 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--stepping", action="store_true")
     parser.add_argument("--guard", choices=["raise", "warn", "load"])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--set-epoch", action="store_true")
+    parser.add_argument("--plain", action="store_true")  # accelerate's default loader
     parser.add_argument("--every", choices=["step", "epoch"], default="step")
     args = parser.parse_args()
     Path(args.work).mkdir(parents=True, exist_ok=True)
