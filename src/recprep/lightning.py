@@ -30,8 +30,8 @@ start that epoch afresh. A stream that doesn't is restored from the checkpoint
 :class:`~recprep.errors.ResumeMismatchWarning`; ``"raise"``: a
 :class:`~recprep.errors.ResumeMismatchError`).
 
-Example
--------
+Examples
+--------
 >>> import pytest; _ = pytest.importorskip("lightning")
 >>> from recprep.lightning import RecprepResume
 >>> callback = RecprepResume(on_missing="raise")  # Trainer(callbacks=[callback], ...)

@@ -98,3 +98,32 @@ def test_prepare_without_use_stateful_dataloader_keeps_no_loader_state(
     whole = uninterrupted(0)
     assert seen[:13] == whole[:13]
     assert seen[13:] == whole[PER_EPOCH:]  # epoch 1 from its start: 3 batches again
+
+
+def test_an_epoch_set_before_a_finished_state_is_loaded_stands(pattern):
+    """What accelerate's prepared loader does on resume, in this process: ``set_epoch(1)``
+    on the dataset, then the loader loads the state of epoch 0's finished pass. Epoch 1
+    comes next (on main: epoch 0's order again)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from recprep.torch import RecordIODataset
+
+    def loader():
+        ds = RecordIODataset(pattern, shuffle=True, seed=7, batch_size=4)
+        return ds, StatefulDataLoader(ds, batch_size=None)
+
+    ds, dl = loader()
+    whole = []
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        whole.append([ids.tolist() for ids, _ in dl])
+    ds, dl = loader()
+    ds.set_epoch(0)
+    assert [ids.tolist() for ids, _ in dl] == whole[0]
+    state = dl.state_dict()
+    assert state["_iterator_finished"] and state["fetcher_state"]["dataset_iter_state"][
+        "reader"]["epoch_set"]
+    ds, dl = loader()
+    ds.set_epoch(1)
+    dl.load_state_dict(state)
+    assert [ids.tolist() for ids, _ in dl] == whole[1]

@@ -112,9 +112,8 @@ def run_accelerate(args: argparse.Namespace) -> None:
             optimizer.zero_grad()
             step += 1
             accelerator.save_state(str(state))
-            (work / "progress.json").write_text(json.dumps([epoch, step]))
-        accelerator.save_state(str(state))  # the pass is over: the next one is afresh
-        (work / "progress.json").write_text(json.dumps([epoch + 1, step]))
+            over = data.end_of_dataloader  # the epoch's last batch: resume at the next
+            (work / "progress.json").write_text(json.dumps([epoch + over, step]))
 
 
 def main() -> None:
