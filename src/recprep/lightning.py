@@ -41,6 +41,7 @@ Examples
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -62,15 +63,13 @@ CHECKPOINT_KEY = "recprep"
 
 
 def _import_lightning() -> Any:
-    try:
-        import lightning.pytorch as pl
-    except ImportError:
+    """``lightning.pytorch``, else the older ``pytorch_lightning`` package."""
+    for name in ("lightning.pytorch", "pytorch_lightning"):
         try:
-            import pytorch_lightning as pl
+            return importlib.import_module(name)
         except ImportError:
-            raise MissingDependencyError(
-                "lightning", "lightning", "recprep.lightning") from None
-    return pl
+            continue
+    raise MissingDependencyError("lightning", "lightning", "recprep.lightning")
 
 
 def reader_states(loader_state: Any) -> list[dict[str, Any]]:
@@ -169,7 +168,7 @@ class _Check:
             self.ok = False
         elif next_epoch:
             self.ok = all(_fresh_pass_of(a, b) for a, b in zip(
-                sorted(after, key=_worker), sorted(before, key=_worker)))
+                sorted(after, key=_worker), sorted(before, key=_worker), strict=True))
         else:
             self.ok = sorted(map(_key, before)) == sorted(map(_key, after))
 
@@ -211,7 +210,7 @@ def _build_callback_class() -> type:
     """Make :class:`RecprepResume` (a subclass of Lightning's ``Callback``)."""
     pl = _import_lightning()
 
-    class RecprepResume(pl.Callback):  # type: ignore[name-defined,misc]
+    class RecprepResume(pl.Callback):  # type: ignore[name-defined]
         """Check, and restore, the recprep streams of a resumed ``Trainer.fit``.
 
         Parameters
@@ -236,10 +235,10 @@ def _build_callback_class() -> type:
         --------
         >>> import pytest; _ = pytest.importorskip("lightning")
         >>> from recprep.lightning import RecprepResume
-        >>> RecprepResume(on_missing="later")
+        >>> RecprepResume(on_missing="later")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        recprep.errors.usage.InvalidArgumentError: on_missing must be one of 'load', 'warn', 'raise', got 'later'
+        recprep.errors.usage.InvalidArgumentError: on_missing must be one of 'load', ...
         """
 
         def __init__(self, on_missing: str = "load") -> None:
@@ -274,7 +273,7 @@ def _build_callback_class() -> type:
                     "loaders the checkpoint was taken with")
             next_epoch = trainer.current_epoch > saved["epoch"]
             checks = [_Check(i, state, dl.state_dict(), next_epoch)
-                      for i, (dl, state) in enumerate(zip(loaders, saved["loaders"]))]
+                      for i, (dl, state) in enumerate(zip(loaders, saved["loaders"], strict=True))]
             if all(c.ok for c in checks):
                 return
             found = "; ".join(c.describe() for c in checks if not c.ok)

@@ -4,13 +4,15 @@
 ``python tests/support/train_job.py FRAMEWORK PATTERN WORK [options]``: FRAMEWORK is
 ``lightning`` or ``accelerate``. The run trains a one-layer model on a
 :class:`~recprep.torch.RecordIODataset` of ``(id, features)`` instances (shuffled, batched
-by the dataset) through a ``StatefulDataLoader``, checkpoints after every step (``--every epoch``: at each epoch's end), and
-appends the ids of each batch it trains on to ``WORK/seen.jsonl`` (one JSON line per
-step: ``[epoch, step, ids]``). ``--kill-at S`` kills the process with SIGKILL at the
-start of step ``S`` (before that step is recorded); ``--resume`` continues from the last
-checkpoint in ``WORK``. ``--stepping`` has ``configure_optimizers`` ask
-``trainer.estimated_stepping_batches`` (Lightning issue #20550); ``--guard MODE`` adds
-``recprep.lightning.RecprepResume(on_missing=MODE)``.
+by the dataset) through a ``StatefulDataLoader``, checkpoints after every step
+(``--every epoch``: at each epoch's end), and appends the ids of each batch it trains on
+to ``WORK/seen.jsonl`` (one JSON line per step: ``[epoch, step, ids]``). ``--kill-at S``
+kills the process with SIGKILL at the start of step ``S`` (before that step is
+recorded); ``--resume`` continues from the last checkpoint in ``WORK``. ``--stepping``
+has ``configure_optimizers`` ask ``trainer.estimated_stepping_batches`` (Lightning issue
+#20550); ``--guard MODE`` adds ``recprep.lightning.RecprepResume(on_missing=MODE)``;
+``--set-epoch`` calls accelerate's ``data.set_epoch(epoch)`` after ``load_state``;
+``--plain`` leaves accelerate's ``use_stateful_dataloader`` off.
 """
 
 from __future__ import annotations
