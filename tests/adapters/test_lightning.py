@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from recprep.lightning import RecprepResume, reader_states  # noqa: E402
 
-from ..support.train_job import launch, trained_on  # noqa: E402
+from ..support.train_job import finish, launch, start, trained_on  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
 STEPS, PER_EPOCH = 20, 10
@@ -73,6 +73,19 @@ def resumed(pattern: str, work: Path, *options: str) -> subprocess.CompletedProc
     return launch("lightning", pattern, work, "--resume", *options)
 
 
+def resumed_copies(pattern: str, tmp_path: Path, guards: tuple[str, ...], *options: str
+                   ) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Resume copies of the killed run in ``tmp_path / "run"`` at once, one per guard
+    (``none``: without RecprepResume), each in ``tmp_path / guard``."""
+    jobs = {}
+    for guard in guards:
+        shutil.copytree(tmp_path / "run", tmp_path / guard)
+        extra = () if guard == "none" else ("--guard", guard)
+        jobs[guard] = start("lightning", pattern, tmp_path / guard, "--resume", *options,
+                            *extra)
+    return {guard: finish(job) for guard, job in jobs.items()}
+
+
 def saved_loader_state(work: Path) -> list[dict]:
     """What Lightning itself saved of the train loader in the last checkpoint."""
     checkpoint = torch.load(work / "ckpt" / "last.ckpt", weights_only=False)
@@ -97,11 +110,8 @@ def test_lightning_20550_is_caught_and_repaired(pattern, uninterrupted, tmp_path
     """``configure_optimizers`` asks ``estimated_stepping_batches``: Lightning loads no
     loader state on resume, and the stream silently restarts epoch 0 mid-epoch 1."""
     killed(pattern, tmp_path / "run", 13, "--workers", "2", "--stepping", "--guard", "load")
-    runs = {}
-    for guard in ("none", "raise", "load"):
-        shutil.copytree(tmp_path / "run", tmp_path / guard)
-        extra = () if guard == "none" else ("--guard", guard)
-        runs[guard] = resumed(pattern, tmp_path / guard, "--workers", "2", "--stepping", *extra)
+    runs = resumed_copies(pattern, tmp_path, ("none", "raise", "load"), "--workers", "2",
+                          "--stepping")
     whole = uninterrupted(2)
 
     assert runs["none"].returncode == 0, runs["none"].stderr[-3000:]
@@ -123,10 +133,7 @@ def test_a_checkpoint_after_an_epochs_last_step_resumes_into_the_next_epoch(
     """The last checkpoint is the one after step 9, the last of epoch 0. Lightning loads
     that finished pass and takes its empty rest for all of epoch 1."""
     killed(pattern, tmp_path / "run", PER_EPOCH, "--guard", "load")
-    for guard in ("none", "load"):
-        shutil.copytree(tmp_path / "run", tmp_path / guard)
-        extra = () if guard == "none" else ("--guard", guard)
-        done = resumed(pattern, tmp_path / guard, *extra)
+    for done in resumed_copies(pattern, tmp_path, ("none", "load")).values():
         assert done.returncode == 0, done.stderr[-3000:]
     assert trained_on(tmp_path / "none") == uninterrupted(0)[:PER_EPOCH], (
         "Lightning now trains on epoch 1 after this resume")
@@ -139,10 +146,8 @@ def test_an_epoch_end_checkpoint_resumes_with_the_next_epochs_order(
     """Checkpoints at each epoch's end: Lightning loads no loader state, and the new
     process's dataset shuffles its first pass as epoch 0."""
     killed(pattern, tmp_path / "run", 13, "--every", "epoch", "--guard", "warn")
-    for guard in ("none", "warn", "load"):
-        shutil.copytree(tmp_path / "run", tmp_path / guard)
-        extra = () if guard == "none" else ("--guard", guard)
-        done = resumed(pattern, tmp_path / guard, "--every", "epoch", *extra)
+    runs = resumed_copies(pattern, tmp_path, ("none", "warn", "load"), "--every", "epoch")
+    for guard, done in runs.items():
         assert done.returncode == 0, done.stderr[-3000:]
         if guard == "warn":
             assert "ResumeMismatchWarning" not in done.stderr  # shown by its message:

@@ -147,13 +147,25 @@ JOB = Path(__file__)
 SRC = JOB.resolve().parents[2] / "src"
 
 
+def start(framework: str, pattern: str, work: Path, *options: str) -> subprocess.Popen[str]:
+    """Start the job in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.Popen([sys.executable, str(JOB), framework, pattern, str(work), *options],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish(job: subprocess.Popen[str], timeout: float = 300
+           ) -> subprocess.CompletedProcess[str]:
+    """Wait for a job :func:`start` started to end (or its SIGKILL)."""
+    out, err = job.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(job.args, job.returncode, out, err)
+
+
 def launch(framework: str, pattern: str, work: Path, *options: str,
            timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the job to its end (or its SIGKILL) in a process of its own."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.run([sys.executable, str(JOB), framework, pattern, str(work), *options],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return finish(start(framework, pattern, work, *options), timeout)
 
 
 def trained_on(work: Path) -> list[list[int]]:
