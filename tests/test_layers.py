@@ -17,7 +17,8 @@ layer     parts
 5         ``recprep.read``, ``recprep.write`` (sets → instances, instances → sets)
 6         ``recprep.tools``, ``recprep.spark``
 7         ``recprep.cli``
-8         adapters: ``recprep.torch``, ``recprep.tf``, ``recprep.decorators``
+8         adapters: ``recprep.torch``, ``recprep.tf``, ``recprep.decorators``,
+          ``recprep.lightning``
 9         the face: ``recprep`` itself (``__init__``, ``registry``, ``names``,
           ``batching``, ``_moved``, ``__main__``), which nothing below imports
 ========  ==============================================================================
@@ -51,7 +52,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("recprep.read", "recprep.write"),
     ("recprep.tools", "recprep.spark"),
     ("recprep.cli",),
-    ("recprep.torch", "recprep.tf", "recprep.decorators"),
+    ("recprep.torch", "recprep.tf", "recprep.decorators", "recprep.lightning"),
     ("recprep",),
 ]
 

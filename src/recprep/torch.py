@@ -217,6 +217,15 @@ class _Stream:
             return {"reader": dict(self._over)}
         return {"reader": self.reader.state_dict()}
 
+    def _set_since(self, loaded: dict[str, Any]) -> bool:
+        """Whether ``loaded`` is of a pass that is over, of an epoch set, and an epoch was
+        set for the passes after it since (``set_epoch`` before the loader loads the state,
+        as accelerate's prepared loaders do): that epoch stands."""
+        assert self._clock is not None
+        over = loaded.get("done") or (
+            loaded.get("rank") is not None and loaded["yielded"] >= len(self.reader))
+        return bool(over and loaded["epoch_set"] and self._clock.fixed is not None)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the pass ``state`` (from :meth:`state_dict`) describes instead; a state
         of a pass that was over ends this one (the next pass is the next epoch's)."""
@@ -230,7 +239,7 @@ class _Stream:
         if close is not None:
             close()
         self.reader.load_state_dict(loaded)
-        if self._clock is not None:
+        if self._clock is not None and not self._set_since(loaded):
             self._clock.resumed(self._identity, loaded["epoch"], loaded["epoch_set"])
         if loaded.get("done"):
             self.reader._passes.resume = None

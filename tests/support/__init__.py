@@ -1,7 +1,7 @@
 """What the tests share besides fixtures: the golden vectors' location, the S3 server and
 the clusters, hypothesis strategies, a format registered from outside recprep, and the
 scripts some tests run as processes of their own (``kill_job.py``, ``fd_job.py``,
-``cluster_job.py``, ``planted.py``)."""
+``cluster_job.py``, ``planted.py``, ``train_job.py``)."""
 
 from __future__ import annotations
 

@@ -162,3 +162,16 @@ class MovedModuleWarning(RecprepWarning):
 class ResumeWarning(RecprepWarning):
     """A loaded reader state was dropped unused: the next pass was of another epoch
     (``set_epoch`` was called with a different one), so it starts that epoch afresh."""
+
+
+class ResumeMismatchWarning(ResumeWarning):
+    """After a training framework resumed from a checkpoint, a reader's stream is not where
+    the checkpoint left it (the framework restored no loader state, or a stale one), and
+    training goes on from there as asked (``recprep.lightning.RecprepResume(on_missing=
+    "warn")``)."""
+
+
+class ResumeMismatchError(RecprepError):
+    """After a training framework resumed from a checkpoint, a reader's stream is not where
+    the checkpoint left it: the framework restored no loader state, or a stale one
+    (``recprep.lightning.RecprepResume``, ``on_missing="raise"``)."""

@@ -113,6 +113,12 @@ class EpochClock:
         with self._values() as values:
             return values[1] if values[0] else values[2]
 
+    @property
+    def fixed(self) -> int | None:
+        """The epoch every pass uses (:meth:`fix`), or None when counting passes."""
+        with self._values() as values:
+            return values[1] if values[0] else None
+
     def claim(self, identity: tuple[int, int] | None, parties: int,
               fixed: int | None = None) -> tuple[int, bool]:
         """The epoch of a pass starting now, and whether it is a fixed one.
