@@ -44,7 +44,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .errors import (
     InvalidArgumentError,
@@ -57,7 +57,8 @@ from .errors import (
 __all__ = ["RecprepResume", "reader_states"]  # noqa: F822 (RecprepResume: built lazily)
 
 #: what :class:`RecprepResume` does with a stream that is not where its checkpoint left it
-ON_MISSING = ("load", "warn", "raise")
+OnMissing = Literal["load", "warn", "raise"]
+ON_MISSING: tuple[OnMissing, ...] = ("load", "warn", "raise")
 #: the key of :class:`RecprepResume`'s record in a Lightning checkpoint
 CHECKPOINT_KEY = "recprep"
 
@@ -241,7 +242,7 @@ def _build_callback_class() -> type:
         recprep.errors.usage.InvalidArgumentError: on_missing must be one of 'load', ...
         """
 
-        def __init__(self, on_missing: str = "load") -> None:
+        def __init__(self, on_missing: OnMissing = "load") -> None:
             if on_missing not in ON_MISSING:
                 raise InvalidArgumentError(
                     f"on_missing must be one of {', '.join(map(repr, ON_MISSING))}, got "
