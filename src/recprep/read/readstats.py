@@ -139,12 +139,14 @@ def check_stall(value: Any) -> float | None:
 
 class Setup(NamedTuple):
     """What a hint needs to know of a reader: what it reads (``where``), its prefetch
-    threads, whether it streams from an object store, and whether it caches."""
+    threads, whether it streams from an object store, whether it caches, and how many
+    files a pass reads."""
 
     where: str
     num_threads: int
     remote: bool
     cached: bool
+    files: int = 1
 
 
 class StallHint(NamedTuple):
@@ -162,7 +164,8 @@ def stall_hint(stats: ReadStats, setup: Setup) -> StallHint:
     rule      when
     ========  =========================================================================
     nothing   no chunk was decoded
-    chunks    at least 100 chunks, of less than 64 KiB of records on average
+    chunks    at least 100 chunks, of less than 64 KiB of records on average, and at
+              least 4 per file a pass reads (not a set of small files)
     workers   decoding took at least as long as fetching (decoding holds the GIL:
               threads don't help, processes do)
     prefetch  fetching took longer, and the reader has no prefetch threads
@@ -170,7 +173,7 @@ def stall_hint(stats: ReadStats, setup: Setup) -> StallHint:
     workers   fetching took longer, with threads (and a cache, or local files)
     ========  =========================================================================
 
-    >>> setup = Setup("out/train", num_threads=0, remote=False, cached=False)
+    >>> setup = Setup("out/train", num_threads=0, remote=False, cached=False, files=4)
     >>> stall_hint(ReadStats(chunks=9, record_bytes=9 << 20, fetching=3, decoding=1),
     ...            setup).rule
     'prefetch'
@@ -182,9 +185,10 @@ def stall_hint(stats: ReadStats, setup: Setup) -> StallHint:
     if stats.chunks == 0 or work <= 0:
         return StallHint("nothing", "nothing was read yet")
     average = stats.record_bytes / stats.chunks
-    if stats.chunks >= SMALL_CHUNKS_SEEN and average < SMALL_CHUNK_BYTES:
+    per_file = stats.chunks / max(1, stats.passes) / max(1, setup.files)
+    if stats.chunks >= SMALL_CHUNKS_SEEN and average < SMALL_CHUNK_BYTES and per_file >= 4:
         return StallHint("chunks", (
-            f"its chunks hold {average / 1024:.1f} KiB of records on average: write bigger "
+            f"the chunks hold {average / 1024:.1f} KiB of records on average: write bigger "
             "ones (convert(..., chunk_bytes=1 << 20)), for fewer reads and checks per record"))
     decode = f"decoding takes {stats.decoding / work:.0%} of the reader's work"
     fetch = f"fetching takes {stats.fetching / work:.0%} of the reader's work"
@@ -402,4 +406,4 @@ class StatsOut:
     def _setup(self) -> Setup:
         sources = self._sources
         return Setup(repr(self), self.num_threads, sources.fetcher is not None,
-                     sources.cache is not None)
+                     sources.cache is not None, len(sources.files))
