@@ -118,5 +118,6 @@ def _attached_board(dup: Any) -> StatsBoard:
 
 def _stats(values: list[float]) -> ReadStats:
     kinds = {f.name: f.type for f in fields(ReadStats)}
-    return ReadStats(**{name: int(value) if kinds[name] in ("int", int) else value
-                        for name, value in zip(_NAMES, values, strict=True)})
+    figures: dict[str, Any] = {name: int(value) if kinds[name] in ("int", int) else value
+                               for name, value in zip(_NAMES, values, strict=True)}
+    return ReadStats(**figures)
