@@ -212,8 +212,10 @@ def stall_hint(stats: ReadStats, setup: Setup) -> StallHint:
 class ReadCounter:
     """The figures of a reader's passes (and its copies' in this process), added up as
     they go: chunks by :func:`~recprep.read.decoding.decoded` (:meth:`chunk`, from any
-    thread), blocks by a pass's :class:`PassWatch`. Pickled (to a worker process) or
-    inherited by a fork, it starts again at zero, like the reader's fetcher.
+    thread), blocks by each pass's :class:`PassWatch` (in the consumer's thread, without
+    a lock: its figures join the counter's when the pass ends, and :meth:`stats` adds
+    those of the passes still open). Pickled (to a worker process) or inherited by a
+    fork, it starts again at zero, like the reader's fetcher.
 
     ``stall_warning``: see :func:`check_stall`. :meth:`listen` sets a function called
     with no arguments at most every ``every`` seconds as blocks are taken, and when a
@@ -226,7 +228,7 @@ class ReadCounter:
         self._sums: dict[str, float] = dict.fromkeys(
             ("instances", "record_bytes", "chunks", "passes", "fetching", "decoding",
              "waiting_for_data", "waiting_for_consumer"), 0)
-        self._open: set[PassWatch] = set()
+        self._open: weakref.WeakSet[PassWatch] = weakref.WeakSet()
         self._listener: Callable[[], None] | None = None
         self._every = 0.5
         self._told = 0.0
@@ -249,20 +251,14 @@ class ReadCounter:
             sums["fetching"] += fetching
             sums["decoding"] += decoding
 
-    def add(self, **figures: float) -> None:
-        """Add to the figures (``instances``, ``waiting_for_data``...)."""
-        with self._lock:
-            for name, value in figures.items():
-                self._sums[name] += value
-
     def stats(self, fetched: FetchStats | None = None) -> ReadStats:
-        """The figures so far (blocks being consumed now count up to now), with
-        ``fetched``: the fetcher's."""
+        """The figures so far (passes still open count up to now), with ``fetched``:
+        the fetcher's."""
         now = time.perf_counter()
         with self._lock:
             sums = dict(self._sums)
-            for watch in self._open:
-                watch.add_open(sums, now)
+            for watch in list(self._open):
+                watch.add_to(sums, now)
         figures: dict[str, Any] = dict(sums)
         for name in ("instances", "record_bytes", "chunks", "passes"):
             figures[name] = int(sums[name])
@@ -270,11 +266,21 @@ class ReadCounter:
 
     def watch(self, setup: Callable[[], Setup]) -> PassWatch:
         """A new pass's watch (``setup``: the reader's, asked when a hint is due)."""
-        self.add(passes=1)
-        return PassWatch(self, setup)
+        watch = PassWatch(self, setup)
+        with self._lock:
+            self._sums["passes"] += 1
+            self._open.add(watch)
+        return watch
 
-    def taken(self, watch: PassWatch, now: float, ended: bool = False) -> None:
-        """A pass's block was taken (or the pass ended): tell the listener when due."""
+    def closed(self, watch: PassWatch) -> None:
+        """A pass is over: its figures join the counter's."""
+        with self._lock:
+            if watch in self._open:
+                watch.add_to(self._sums, 0.0)
+                self._open.discard(watch)
+
+    def tell(self, now: float, ended: bool = False) -> None:
+        """A block was taken (or a pass ended): call the listener when due."""
         listener = self._listener
         if listener is not None and (ended or now - self._told >= self._every):
             self._told = now
@@ -298,21 +304,22 @@ if hasattr(os, "register_at_fork"):
 
 
 class PassWatch:
-    """One pass's timing, a block at a time: :meth:`handing` as a block is handed out
-    (after the consumer's thread waited ``waited`` seconds for it), :meth:`taken` when
-    the consumer asks for the next one, :meth:`ended` when the pass is over (or closed).
-    Judges the pass for :class:`~recprep.errors.DataStallWarning`."""
+    """One pass's timing, a block at a time, in the consumer's thread: :meth:`handing` as
+    a block is handed out (after the consumer's thread waited ``waited`` seconds for it),
+    :meth:`taken` when the consumer asks for the next one, :meth:`ended` when the pass is
+    over (or closed). Judges the pass for :class:`~recprep.errors.DataStallWarning`."""
 
     __slots__ = ("_counter", "_setup", "_items", "_n", "_handed", "_waited", "_worked",
-                 "_window", "_warned", "__weakref__")
+                 "_taken", "_window", "_warned", "__weakref__")
 
     def __init__(self, counter: ReadCounter, setup: Callable[[], Setup]) -> None:
         self._counter = counter
         self._setup = setup
-        self._items: Iterator[Any] | None = None
-        self._n = 0  # instances of the open block (not yet counted)
+        self._items: Iterator[Any] | None = None  # the open block's, if counted as taken
+        self._n = 0  # instances of the open block, not yet counted
         self._handed = 0.0  # when the open block was handed out (0: none open)
-        self._waited = self._worked = 0.0  # this pass's
+        self._waited = self._worked = 0.0  # this pass's seconds
+        self._taken = 0  # this pass's instances, but the open block's
         self._window = (0.0, 0.0)  # waited, worked when the current window began
         self._warned = False
 
@@ -321,28 +328,20 @@ class PassWatch:
         """A block of ``n`` instances is handed out at ``now``; with ``items`` (its
         iterator), its instances count as they are taken, else all at once now."""
         self._waited += waited
-        counter = self._counter
-        with counter._lock:
-            counter._sums["waiting_for_data"] += waited
-            if items is None:
-                counter._sums["instances"] += n
-            else:
-                self._items, self._n = items, n
-            self._handed = now
-            counter._open.add(self)
+        if items is None:
+            self._taken += n
+        else:
+            self._items, self._n = items, n
+        self._handed = now
 
     def taken(self, now: float) -> None:
         """The consumer asked for the next block at ``now``: the open one was taken."""
-        worked = now - self._handed
-        self._worked += worked
+        self._worked += now - self._handed
+        self._taken += self._n - _left(self._items)
+        self._items, self._n, self._handed = None, 0, 0.0
         counter = self._counter
-        with counter._lock:
-            sums = counter._sums
-            sums["waiting_for_consumer"] += worked
-            sums["instances"] += self._n - _left(self._items)
-            self._items, self._n, self._handed = None, 0, 0.0
-            counter._open.discard(self)
-        counter.taken(self, now)
+        if counter._listener is not None:
+            counter.tell(now)
         if counter.stall_warning is not None and not self._warned:
             waited, worked = self._window
             if self._waited + self._worked - waited - worked >= STALL_WINDOW_SECONDS:
@@ -353,15 +352,20 @@ class PassWatch:
         """The pass is over (``done``: read to its end; else closed early)."""
         if self._handed:
             self.taken(time.perf_counter())
-        self._counter.taken(self, time.perf_counter(), ended=True)
-        if done and self._counter.stall_warning is not None and not self._warned and (
+        counter = self._counter
+        counter.closed(self)
+        counter.tell(time.perf_counter(), ended=True)
+        if done and counter.stall_warning is not None and not self._warned and (
                 self._waited + self._worked >= MIN_STALL_SECONDS):
             self._judge(self._waited, self._worked, "pass")
 
-    def add_open(self, sums: dict[str, float], now: float) -> None:
-        """Add the open block's figures up to ``now`` to ``sums`` (counter's lock held)."""
+    def add_to(self, sums: dict[str, float], now: float) -> None:
+        """Add this pass's figures to ``sums``, the open block's up to ``now``."""
+        sums["waiting_for_data"] += self._waited
+        sums["waiting_for_consumer"] += self._worked
+        sums["instances"] += self._taken
         if self._handed:
-            sums["waiting_for_consumer"] += now - self._handed
+            sums["waiting_for_consumer"] += max(0.0, now - self._handed)
             sums["instances"] += self._n - _left(self._items)
 
     def _judge(self, waited: float, worked: float, span: str) -> None:
