@@ -3,8 +3,9 @@
 Run ``python benchmarks/bench_stats.py --before SRC`` where ``SRC`` is the ``src``
 directory of a recprep without the stall report (``git archive <commit> src | tar -x -C
 DIR`` gives one): markdown on stdout. Each rep is a fresh process of each version, the
-versions interleaved (before, after, before, after...), each timing its best of three
-passes after a warm one over the same set: small ``(int, float)`` instances of the
+versions interleaved (before, after, before, after...), each timing its best of five
+passes after a warm one over the same set, in CPU seconds of the process
+(``time.process_time``: less moved by other processes than wall time): small ``(int, float)`` instances of the
 recprep codec in the writer's default chunks (128 KiB) and in 4 KiB ones, read one at a
 time (``reader()``) and in batches of 256 (``reader.batches(256)``), no threads. The
 overhead is the ratio of the medians, with the load average of the run.
@@ -38,13 +39,13 @@ from recprep import RecordIO
 reader = RecordIO(sys.argv[1])
 mode = sys.argv[2]
 def one():
-    began = time.perf_counter()
+    began = time.process_time()
     stream = reader() if mode == "instances" else reader.batches(256)
     for _ in stream:
         pass
-    return time.perf_counter() - began
+    return time.process_time() - began
 one()
-print(min(one() for _ in range(3)))
+print(min(one() for _ in range(5)))
 """
 
 
@@ -83,7 +84,7 @@ def main() -> None:
     print(f"{args.instances:,} instances of (int, float), recprep codec, 4 shards, "
           f"medians of {args.reps} interleaved reps; load average up to "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
-    print("| chunks | pass | before (s) | after (s) | after / before |")
+    print("| chunks | pass | before (CPU s) | after (CPU s) | after / before |")
     print("|---|---|---:|---:|---:|")
     for label, mode, b, a in rows:
         print(f"| {label} | {mode} | {b:.3f} | {a:.3f} | {(a / b - 1):+.1%} |")

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(_text(report))
+        print(_as_text(report))
     return 0
 
 
@@ -126,7 +126,7 @@ def profile_report(reader: Any, elapsed: float, complete: int, where: str) -> di
     }
 
 
-def _text(report: dict[str, Any]) -> str:
+def _as_text(report: dict[str, Any]) -> str:
     seconds, spent, stats = report["seconds"], report["time"], report["stats"]
     shares = ", ".join(f"{name} {value / seconds:.0%} ({value:.2f} s)"
                        for name, value in spent.items())

@@ -95,7 +95,7 @@ def decoded(
             chunk, skipped = item
             fetched = now()
             with lock:  # waiting for it is neither fetching nor decoding
-                unlocked = now()
+                unlocked = fetched if decoding is None else now()
                 columns = _chunk_columns(codec, allow_pickle, chunk, columnar == "arrow"
                                          ) if columnar else None
                 values: list[Any] | Columns = _decode_chunk(

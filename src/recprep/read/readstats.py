@@ -232,7 +232,7 @@ class ReadCounter:
         self._listener: Callable[[], None] | None = None
         self._every = 0.5
         self._told = 0.0
-        _LIVE.add(self)
+        _COUNTERS.add(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ReadCounter, (self.stall_warning,)
@@ -291,16 +291,16 @@ class ReadCounter:
         self.__init__(self.stall_warning)  # type: ignore[misc]
 
 
-_LIVE: weakref.WeakSet[ReadCounter] = weakref.WeakSet()
+_COUNTERS: weakref.WeakSet[ReadCounter] = weakref.WeakSet()
 
 
-def _forget_after_fork() -> None:
-    for counter in list(_LIVE):
+def _counters_after_fork() -> None:
+    for counter in list(_COUNTERS):
         counter._forget()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)
+    os.register_at_fork(after_in_child=_counters_after_fork)
 
 
 class PassWatch:
