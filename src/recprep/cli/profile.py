@@ -18,7 +18,7 @@ says where the reader's time went (fetching: opening, reading, checking and
 decompressing chunks; decoding: the codec; other: the rest of the reader's own
 work), from reader.stats(); with --num-threads, fetching and decoding run in
 threads and are summed over them, so they may add up past 100%. The hint names
-the first rule that holds (see docs/reading.md, "Where the time goes"): chunks
+the first rule that holds (see the docs' page "Where the time goes"): chunks
 smaller than 64 KiB -> bigger chunks; decoding the larger part -> more worker
 processes; fetching the larger part -> prefetch threads, else a cache for an
 object store, else more workers."""
