@@ -5,10 +5,11 @@ directory of a recprep without the stall report (``git archive <commit> src | ta
 DIR`` gives one): markdown on stdout. Each rep is a fresh process of each version, the
 versions interleaved (before, after, before, after...), each timing its best of five
 passes after a warm one over the same set, in CPU seconds of the process
-(``time.process_time``: less moved by other processes than wall time): small ``(int, float)`` instances of the
-recprep codec in the writer's default chunks (128 KiB) and in 4 KiB ones, read one at a
-time (``reader()``) and in batches of 256 (``reader.batches(256)``), no threads. The
-overhead is the ratio of the medians, with the load average of the run.
+(``time.process_time``: less moved by other processes than wall time). The set: small
+``(int, float)`` instances of the recprep codec in the writer's default chunks (128 KiB)
+and in 4 KiB ones, read one at a time (``reader()``) and in batches of 256
+(``reader.batches(256)``), no threads. The overhead is the ratio of the medians, with
+the load average of the run.
 
 On a machine this loaded, two medians move by a few percent either way; so the
 benchmark also counts what the timing itself costs, in one process: the hooks a chunk

@@ -167,8 +167,10 @@ def instances(runs: Iterator[Block], progress: PassProgress, watch: PassWatch | 
         progress.items = None
         progress.done = True
     finally:
-        runs.close()  # type: ignore[attr-defined]
-        watch.ended(progress.done)
+        try:
+            runs.close()  # type: ignore[attr-defined]
+        finally:
+            watch.ended(progress.done)
 
 
 def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassProgress,
@@ -192,8 +194,10 @@ def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassPro
         progress.counted += lost[0]
         progress.done = True
     finally:
-        runs.close()  # type: ignore[attr-defined]
-        watch.ended(progress.done)
+        try:
+            runs.close()  # type: ignore[attr-defined]
+        finally:
+            watch.ended(progress.done)
 
 
 def _unwatched() -> PassWatch:
