@@ -11,7 +11,7 @@ and in 4 KiB ones, read one at a time (``reader()``) and in batches of 256
 (``reader.batches(256)``), no threads. The overhead is the ratio of the medians, with
 the load average of the run.
 
-On a machine this loaded, two medians move by a few percent either way; so the
+On a loaded machine, two medians move by a few percent either way; so the
 benchmark also counts what the timing itself costs, in one process: the hooks a chunk
 and a block pass through (``perf_counter`` calls, the counter's lock, the record bytes),
 timed alone, times the chunks and blocks of a pass, over the pass's time.
