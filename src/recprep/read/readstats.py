@@ -64,8 +64,8 @@ class ReadStats(FetchStats):
     """What a reader did so far: :class:`~recprep.FetchStats` (the object store's
     requests, bytes, retries...; zeros for local files) and where its passes' time went.
 
-    ``instances`` handed to the consumer, ``record_bytes`` of the records decoded (as
-    stored, before decompression), ``chunks`` decoded, ``passes`` started; seconds
+    ``instances`` handed to the consumer, ``record_bytes`` of the records decoded (the
+    records' own bytes, decompressed, without framing), ``chunks`` decoded, ``passes`` started; seconds
     ``fetching`` and ``decoding`` (summed over threads), ``waiting_for_data`` (the
     consumer's thread in the reader) and ``waiting_for_consumer`` (the consumer's own work
     between blocks); see :mod:`recprep.read.readstats`.
