@@ -80,3 +80,19 @@ def test_profile_of_a_missing_set_is_an_error(tmp_path):
     done = run_cli("profile", str(tmp_path / "nothing-here"), "--seconds", "0.1")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith(f"recprep: error: {tmp_path / 'nothing-here'}: no such file")
+
+
+def test_profile_of_a_set_on_s3_says_what_the_store_was_asked(remote_set):
+    url, records, options = remote_set  # 16 KiB chunks, 4 shards, on moto's S3
+    storage = ["--storage-options", json.dumps(options)]
+    done = run_cli("profile", url, "--seconds", "0.5", "--json", *storage)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    stats, complete = report["stats"], report["passes_complete"]
+    assert complete >= 1 and stats["requests"] >= 4 and stats["failed"] == 0
+    assert stats["bytes"] >= complete * sum(map(len, records))  # framing besides
+    assert report["hint"]["rule"] == "chunks" and "KiB of records" in report["hint"]["text"]
+    text = run_cli("profile", url, "--seconds", "0.3", *storage)
+    assert text.returncode == 0, text.stderr
+    [store] = [line for line in text.stdout.splitlines() if line.startswith("store ")]
+    assert " requests, " in store and "MB fetched" in store and "0 throttled" in store
