@@ -65,10 +65,11 @@ class ReadStats(FetchStats):
     requests, bytes, retries...; zeros for local files) and where its passes' time went.
 
     ``instances`` handed to the consumer, ``record_bytes`` of the records decoded (the
-    records' own bytes, decompressed, without framing), ``chunks`` decoded, ``passes`` started; seconds
-    ``fetching`` and ``decoding`` (summed over threads), ``waiting_for_data`` (the
-    consumer's thread in the reader) and ``waiting_for_consumer`` (the consumer's own work
-    between blocks); see :mod:`recprep.read.readstats`.
+    records' own bytes, decompressed, without framing), ``chunks`` decoded, ``passes``
+    started; seconds ``fetching`` and ``decoding`` (summed over threads),
+    ``waiting_for_data`` (the consumer's thread in the reader) and
+    ``waiting_for_consumer`` (the consumer's own work between blocks); see
+    :mod:`recprep.read.readstats`.
 
     ``==`` compares what was fetched (the fields of ``FetchStats``): no two passes take
     the same time. ``+`` adds two readers' (or DataLoader workers') figures.
