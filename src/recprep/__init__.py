@@ -26,6 +26,7 @@ from .errors import (
     ClusterUnreachableError,
     CorruptDataError,
     CorruptDataWarning,
+    DataStallWarning,
     DecodeError,
     EncodeError,
     InputError,
@@ -50,6 +51,7 @@ from .errors import (
 from .executors import available_executors, register_executor
 from .read.mixing import mix
 from .read.reader import RecordIO
+from .read.readstats import ReadStats
 from .read.splits import index_split
 from .read.taskqueue import TaskQueue
 from .storage.fetch import FetchOptions, FetchStats
@@ -66,6 +68,7 @@ __all__ = [
     "ConvertResult",
     "CorruptDataError",
     "CorruptDataWarning",
+    "DataStallWarning",
     "DecodeError",
     "EncodeError",
     "Feature",
@@ -81,6 +84,7 @@ __all__ = [
     "PickleFallbackWarning",
     "PickleRefusedError",
     "PrepareResult",
+    "ReadStats",
     "RecordIO",
     "RecprepError",
     "RecprepWarning",

@@ -47,6 +47,8 @@ from ._core.batching import check_batch_size
 from .errors import InvalidArgumentError, MissingDependencyError
 from .read.epochclock import EpochClock
 from .read.reader import RecordIO
+from .read.readstats import ReadStats
+from .read.statsboard import PUBLISH_SECONDS, StatsBoard
 
 __all__ = [  # noqa: F822 (RecordIODataset: built lazily)
     "RecordIODataset", "distributed_rank", "torchable",
@@ -305,6 +307,13 @@ def _worker_share(dataset: Any, info: Any) -> tuple[RecordIO, tuple[int, int] | 
     return cached[1], identity, info.num_workers
 
 
+def _publish_from(board: StatsBoard, worker: int, reader: RecordIO) -> None:
+    """In a DataLoader worker: publish ``reader``'s figures on ``board`` as passes go."""
+    publish = board.attach(worker, reader.stats)
+    if publish is not None:
+        reader._counter.listen(publish, PUBLISH_SECONDS)
+
+
 def _build_dataset_class() -> type:
     """Make :class:`RecordIODataset` (a subclass of torch's ``IterableDataset``: torch is
     imported here, on first use)."""
@@ -371,6 +380,7 @@ def _build_dataset_class() -> type:
             self.batch_size = _checked_batching(transform, batch_size, drop_last)
             self.drop_last = bool(drop_last)
             self._clock = EpochClock(reader.epoch, reader._passes.fixed)
+            self._board = StatsBoard()  # what each DataLoader worker read
 
         @property
         def epoch(self) -> int:
@@ -385,6 +395,8 @@ def _build_dataset_class() -> type:
         def __iter__(self) -> _Stream:
             info = torch.utils.data.get_worker_info()
             reader, identity, parties = _worker_share(self, info)
+            if info is not None:
+                _publish_from(self._board, info.id, reader)
             if reader._passes.resume is not None and identity is not None and not (
                 self._clock.take_up(_token(reader._passes.resume), identity)
             ):  # a copy of a state an earlier iterator's workers resumed: not again
@@ -396,6 +408,17 @@ def _build_dataset_class() -> type:
                 reader._passes.next_pass(epoch, fixed)
             return _Stream(reader, self.batch_size, self.drop_last, self.transform,
                            self._clock, identity)
+
+        def stats(self) -> ReadStats:
+            """What this process and every DataLoader worker read, and where the time
+            went (:meth:`recprep.RecordIO.stats`, added up; see :meth:`worker_stats`)."""
+            return sum(self.worker_stats().values(), self.reader.stats())
+
+        def worker_stats(self) -> dict[int, ReadStats]:
+            """Each DataLoader worker's :class:`~recprep.ReadStats`, by worker id: what
+            the worker processes of that id read since this dataset was made, published
+            twice a second and when a pass ends (:mod:`recprep.read.statsboard`)."""
+            return self._board.read()
 
         def __len__(self) -> int:
             instances = len(self.reader)

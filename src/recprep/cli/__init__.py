@@ -53,6 +53,7 @@ examples:
   recprep head out/train -n 3                 the first 3 instances of a set
   recprep verify s3://bucket/data/ --json     check every chunk and checksum
   recprep cp 'out/train-*' s3://bucket/data/  copy a shard set and its manifest
+  recprep profile out/train --num-threads 4   how fast it reads, where time goes
 
 remote storage: any fsspec URL (s3://, gs://, hdfs://, memory://...); pass
 options with --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}' or
@@ -185,5 +186,5 @@ def _run_command(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
 
-for _name in ("prepare", "cp", "ls", "head", "verify", "audit"):
+for _name in ("prepare", "cp", "ls", "head", "verify", "audit", "profile"):
     register_command(_name, f"recprep.cli.{_name}")

@@ -44,6 +44,7 @@ from .paths import (
     SetChangedError,
     UncommittedSetWarning,
 )
+from .reading import DataStallWarning
 from .stores import StoreUnavailableError, ThrottledWarning
 from .usage import (
     ClusterUnreachableError,
@@ -86,6 +87,7 @@ __all__ = [
     "ColumnsError",
     "CorruptDataError",
     "CorruptDataWarning",
+    "DataStallWarning",
     "DatasetExistsError",
     "DecodeError",
     "EncodeError",

@@ -17,6 +17,8 @@ Data flows one way, storage -> container -> codec -> instances:
   :mod:`~recprep.read.cpugate`, :mod:`~recprep.read.filepool`, :mod:`~recprep.read.cache`
   — how a pass is ordered, overlapped and bounded;
 * :mod:`~recprep.read.checkpoint`, :mod:`~recprep.read.positions` — a pass's resumable state;
+* :mod:`~recprep.read.readstats`, :mod:`~recprep.read.statsboard` — where a reader's time
+  goes (the stall report), gathered from DataLoader workers too;
 * :mod:`~recprep.read.dataset`, :mod:`~recprep.read.splits`, :mod:`~recprep.read.taskqueue`
   (:mod:`~recprep.read.queuestate`), :mod:`~recprep.read.mixing`,
   :mod:`~recprep.read.epochclock` — random access, index splits, dynamic sharding and

@@ -29,6 +29,7 @@ comes out as its :class:`~recprep.batching.Columns` instead (a block of its own,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -41,6 +42,7 @@ from ..containers import Chunk, Gap, nbytes
 from ..errors import DecodeError, LocatedError
 from ..storage.manifest import Manifest
 from .arrowout import chunk_batch
+from .readstats import ReadCounter
 
 __all__ = ["BATCH_BYTES", "SetCodecs", "decoded"]
 
@@ -58,6 +60,7 @@ def decoded(
     decoding: AbstractContextManager[Any] | None = None,
     columnar: bool | str = False,
     written_with: str | None = None,
+    counter: ReadCounter | None = None,
 ) -> Iterator[list[Any] | Columns | Gap]:
     """Blocks of the instances in ``chunks`` of the file ``path``, in order: lists, and
     with ``columnar`` the :class:`~recprep.batching.Columns` of chunks decoded whole; a
@@ -68,13 +71,21 @@ def decoded(
     decoding (a lock, so that prefetch threads decode one at a time: decoding holds the
     GIL, so more would only take turns); ``columnar="arrow"``: columns as Arrow record
     batches (``batches(format="arrow")``). ``written_with``: the codec the file's manifest
-    names, which a decode error suggests first when ``codec`` is another.
+    names, which a decode error suggests first when ``codec`` is another. ``counter``
+    counts each chunk's seconds fetching (getting it from ``chunks``) and decoding, and
+    its records' bytes (:class:`~recprep.read.readstats.ReadCounter`).
     """
     lock = decoding or nullcontext()
+    timed = (counter or ReadCounter()).chunk
     pending: list[Any] = []
     size = 0
+    source, now = iter(chunks), time.perf_counter
     try:
-        for item in chunks:
+        while True:
+            began = now()
+            item = next(source, None)
+            if item is None:
+                break
             if isinstance(item, Gap):  # records lost to damage hold their places
                 if pending:
                     yield pending
@@ -82,12 +93,16 @@ def decoded(
                 yield item
                 continue
             chunk, skipped = item
-            with lock:
+            fetched = now()
+            with lock:  # waiting for it is neither fetching nor decoding
+                unlocked = fetched if decoding is None else now()
                 columns = _chunk_columns(codec, allow_pickle, chunk, columnar == "arrow"
                                          ) if columnar else None
                 values: list[Any] | Columns = _decode_chunk(
                     codec, allow_pickle, chunk, skipped, path, written_with
                 ) if columns is None else columns
+                held = nbytes(chunk.records)
+                timed(fetched - began, now() - unlocked, held)
             if not batch_bytes:
                 yield values
                 continue
@@ -98,7 +113,7 @@ def decoded(
                 yield values
                 continue
             pending += values
-            size += nbytes(chunk.records)
+            size += held
             if size >= batch_bytes:
                 yield pending
                 pending, size = [], 0

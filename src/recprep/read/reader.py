@@ -28,7 +28,7 @@ from .._core.names import CodecName, CompressorName, FormatName, OnCorrupt, Spli
 from ..codecs import Codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES
 from ..errors import InvalidArgumentError
-from ..storage.fetch import FetchOptions, FetchStats
+from ..storage.fetch import FetchOptions
 from ..storage.manifest import Manifest
 from .arrowout import ArrowOut, as_format
 from .cache import ShardCache
@@ -47,6 +47,7 @@ from .passes import (
     unshuffled,
 )
 from .ranks import SPLIT_MODES, Blocks, Piece, Task, check_part, make_tasks
+from .readstats import ReadCounter, StatsOut
 from .shuffling import check_buffer, check_seed, fresh_seed, rng
 from .streams import Reading, batches, blocks, instances
 
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_SHUFFLE_BUFFER", "RecordIO"]
 
 
-class RecordIO(ArrowOut):
+class RecordIO(ArrowOut, StatsOut):
     """A reader creator over RecordIO shard sets (and single files).
 
     Parameters
@@ -119,6 +120,9 @@ class RecordIO(ArrowOut):
         each checked against its manifest's size and CRC-32C, so that later epochs read
         locally (see :mod:`recprep.read.cache`). Local sets and files without a manifest entry
         are read where they are. Default: no cache.
+    stall_warning
+        Warn (:class:`~recprep.errors.DataStallWarning`, with a hint) when the consumer
+        waited for data more than this share of a pass (0.5: most of it). Default: none.
 
     Examples
     --------
@@ -170,6 +174,7 @@ class RecordIO(ArrowOut):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int | None = None,
         fetch: FetchOptions | None = None,
+        stall_warning: float | None = None,
     ) -> None:
         self.options = ReadOptions.checked(
             codec=codec, allow_pickle=allow_pickle, max_chunk_bytes=max_chunk_bytes,
@@ -188,6 +193,7 @@ class RecordIO(ArrowOut):
                                  self.options.codec)
         self._passes = PassState()
         self._blocks: Blocks | None = None
+        self._counter = ReadCounter(stall_warning)  # shared by copies (_with)
 
     def __repr__(self) -> str:
         sets = [self._sources.describe_set(k) for k in range(len(self.shard_sets))]
@@ -231,12 +237,6 @@ class RecordIO(ArrowOut):
     def cache(self) -> ShardCache | None:
         """The local cache of remote shards (``cache_dir``), or None."""
         return self._sources.cache
-
-    def stats(self) -> FetchStats:
-        """What streaming from an object store cost so far (:class:`~recprep.FetchStats`:
-        requests, bytes, retries, throttling...; zeros for local files), shared by the
-        copies :meth:`for_rank`/:meth:`for_worker` make in one process."""
-        return FetchStats() if (f := self._sources.fetcher) is None else f.stats()
 
     epoch = property(lambda self: self._passes.epoch, doc="The epoch the next pass "
                      "shuffles for: the one :meth:`set_epoch` set, else the passes made.")
@@ -300,7 +300,7 @@ class RecordIO(ArrowOut):
         interrupted one instead."""
         progress = self._passes.start(self._check_split)
         return instances(self._pass(progress.epoch, progress.base, progress.counted),
-                         progress)
+                         progress, self._watch())
 
     __iter__ = __call__
 
@@ -335,7 +335,7 @@ class RecordIO(ArrowOut):
         progress = self._passes.start(self._check_split)
         runs = self._pass(progress.epoch, progress.base, progress.counted,
                           columnar="arrow" if arrow else True)
-        return batches(runs, size, drop_last, progress)
+        return batches(runs, size, drop_last, progress, self._watch())
 
     def __len__(self) -> int:
         """How many instances a pass yields — this rank's (and worker's) share — from
@@ -360,11 +360,12 @@ class RecordIO(ArrowOut):
         """The instances of ``pieces`` (outside any pass: not counted here)."""
         plan = ranged(pieces, self._sources.set_of, self._sources.count,
                       interleave=interleave, skip=skip)
-        return instances(blocks(plan, self._reading()), PassState().start(lambda s: None))
+        return instances(blocks(plan, self._reading()), PassState().start(lambda s: None),
+                         self._watch())
 
     def _reading(self) -> Reading:
         return Reading(self._sources, self._codecs.codec, self._codecs.written_with,
-                       self.options)
+                       self.options, self._counter)
 
     def _layout(self) -> Blocks:
         """The files cut into the blocks of a shuffled pass (from record counts; once)."""

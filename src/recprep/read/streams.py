@@ -26,6 +26,7 @@ codec and the reader's :class:`~recprep.read.options.ReadOptions`.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from .decoding import BATCH_BYTES, decoded
 from .options import ReadOptions
 from .passes import PassPlan
 from .prefetch import prefetched
+from .readstats import PassWatch, ReadCounter, Setup
 from .sources import Sources
 
 __all__ = ["INTERLEAVED_BYTES", "Reading", "batches", "blocks", "instances"]
@@ -53,13 +55,14 @@ INTERLEAVED_BYTES = 64 << 20
 @dataclass(frozen=True)
 class Reading:
     """What a pass reads with: the files (``sources``), the codec of each shard set
-    (``codec(set)``, and the one its manifest names: ``written_with(set)``) and the
-    reader's options."""
+    (``codec(set)``, and the one its manifest names: ``written_with(set)``), the
+    reader's options and what counts its chunks (``counter``)."""
 
     sources: Sources
     codec: Callable[[int], Codec]
     written_with: Callable[[int], str | None]
     options: ReadOptions
+    counter: ReadCounter | None = None
 
 
 def blocks(plan: PassPlan, reading: Reading, columnar: bool | str = False
@@ -101,7 +104,7 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             sources.chunks(piece, wrap), reading.codec(file.set_index), file.shown,
             allow_pickle=reading.options.allow_pickle, batch_bytes=batch_bytes,
             decoding=decoding, columnar=columnar,
-            written_with=reading.written_with(file.set_index),
+            written_with=reading.written_with(file.set_index), counter=reading.counter,
         ))
     sources.commits.new_pass()
     _expect_first_group(plan, sources)
@@ -140,10 +143,15 @@ def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
     fetcher.expect(expected)
 
 
-def instances(runs: Iterator[Block], progress: PassProgress) -> Iterator[Any]:
+def instances(runs: Iterator[Block], progress: PassProgress, watch: PassWatch | None = None
+              ) -> Iterator[Any]:
     """The instances of ``runs``, one at a time, counted in ``progress`` (with the places
-    of records lost to damage, so that a resumed pass starts where this one was)."""
+    of records lost to damage, so that a resumed pass starts where this one was) and
+    timed a block at a time by ``watch`` (:class:`~recprep.read.readstats.PassWatch`)."""
+    watch = watch or _unwatched()
+    now = time.perf_counter
     try:
+        asked = now()
         for run in runs:
             if isinstance(run, Gap):
                 progress.counted += run.n
@@ -151,27 +159,50 @@ def instances(runs: Iterator[Block], progress: PassProgress) -> Iterator[Any]:
             values = flatten(run)
             progress.items = items = iter(values)
             progress.counted += len(values)
+            handed = now()
+            watch.handing(handed - asked, handed, len(values), items)
             yield from items
+            asked = now()
+            watch.taken(asked)
         progress.items = None
         progress.done = True
     finally:
-        runs.close()  # type: ignore[attr-defined]
+        try:
+            runs.close()  # type: ignore[attr-defined]
+        finally:
+            watch.ended(progress.done)
 
 
-def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassProgress
-            ) -> Iterator[Any]:
+def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassProgress,
+            watch: PassWatch | None = None) -> Iterator[Any]:
     """The batches of ``runs``, counted (by instance, and the places of records lost to
-    damage among them) in ``progress``."""
+    damage among them) in ``progress``, timed a batch at a time by ``watch``."""
     lost = [0]  # places of lost records passed since the last batch handed out
+    watch = watch or _unwatched()
+    now = time.perf_counter
     try:
+        asked = now()
         for batch in cut(runs, size, drop_last, lost):
-            progress.counted += _batch_len(batch) + lost[0]
+            n = _batch_len(batch)
+            progress.counted += n + lost[0]
             lost[0] = 0
+            handed = now()
+            watch.handing(handed - asked, handed, n)
             yield batch
+            asked = now()
+            watch.taken(asked)
         progress.counted += lost[0]
         progress.done = True
     finally:
-        runs.close()  # type: ignore[attr-defined]
+        try:
+            runs.close()  # type: ignore[attr-defined]
+        finally:
+            watch.ended(progress.done)
+
+
+def _unwatched() -> PassWatch:
+    """A watch that counts into nothing anyone reads."""
+    return ReadCounter().watch(lambda: Setup("", 0, False, False))
 
 
 def _batch_len(batch: Any) -> int:
