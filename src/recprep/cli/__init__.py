@@ -54,6 +54,8 @@ examples:
   recprep verify s3://bucket/data/ --json     check every chunk and checksum
   recprep cp 'out/train-*' s3://bucket/data/  copy a shard set and its manifest
   recprep profile out/train --num-threads 4   how fast it reads, where time goes
+  recprep audit out/train --shuffle --world 4 --stop 0.37 --resume-world 3
+                                              resume checked: each instance once
 
 remote storage: any fsspec URL (s3://, gs://, hdfs://, memory://...); pass
 options with --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}' or

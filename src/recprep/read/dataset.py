@@ -72,8 +72,6 @@ __all__ = [
 #: chunks a value or two each, so taking one lock per chunk would cost more than filling)
 _FILLING = threading.Lock()
 
-#: records of a chunk cut with numpy indexes before its spans are made lists
-_LIST_AFTER = 8
 
 #: decoded chunks a :class:`MapDataset` keeps by default (a chunk is about 1 MiB of
 #: records as ``convert`` writes them)
@@ -148,25 +146,22 @@ class _Chunk:
         self.lost = None if isinstance(records, Records) or None not in records else [
             r is None for r in records]
         self._spans: tuple[Any, list[int], list[int]] | None = None  # made when needed
-        self._cuts = 0  # records cut with numpy indexes so far
+        # a chunk kept in the cache lists its records' spans once; one read for a lookup
+        # and dropped (no cache) cuts its record with numpy indexes instead
+        self.listed = True
 
     def cut(self, need: list[int]) -> list[bytes]:
         """The records at positions ``need``, as bytes."""
-        if len(need) >= _LIST_AFTER:
-            self._cuts = _LIST_AFTER  # many at once: list the spans now
         return list(map(self.cut_one, need))
 
     def cut_one(self, p: int) -> bytes:
-        """The record at position ``p``, as bytes: cut with numpy indexes the first few
-        times, then from the spans as lists (a chunk read for one record shouldn't pay
-        for listing them all, one asked again and again should)."""
+        """The record at position ``p``, as bytes."""
         spans = self._spans
         if spans is None:
             records = self.records
             if not isinstance(records, Records):
                 return records[p]  # type: ignore[return-value]
-            self._cuts += 1
-            if self._cuts <= _LIST_AFTER:
+            if not self.listed:
                 return records.payload[records.starts[p]:records.ends[p]]
             spans = self._spans = (records.payload, records.starts.tolist(),
                                    records.ends.tolist())
@@ -476,6 +471,9 @@ class MapDataset:
         for number in sorted({f for f, _ in missing}):
             wanted = [k for f, k in missing if f == number]
             found.update(((number, k), v) for k, v in self._load(number, wanted))
+        if not self.cache_chunks:
+            for key in missing:
+                found[key].listed = False
         if self.cache_chunks and missing:
             with self._lock:
                 for key in missing:
