@@ -46,8 +46,8 @@ from ..storage.fs import display, in_this_process
 from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
-from .filetable import Counts, FileTable, SourceFile
 from .filepool import FilePool
+from .filetable import Counts, FileTable, SourceFile
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
@@ -179,7 +179,7 @@ class Sources:
     @property
     def set_of(self) -> list[int]:
         """Each file's shard set, by file number."""
-        return self.files.set_indexes().tolist()  # type: ignore[no-any-return]
+        return self.files.set_indexes().tolist()
 
     def describe_set(self, index: int) -> str:
         """Shard set ``index`` in a line: where it is, its shards, what its manifest says."""
