@@ -97,14 +97,15 @@ class FirstInstance:
         return item
 
 
-def one_run(path: str, context: str) -> dict[str, object]:
+def one_run(path: str, context: str, order: str = "shuffled") -> dict[str, object]:
     """A child's run: one epoch with 4 workers; each worker's memory after it."""
     from torch.utils.data import DataLoader
 
     from recprep.torch import RecordIODataset
 
     notes = tempfile.mkdtemp(prefix="bench-memory-")
-    dataset = RecordIODataset(path, shuffle=True, seed=1, transform=FirstInstance(notes))
+    dataset = RecordIODataset(path, shuffle=order == "shuffled", seed=1,
+                              transform=FirstInstance(notes))
     loader = DataLoader(dataset, batch_size=256, num_workers=WORKERS,
                         persistent_workers=True, multiprocessing_context=context)
     started = time.perf_counter()
@@ -122,8 +123,8 @@ def one_run(path: str, context: str) -> dict[str, object]:
             "ready": ready, "trainer": _status()}
 
 
-def _child(shards: int, path: str, context: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, str(HERE), "--one", path, context],
+def _child(shards: int, path: str, context: str, order: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, str(HERE), "--one", path, context, order],
                           capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(done.stderr[-2000:])
@@ -222,7 +223,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--contexts", nargs="+", default=["fork", "spawn"])
     parser.add_argument("--out")
-    parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--order", choices=["shuffled", "unshuffled"], default="shuffled",
+                        help="shuffle=True (the default), or unshuffled passes (a set's "
+                             "shards read round-robin)")
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--share", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one or args.share:
@@ -244,9 +248,11 @@ def main() -> None:
         for n in args.shards:
             for context in args.contexts:
                 log(f"rep {rep + 1}: {n} shards, {context}")
-                results.setdefault((n, context), []).append(_child(n, paths[n], context))
+                results.setdefault((n, context), []).append(
+                    _child(n, paths[n], context, args.order))
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    report = render(results, sizes, imports, (load_before, load_after), shares)
+    report = f"Passes: {args.order}.\n\n" + render(
+        results, sizes, imports, (load_before, load_after), shares)
     print(report)
     if args.out:
         Path(args.out).write_text(report + "\n")

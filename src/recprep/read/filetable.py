@@ -22,6 +22,10 @@ Example
 >>> counts[1] = 7
 >>> counts.get(1), counts.get(0), 1 in counts
 (7, None, True)
+>>> checked = Marks(3)
+>>> checked.add(2)
+>>> 2 in checked, 0 in checked
+(True, False)
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np
 
 from ..storage.discovery import ShardSet
 
-__all__ = ["Counts", "FileTable", "SourceFile"]
+__all__ = ["Counts", "FileTable", "Marks", "SourceFile"]
 
 
 @dataclass(frozen=True)
@@ -128,3 +132,17 @@ class Counts:
 
     def __delitem__(self, number: int) -> None:
         self._counts[number] = -1
+
+
+class Marks:
+    """A set of file numbers (``in``, ``add``) as one boolean array: what a reader has
+    checked of its files travels to its workers as a byte per file, not an int each."""
+
+    def __init__(self, n: int) -> None:
+        self._marked = np.zeros(n, dtype=bool)
+
+    def __contains__(self, number: int) -> bool:
+        return bool(self._marked[number])
+
+    def add(self, number: int) -> None:
+        self._marked[number] = True

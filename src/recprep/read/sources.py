@@ -47,7 +47,7 @@ from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
-from .filetable import Counts, FileTable, SourceFile
+from .filetable import Counts, FileTable, Marks, SourceFile
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
@@ -110,7 +110,7 @@ class Sources:
         self._counts = Counts(len(self.files))
         self._indexes: dict[int, FileIndex] = {}
         self._chunk_tables: dict[int, Any] = {}  # per set: its chunk side file, if usable
-        self._counts_checked: set[int] = set()  # manifest counts checked against the file
+        self._counts_checked = Marks(len(self.files))  # manifest counts checked against files
         number = 0
         for manifest, shard_set in zip(self.manifests, self.shard_sets, strict=True):
             # per set, once: opening stays linear in the number of shards
