@@ -30,6 +30,8 @@ Example
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -60,13 +62,13 @@ class FileTable(Sequence[SourceFile]):
     def __init__(self, shown: Callable[[str], str], shard_sets: Sequence[ShardSet]) -> None:
         self._shown = shown
         self._sets = list(shard_sets)
-        sizes = [len(s.paths) for s in self._sets]
         #: where each set's files start, and after the last one, the number of files
-        self._starts = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+        self._starts = list(itertools.accumulate((len(s.paths) for s in self._sets),
+                                                 initial=0))
         self._numbers: dict[str, int] | None = None  # made on the first number()
 
     def __len__(self) -> int:
-        return int(self._starts[-1])
+        return self._starts[-1]
 
     @overload
     def __getitem__(self, number: int) -> SourceFile: ...
@@ -81,8 +83,8 @@ class FileTable(Sequence[SourceFile]):
         if not -total <= number < total:
             raise IndexError(f"file {number} of a reader of {total} files")
         number %= total
-        set_index = int(np.searchsorted(self._starts, number, side="right")) - 1
-        path = self._sets[set_index].paths[number - int(self._starts[set_index])]
+        set_index = self.set_of(number)
+        path = self._sets[set_index].paths[number - self._starts[set_index]]
         return SourceFile(set_index, path, self._shown(path))
 
     def __iter__(self) -> Iterator[SourceFile]:
@@ -92,7 +94,7 @@ class FileTable(Sequence[SourceFile]):
 
     def set_of(self, number: int) -> int:
         """The shard set of file ``number``."""
-        return int(np.searchsorted(self._starts, number, side="right")) - 1
+        return 0 if len(self._sets) == 1 else bisect.bisect_right(self._starts, number) - 1
 
     def set_indexes(self) -> np.ndarray:
         """Each file's shard set, by file number (one array)."""
