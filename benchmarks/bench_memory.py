@@ -108,6 +108,10 @@ def one_run(path: str, context: str, order: str = "shuffled") -> dict[str, objec
                               transform=FirstInstance(notes))
     loader = DataLoader(dataset, batch_size=256, num_workers=WORKERS,
                         persistent_workers=True, multiprocessing_context=context)
+    if os.environ.get("BENCH_GC_FREEZE"):  # --gc-freeze: the trainer's objects frozen
+        import gc
+
+        gc.freeze()
     started = time.perf_counter()
     batches = iter(loader)
     first = None
@@ -226,12 +230,16 @@ def main() -> None:
     parser.add_argument("--order", choices=["shuffled", "unshuffled"], default="shuffled",
                         help="shuffle=True (the default), or unshuffled passes (a set's "
                              "shards read round-robin)")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="gc.freeze() in the trainer before its workers start")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--share", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one or args.share:
         print(json.dumps(one_run(*args.one) if args.one else worker_share(args.share)))
         return
+    if args.gc_freeze:
+        os.environ["BENCH_GC_FREEZE"] = "1"
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     paths = {n: make_set(root, n) for n in args.shards}
@@ -251,7 +259,8 @@ def main() -> None:
                 results.setdefault((n, context), []).append(
                     _child(n, paths[n], context, args.order))
     load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    report = f"Passes: {args.order}.\n\n" + render(
+    frozen = ", the trainer's objects frozen (gc.freeze())" if args.gc_freeze else ""
+    report = f"Passes: {args.order}{frozen}.\n\n" + render(
         results, sizes, imports, (load_before, load_after), shares)
     print(report)
     if args.out:
