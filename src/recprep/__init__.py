@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _moved
 from ._version import __version__
@@ -56,9 +56,17 @@ from .read.splits import index_split
 from .read.taskqueue import TaskQueue
 from .storage.fetch import FetchOptions, FetchStats
 from .storage.manifest import Manifest
-from .write.convert import ConvertResult, convert
-from .write.plan import partitions
-from .write.prepare import PrepareResult, prepare
+
+if TYPE_CHECKING:
+    from .write.convert import ConvertResult, convert
+    from .write.plan import partitions
+    from .write.prepare import PrepareResult, prepare
+
+#: names of the write side, imported on first use: a reader (a spawned DataLoader
+#: worker unpickling its dataset) imports only the read side
+_LAZY = {"ConvertResult": ".write.convert", "convert": ".write.convert",
+         "partitions": ".write.plan", "PrepareResult": ".write.prepare",
+         "prepare": ".write.prepare"}
 
 __all__ = [
     "AmbiguousPathError",
@@ -120,9 +128,14 @@ _moved.install(sys.modules[__name__])
 
 
 def __getattr__(name: str) -> Any:
-    """``recprep.spark`` on first use, so ``import recprep`` never imports pyspark."""
-    if name == "spark":
-        import importlib
+    """``recprep.spark`` on first use, so ``import recprep`` never imports pyspark; the
+    write side's names (``convert``, ``prepare``...) on first use too."""
+    import importlib
 
+    if name == "spark":
         return importlib.import_module(".spark", __name__)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'recprep' has no attribute {name!r}")

@@ -95,10 +95,10 @@ class Package(ModuleType):
     a submodule does — here it is kept the function."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in FUNCTIONS and isinstance(value, ModuleType) and callable(
-            self.__dict__.get(name)
-        ):
-            return
+        if name in FUNCTIONS and isinstance(value, ModuleType):
+            if callable(self.__dict__.get(name)):
+                return
+            value = getattr(value, name)  # not imported yet (a lazy name): the function
         super().__setattr__(name, value)
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, Gap, get_format, sniff
@@ -48,21 +47,13 @@ from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
+from .filetable import Counts, FileTable, Marks, SourceFile
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
 __all__ = ["SourceFile", "Sources"]
 
 log = logging.getLogger("recprep")
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """One file of a reader: its shard set, its path, and the path as users write it."""
-
-    set_index: int
-    path: str  # as the filesystem knows it
-    shown: str  # as the user writes it (a URL for remote storage)
 
 
 class Sources:
@@ -114,27 +105,25 @@ class Sources:
         self.manifests: list[Manifest | None] = [
             self._manifest(i) for i in range(len(self.shard_sets))]
         self.commits.check_listings(self._manifest)  # a listing older than its manifest
-        self.files = [
-            SourceFile(index, path, display(fs, path))
-            for index, shard_set in enumerate(self.shard_sets)
-            for path in shard_set.paths
-        ]
-        self._numbers = {f.shown: n for n, f in enumerate(self.files)}
-        self._numbers.update({f.path: n for n, f in enumerate(self.files)})
-        self._counts: dict[int, int] = {}
+        #: the files, numbered: made on demand from the sets' paths (read/filetable.py)
+        self.files = FileTable(self._display, self.shard_sets)
+        self._counts = Counts(len(self.files))
         self._indexes: dict[int, FileIndex] = {}
         self._chunk_tables: dict[int, Any] = {}  # per set: its chunk side file, if usable
-        self._counts_checked: set[int] = set()  # manifest counts checked against the file
-        records_of = [  # per set, once: opening stays linear in the number of shards
-            None if m is None else {s.name: s.records for s in m.shards}
-            for m in self.manifests
-        ]
-        for n, file in enumerate(self.files):
-            records = records_of[file.set_index]
-            if records is not None:
-                count = records.get(file.path.rsplit("/", 1)[-1])
+        self._counts_checked = Marks(len(self.files))  # manifest counts checked against files
+        number = 0
+        for manifest, shard_set in zip(self.manifests, self.shard_sets, strict=True):
+            # per set, once: opening stays linear in the number of shards
+            records = None if manifest is None else {s.name: s.records for s in manifest.shards}
+            for path in shard_set.paths:
+                count = None if records is None else records.get(path.rsplit("/", 1)[-1])
                 if count is not None:
-                    self._counts[n] = count
+                    self._counts[number] = count
+                number += 1
+
+    def _display(self, path: str) -> str:
+        """``path`` as users write it."""
+        return display(self.fs, path)
 
     def _manifest(self, index: int) -> Manifest | None:
         """The manifest of shard set ``index``, if it has one (read once, with its
@@ -190,7 +179,7 @@ class Sources:
     @property
     def set_of(self) -> list[int]:
         """Each file's shard set, by file number."""
-        return [f.set_index for f in self.files]
+        return self.files.set_indexes().tolist()
 
     def describe_set(self, index: int) -> str:
         """Shard set ``index`` in a line: where it is, its shards, what its manifest says."""
@@ -225,7 +214,8 @@ class Sources:
 
     def number(self, path: str) -> int:
         """The number of the file at ``path`` (as :attr:`files` shows it, or the fs path)."""
-        number = self._numbers.get(path, self._numbers.get(path.rstrip("/")))
+        number = self.files.number(path)
+        number = self.files.number(path.rstrip("/")) if number is None else number
         if number is None:
             shown = ", ".join(f.shown for f in self.files[:3])
             raise InvalidArgumentError(
@@ -299,13 +289,13 @@ class Sources:
                 "the set's order can't be told", path=self.files[number].shown)
         return index.num_records
 
-    def container(self, handle: BinaryIO, path: str) -> Format | None:
-        """The format of the open file ``handle`` (None when it is empty): the one forced
-        by the user, else the one its set's manifest names, else detected from its bytes."""
-        forced = self.format
+    def container(self, handle: BinaryIO, number: int) -> Format | None:
+        """The format of file ``number``, open as ``handle`` (None when it is empty): the
+        one forced by the user, else the one its set's manifest names, else detected
+        from its bytes."""
+        forced, path = self.format, self.files[number].path
         if forced is None:
-            number = self._numbers.get(path)
-            manifest = None if number is None else self.manifests[self.files[number].set_index]
+            manifest = self.manifests[self.files.set_of(number)]
             forced = None if manifest is None else get_format(manifest.format)
         size = getattr(handle, "size", None)
         if forced is not None and isinstance(size, int):
@@ -333,7 +323,7 @@ class Sources:
         if handle is None:
             with self.commits.open(file) as opened:
                 return self.index(number, opened)
-        container = container or self.container(handle, file.path)
+        container = container or self.container(handle, number)
         side = None if container is None else self._side_index(number, container)
         skipped: list[CorruptDataWarning] = []
 
@@ -435,7 +425,7 @@ class Sources:
         span = self.span(piece) if self.fetcher is not None else None
         with self.commits.open(file, piece.whole, span=span) as opened:
             handle = opened if wrap is None else wrap(opened)
-            container = self.container(handle, file.path)
+            container = self.container(handle, piece.file)
             if container is None:
                 expected = self._counts.get(piece.file) if piece.whole else piece.end
                 if expected:
@@ -491,7 +481,7 @@ class Sources:
         if listed is None:
             return None  # nothing vouches for header counts
         with self.commits.open(file) as opened:
-            container = self.container(opened, file.path)
+            container = self.container(opened, number)
             if container is None:
                 return None
             index = build_index(opened, container, path=file.shown,

@@ -67,7 +67,7 @@ def _min_record_bytes(format: str) -> int:
         return 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ShardInfo:
     """One shard of a set, as the manifest records it. ``etag``: the object's ETag under
     its final name, recorded at commit on stores that give one (None elsewhere, and in

@@ -1,0 +1,150 @@
+"""A reader's files without an object per file: the table of :class:`SourceFile` values
+and the record counts of :class:`~recprep.read.sources.Sources`.
+
+A set of 100,000 shards is a list of 100,000 paths already (its
+:class:`~recprep.storage.discovery.ShardSet`); the reader numbers them without copying
+them into objects of its own: :class:`FileTable` makes a file's :class:`SourceFile` when
+it is asked for, from the set's paths and an array of where each set starts, and
+:class:`Counts` keeps the record counts in one ``int64`` array. What a reader holds per
+shard, and what it pickles for each spawned DataLoader worker, is then the path and
+8 bytes, not a dozen Python objects (``benchmarks/RESULTS-memory.md``).
+
+Example
+-------
+>>> from recprep.storage.discovery import ShardSet
+>>> sets = [ShardSet("/d", "a", ["/d/a-0", "/d/a-1"]), ShardSet("/d", None, ["/d/x"])]
+>>> table = FileTable(lambda path: "file://" + path, sets)
+>>> len(table), table[2]
+(3, SourceFile(set_index=1, path='/d/x', shown='file:///d/x'))
+>>> [f.path for f in table[:2]], table.number("file:///d/a-1"), table.number("/d/x")
+(['/d/a-0', '/d/a-1'], 1, 2)
+>>> counts = Counts(3)
+>>> counts[1] = 7
+>>> counts.get(1), counts.get(0), 1 in counts
+(7, None, True)
+>>> checked = Marks(3)
+>>> checked.add(2)
+>>> 2 in checked, 0 in checked
+(True, False)
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+
+from ..storage.discovery import ShardSet
+
+__all__ = ["Counts", "FileTable", "Marks", "SourceFile"]
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of a reader: its shard set, its path, and the path as users write it."""
+
+    set_index: int
+    path: str  # as the filesystem knows it
+    shown: str  # as the user writes it (a URL for remote storage)
+
+
+class FileTable(Sequence[SourceFile]):
+    """The files of ``shard_sets`` in reading order (set after set, each set's paths in
+    order), as a sequence of :class:`SourceFile` made on demand; ``shown`` turns a
+    filesystem path into the one users write. The sets' ``paths`` lists are read, not
+    copied: a set listed again (its ``paths`` replaced in place) before the table is
+    made is numbered as it is then."""
+
+    def __init__(self, shown: Callable[[str], str], shard_sets: Sequence[ShardSet]) -> None:
+        self._shown = shown
+        self._sets = list(shard_sets)
+        #: where each set's files start, and after the last one, the number of files
+        self._starts = list(itertools.accumulate((len(s.paths) for s in self._sets),
+                                                 initial=0))
+        self._numbers: dict[str, int] | None = None  # made on the first number()
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @overload
+    def __getitem__(self, number: int) -> SourceFile: ...
+
+    @overload
+    def __getitem__(self, number: slice) -> list[SourceFile]: ...
+
+    def __getitem__(self, number: int | slice) -> SourceFile | list[SourceFile]:
+        if isinstance(number, slice):
+            return [self[n] for n in range(*number.indices(len(self)))]
+        total = len(self)
+        if not -total <= number < total:
+            raise IndexError(f"file {number} of a reader of {total} files")
+        number %= total
+        set_index = self.set_of(number)
+        path = self._sets[set_index].paths[number - self._starts[set_index]]
+        return SourceFile(set_index, path, self._shown(path))
+
+    def __iter__(self) -> Iterator[SourceFile]:
+        for set_index, shard_set in enumerate(self._sets):
+            for path in shard_set.paths:
+                yield SourceFile(set_index, path, self._shown(path))
+
+    def set_of(self, number: int) -> int:
+        """The shard set of file ``number``."""
+        return 0 if len(self._sets) == 1 else bisect.bisect_right(self._starts, number) - 1
+
+    def set_indexes(self) -> np.ndarray:
+        """Each file's shard set, by file number (one array)."""
+        return np.repeat(np.arange(len(self._sets)), np.diff(self._starts))
+
+    def number(self, path: str) -> int | None:
+        """The number of the file at ``path`` (as users write it, or the filesystem's
+        path), or None. The first call makes the lookup (it is for ``tasks()`` and
+        ranges by path, not for reading)."""
+        if self._numbers is None:
+            numbers: dict[str, int] = {}
+            for n, file in enumerate(self):
+                numbers[file.shown] = numbers[file.path] = n
+            self._numbers = numbers
+        return self._numbers.get(path)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_numbers": None}  # made again where it is needed
+
+
+class Counts:
+    """Record counts by file number, known or not: a dict's ``get``, ``in``, item
+    assignment and deletion, over one ``int64`` array (-1: not known)."""
+
+    def __init__(self, n: int) -> None:
+        self._counts = np.full(n, -1, dtype=np.int64)
+
+    def get(self, number: int) -> int | None:
+        count = int(self._counts[number])
+        return None if count < 0 else count
+
+    def __contains__(self, number: int) -> bool:
+        return bool(self._counts[number] >= 0)
+
+    def __setitem__(self, number: int, count: int) -> None:
+        self._counts[number] = count
+
+    def __delitem__(self, number: int) -> None:
+        self._counts[number] = -1
+
+
+class Marks:
+    """A set of file numbers (``in``, ``add``) as one boolean array: what a reader has
+    checked of its files travels to its workers as a byte per file, not an int each."""
+
+    def __init__(self, n: int) -> None:
+        self._marked = np.zeros(n, dtype=bool)
+
+    def __contains__(self, number: int) -> bool:
+        return bool(self._marked[number])
+
+    def add(self, number: int) -> None:
+        self._marked[number] = True
