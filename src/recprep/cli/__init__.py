@@ -61,7 +61,8 @@ remote storage: any fsspec URL (s3://, gs://, hdfs://, memory://...); pass
 options with --storage-options '{"endpoint_url": "http://127.0.0.1:9000"}' or
 the usual environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
 
-exit status: 0 success, 1 verify or audit found problems, 2 error, 130 interrupted.
+exit status: 0 success, 1 verify or audit found problems, 2 error,
+130 interrupted.
 Run 'recprep COMMAND --help' for a command's options and examples.
 """
 

@@ -20,7 +20,8 @@ when the check itself failed (e.g. a state the reader refuses). The set is read
 twice per epoch: audit a sample of a large set."""
 EXAMPLES = """\
 examples:
-  recprep audit out/train --world 4 --stop 0.37 --resume-world 3 --shuffle --seed 7
+  recprep audit out/train --world 4 --stop 0.37 --resume-world 3 \\
+      --shuffle --seed 7
   recprep audit out/train --world 2 --stop 0.2 --stop 0.7 --epochs 2
   recprep audit 'out/train-*-of-*' --world 8 --stop 0.5 --resume-world 2 \\
       --shuffle --seed 1 --shuffle-buffer 1000 --json
