@@ -124,15 +124,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--without", action="append", default=[],
+                        help="leave a contender out: recprep-64k, hf or grain (repeatable)")
     args = parser.parse_args()
     rows = small_tuples(args.rows)
     root = Path(tempfile.mkdtemp(prefix="bench-random-"))
     try:
         log("writing the rows for each contender (untimed)")
+        skip = set(args.without)
         makers = {"recprep dataset()": _recprep(root, rows, None),
-                  "recprep dataset(), 64 KiB chunks": _recprep(root, rows, 64 << 10),
-                  "HF datasets (load_from_disk)": _hf(root, rows),
-                  "Grain ArrayRecordDataSource + pickle": _grain(root, rows)}
+                  "recprep dataset(), 64 KiB chunks":
+                      None if "recprep-64k" in skip else _recprep(root, rows, 64 << 10),
+                  "HF datasets (load_from_disk)": None if "hf" in skip else _hf(root, rows),
+                  "Grain ArrayRecordDataSource + pickle":
+                      None if "grain" in skip else _grain(root, rows)}
         makers = {k: v for k, v in makers.items() if v is not None}
         check = makers["recprep dataset()"](64)
         assert check[12345] == rows[12345], (check[12345], rows[12345])
@@ -145,7 +150,8 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     lines = [f"# Random access: {args.rows:,} rows (int, float, str)\n",
-             f"`python benchmarks/bench_random.py --rows {args.rows} --reps {args.reps}` "
+             f"`python benchmarks/bench_random.py --rows {args.rows} --reps {args.reps}"
+             + "".join(f" --without {w}" for w in args.without) + "` "
              f"({_machine()}; {watch.describe()}; load average at the end "
              f"{os.getloadavg()[0]:.2f}).\n",
              "Lookups per second (median of the repetitions, interleaved):\n",
