@@ -44,11 +44,12 @@ from typing import Any
 import numpy as np
 
 from ._core.batching import check_batch_size
-from .errors import InvalidArgumentError, MissingDependencyError
+from .errors import InvalidArgumentError, MissingDependencyError, RecprepWarning, warn
 from .read.epochclock import EpochClock
 from .read.reader import RecordIO
 from .read.readstats import ReadStats
 from .read.statsboard import PUBLISH_SECONDS, StatsBoard
+from .storage.shmsweep import SHM_DIRECTORY, sweep_torch_shm
 
 __all__ = [  # noqa: F822 (RecordIODataset: built lazily)
     "RecordIODataset", "distributed_rank", "torchable",
@@ -250,6 +251,24 @@ class _Stream:
             self._over, self._items = None, self._start()
 
 
+_SWEPT: list[bool] = []  # this process swept /dev/shm (see recprep.storage.shmsweep)
+
+
+def _sweep_once() -> None:
+    """Once per process: remove torch's /dev/shm files killed DataLoader workers left
+    (:func:`~recprep.storage.shmsweep.sweep_torch_shm`), saying so."""
+    if _SWEPT:
+        return
+    _SWEPT.append(True)
+    removed = sweep_torch_shm()
+    if removed:
+        shown = ", ".join(removed[:3]) + (", ..." if len(removed) > 3 else "")
+        warn(RecprepWarning(
+            f"removed {len(removed)} file(s) in {SHM_DIRECTORY} ({shown}): torch's "
+            "shared memory of DataLoader workers that were killed while handing a batch "
+            "over (their processes no longer exist), held until the machine restarts"))
+
+
 def _token(state: dict[str, Any]) -> int:
     """A 63-bit hash of a reader state."""
     text = json.dumps(state, sort_keys=True).encode()
@@ -381,6 +400,7 @@ def _build_dataset_class() -> type:
             self.drop_last = bool(drop_last)
             self._clock = EpochClock(reader.epoch, reader._passes.fixed)
             self._board = StatsBoard()  # what each DataLoader worker read
+            _sweep_once()
 
         @property
         def epoch(self) -> int:

@@ -26,12 +26,13 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from recprep import RecordIO, convert
+from recprep import RecordIO, RecprepWarning, convert
 from recprep.read.cache import ShardCache
 from recprep.read.cachefill import MAP, PART
 from recprep.storage.fs import checksum
@@ -168,6 +169,46 @@ def test_kill_9_of_a_trainer_and_its_workers_leaves_only_whole_checked_files(
     cached = sorted(cache.iterdir())
     assert len(cached) == SHARDS and all(_whole(p, shards) for p in cached)
     assert sorted(ShardCache(cache).entries()) == sorted(p.name for p in cached)
+    # the next trainer's dataset sweeps what torch left of the killed workers' batches
+    import recprep.torch as recprep_torch
+
+    recprep_torch._SWEPT.clear()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        recprep_torch.RecordIODataset(again)
+    left = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert [n for n in left - shm_before if n.startswith("torch_")
+            and any(f"_{pid}_" in n for pid in pids)] == []
+
+
+def test_torch_files_of_processes_gone_are_swept_once_with_a_warning(tmp_path: Path):
+    """torch's /dev/shm hand-over files whose creator no longer exists are removed when a
+    trainer makes its first RecordIODataset (a warning names them); others stay."""
+    pytest.importorskip("torch")
+    import recprep.torch as recprep_torch
+
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead, live = f"torch_{int(gone.stdout)}_11_3", f"torch_{os.getpid()}_11_4"
+    for name in (dead, live):
+        Path(shm, name).write_bytes(b"x")
+    convert(str(tmp_path / "d"), list(range(4)), 1, "d", progress=False)
+    try:
+        recprep_torch._SWEPT.clear()
+        with pytest.warns(RecprepWarning, match=rf"removed 1 file\(s\) in /dev/shm \({dead}\)"):
+            recprep_torch.RecordIODataset(str(tmp_path / "d" / "d-*"))
+        assert not Path(shm, dead).exists() and Path(shm, live).exists()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per process: no second sweep
+            Path(shm, dead).write_bytes(b"x")
+            recprep_torch.RecordIODataset(str(tmp_path / "d" / "d-*"))
+        assert Path(shm, dead).exists()
+    finally:
+        for name in (dead, live):
+            Path(shm, name).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

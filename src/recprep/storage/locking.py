@@ -40,12 +40,13 @@ LOCK_PREFIX = ".recprep-lock-"
 UNREADABLE_GRACE = 5.0
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (PermissionError, OverflowError):
         return True
     return True
 
@@ -150,7 +151,7 @@ class ShardSetLock:
                     continue
                 rest = name[len(base) + 1:].removeprefix("stale-")
                 pid = rest.split("-", 1)[0].split(".", 1)[0]
-                if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
                     self.killed_takers += 1
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join(self.directory, name))
@@ -172,7 +173,7 @@ class ShardSetLock:
         if owner.get("host") != socket.gethostname():
             return False
         pid = owner.get("pid")
-        return isinstance(pid, int) and not isinstance(pid, bool) and not _alive(pid)
+        return isinstance(pid, int) and not isinstance(pid, bool) and not process_alive(pid)
 
     def _take_over_stale(self) -> bool:
         snap = _snapshot(self.path)
