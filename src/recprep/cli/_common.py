@@ -63,6 +63,23 @@ def common_options() -> argparse.ArgumentParser:
     return common
 
 
+def decoding_options(parser: Any) -> None:
+    """Add the options that say how records are read and decoded (``--codec``,
+    ``--format``, ``--allow-pickle``, ``--on-corrupt``: the ``RecordIO`` keywords of the
+    same names) to ``parser`` (a parser or an argument group)."""
+    from ..containers import available_formats
+
+    parser.add_argument("--codec", default=None,
+                        help="decode with this codec (default: the manifest's, else recprep)")
+    parser.add_argument("--format", default=None, choices=available_formats(),
+                        help="container format (default: the manifest's, else detected)")
+    parser.add_argument("--allow-pickle", action="store_true",
+                        help="unpickle pickled values (only for data you trust)")
+    parser.add_argument("--on-corrupt", default="raise", choices=["raise", "skip"],
+                        help="raise (default): stop at damage; skip: read around it, with "
+                        "a warning saying what was lost")
+
+
 def say_as_option(parser: argparse.ArgumentParser) -> Callable[[Remedy], str | None]:
     """Say a :class:`~recprep.errors.Remedy` as ``parser``'s option whose ``dest`` is its
     Python keyword (None when ``parser`` has no such option, or not that value).

@@ -29,7 +29,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..containers import available_formats
+    from ._common import decoding_options
 
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a glob, a directory, dir/prefix, or files (read in order)")
@@ -60,14 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="how unshuffled passes split across ranks")
     reading.add_argument("--num-threads", type=int, default=0, metavar="N",
                          help="background reading threads (default 0)")
-    reading.add_argument("--codec", default=None,
-                         help="decode with this codec (default: the manifest's)")
-    reading.add_argument("--format", default=None, choices=available_formats(),
-                         help="container format (default: the manifest's, else detected)")
-    reading.add_argument("--allow-pickle", action="store_true",
-                         help="unpickle pickled values (only for data you trust)")
-    reading.add_argument("--on-corrupt", default="raise", choices=["raise", "skip"],
-                         help="raise (default) or skip damaged chunks")
+    decoding_options(reading)
 
 
 def reader_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -35,7 +35,7 @@ _STEP = 256
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..containers import available_formats
+    from ._common import decoding_options
 
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a glob, a directory, dir/prefix, or files (read in order)")
@@ -50,14 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="the shuffle's seed")
     parser.add_argument("--cache-dir", default=None, metavar="DIR",
                         help="keep local copies of remote shards there")
-    parser.add_argument("--codec", default=None,
-                        help="decode with this codec (default: the manifest's, else recprep)")
-    parser.add_argument("--format", default=None, choices=available_formats(),
-                        help="container format (default: the manifest's, else detected)")
-    parser.add_argument("--allow-pickle", action="store_true",
-                        help="unpickle pickled values (only for data you trust)")
-    parser.add_argument("--on-corrupt", default="raise", choices=["raise", "skip"],
-                        help="raise (default): stop at damage; skip: read around it")
+    decoding_options(parser)
     parser.add_argument("--max-chunk-bytes", type=int, default=None, metavar="BYTES",
                         help="largest chunk accepted (default 256 MiB)")
 
