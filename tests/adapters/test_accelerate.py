@@ -9,26 +9,20 @@ epoch's end, the process killing itself at the start of a chosen step.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-
-from recprep import convert
 
 pytest.importorskip("torch")
 pytest.importorskip("torchdata.stateful_dataloader")
 pytest.importorskip("accelerate")
 
-from ..support.train_job import launch, trained_on  # noqa: E402
+from ..support.train_job import launch, trained_on, write_training_set  # noqa: E402
 
 PER_EPOCH, EPOCHS = 10, 3
 
 
 @pytest.fixture(scope="module")
 def pattern(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("accelerate-set")
-    convert(str(out), [(i, np.full(4, i, dtype=np.float32)) for i in range(40)], 3, "t",
-            chunk_bytes=256, progress=False)
-    return str(out / "t-*-of-*")
+    return write_training_set(tmp_path_factory.mktemp("accelerate-set"))
 
 
 def run(pattern, work, *options):

@@ -15,10 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from recprep import convert
 from recprep.errors import InvalidArgumentError, MissingDependencyError
 
 pytest.importorskip("torch")
@@ -29,7 +27,13 @@ import torch  # noqa: E402
 
 from recprep.lightning import RecprepResume, reader_states  # noqa: E402
 
-from ..support.train_job import finish, launch, start, trained_on  # noqa: E402
+from ..support.train_job import (  # noqa: E402
+    finish,
+    launch,
+    start,
+    trained_on,
+    write_training_set,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
 STEPS, PER_EPOCH = 20, 10
@@ -37,10 +41,7 @@ STEPS, PER_EPOCH = 20, 10
 
 @pytest.fixture(scope="module")
 def pattern(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("lightning-set")
-    convert(str(out), [(i, np.full(4, i, dtype=np.float32)) for i in range(40)], 3, "t",
-            chunk_bytes=256, progress=False)
-    return str(out / "t-*-of-*")
+    return write_training_set(tmp_path_factory.mktemp("lightning-set"))
 
 
 @pytest.fixture(scope="module")

@@ -147,6 +147,18 @@ JOB = Path(__file__)
 SRC = JOB.resolve().parents[2] / "src"
 
 
+def write_training_set(out: Path) -> str:
+    """The set the jobs train on (40 instances ``(i, float32[4] of i)``, 3 shards of
+    small chunks), written to ``out``; its pattern."""
+    import numpy as np
+
+    from recprep import convert
+
+    convert(str(out), [(i, np.full(4, i, dtype=np.float32)) for i in range(40)], 3, "t",
+            chunk_bytes=256, progress=False)
+    return str(out / "t-*-of-*")
+
+
 def start(framework: str, pattern: str, work: Path, *options: str) -> subprocess.Popen[str]:
     """Start the job in a process of its own."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
