@@ -148,22 +148,21 @@ class Mix:
         if self._epoch is None:
             self._passes += 1
         resume, self._resume = self._resume, None
-        if resume is not None and resume["epoch"] == epoch and resume["done"]:
-            # a pass this mix had finished, begun again (a training loop sets the epoch it
-            # stopped in): nothing more of it, as a reader's gives
-            self._offset = int(resume.get("offset", 0))
-            self._position = {"epoch": epoch, "step": int(resume["step"]),
-                              "active": [bool(a) for a in resume["active"]], "done": True}
-            return iter(())
+        over = False
         if resume is not None and resume["epoch"] == epoch:
             step, active = int(resume["step"]), [bool(a) for a in resume["active"]]
             self._offset = int(resume.get("offset", 0))
+            # a pass this mix had finished, begun again (a training loop sets the epoch it
+            # stopped in): nothing more of it, as a reader's gives
+            over = bool(resume["done"])
         else:
             step, active, self._offset = 0, [True] * len(self.sources), 0
+        position = self._position = {"epoch": epoch, "step": step, "active": active,
+                                     "done": over}
+        if over:
+            return iter(())
         for source in self.sources:
             source.set_epoch(epoch)
-        position = self._position = {"epoch": epoch, "step": step, "active": active,
-                                     "done": False}
         streams = [source() if on else None
                    for source, on in zip(self.sources, active, strict=True)]
         return self._pass(epoch, position, streams)

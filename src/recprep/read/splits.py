@@ -113,26 +113,24 @@ class IndexSplit:
         if self._epoch is None:
             self._passes += 1
         resume, self._resume = self._resume, None
-        skip, base = 0, []
-        if resume is not None and resume["epoch"] == epoch and resume.get("done"):
-            # a pass this split had finished, begun again (a training loop sets the epoch
-            # it stopped in): nothing more of it, as a reader's gives
-            base = [(int(a), int(b)) for a, b in resume["base"]]
-            self._yielded, self._done, self._base = [int(resume.get("yielded", 0))], True, base
-            self._pass_epoch = epoch
-            return iter(())
+        skip, base, over = 0, [], False
         if resume is not None and resume["epoch"] == epoch:
             base = [(int(a), int(b)) for a, b in resume["base"]]
             skip = int(resume.get("yielded", 0))
+            # a pass this split had finished, begun again (a training loop sets the epoch
+            # it stopped in): nothing more of it, as a reader's gives
+            over = bool(resume.get("done"))
         elif resume is not None and not resume.get("done") and (
                 resume["base"] or resume.get("yielded")):
             warn(ResumeWarning(
                 f"the loaded state of split {self.name!r} (epoch {resume['epoch']}) is not "
                 f"used: this pass is of epoch {epoch}"))
+        self._yielded, self._done, self._base = [skip], over, base
+        self._pass_epoch = epoch
+        if over:
+            return iter(())
         n = self.end - self.start
         lo, hi = self._slot(n - covered(base))
-        self._yielded, self._done, self._base = [skip], False, base
-        self._pass_epoch = epoch
         return self._pass(epoch, remaining(base, n, lo + skip, hi))
 
     __iter__ = __call__
