@@ -42,11 +42,6 @@ def _not_recprep(record: bytes) -> DecodeError:
     )
 
 
-#: records from which ``decode_many`` cuts values out of the records' columns: below
-#: that, decoding them one by one costs less than building the columns (measured on
-#: small tuples: 8 records 10x slower through columns, 256 about even, 2048 1.7x faster)
-COLUMNS_MIN_RECORDS = 256
-
 _FAST_FAIL = (Fail, struct.error, IndexError, UnicodeDecodeError, TypeError, KeyError)
 
 
@@ -126,12 +121,10 @@ with another codec
     def decode_many(
         self, records: Sequence[bytes], *, allow_pickle: bool = False) -> list[Any]:
         """The values of a chunk's records: records of one layout are cut out of the
-        chunk's columns (:func:`~recprep.codecs.recprep.columns.recprep_decode_rows`:
-        from :data:`COLUMNS_MIN_RECORDS` of them, below which its fixed cost outweighs);
+        chunk's columns (:func:`~recprep.codecs.recprep.columns.recprep_decode_rows`);
         otherwise whole-record packed containers of the shape seen last are decoded with no
         per-record dispatch, and the rest go through ``decode``."""
-        rows = None if len(records) < COLUMNS_MIN_RECORDS else recprep_decode_rows(
-            records, self.decode)
+        rows = recprep_decode_rows(records, self.decode)
         if rows is not None:
             return rows
         out: list[Any] = []
