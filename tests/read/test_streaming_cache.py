@@ -213,3 +213,55 @@ def test_ranks_fill_disjoint_parts_of_a_shard_at_once(s3, s3_url, tmp_path):
     assert result["bytes"] + rank1.stats().bytes == shard.bytes  # each byte once
     assert _whole_and_checked(rank1.cache, [shard])  # rank 0, last out, renamed it
     assert _leftovers(tmp_path / "c") == []
+
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_pass_starts_every_shard_of_its_first_group_at_once(remote_set, link, tmp_path,
+                                                               cache):
+    # shards read round-robin are opened one after another; their first ranges are
+    # requested together when the pass starts, with a cache_dir too (its first instance
+    # used to wait for each shard's round trip in turn); one range per shard here
+    url, records, _ = remote_set
+    kwargs = {"cache_dir": tmp_path / "c"} if cache else {}
+    reader = RecordIO(url, storage_options=link.storage_options, **kwargs,
+                      fetch=FetchOptions(range_bytes=1 << 20, initial_requests=8))
+    assert list(reader()) == list(RecordIO(url, storage_options=link.storage_options)())
+    assert reader.stats().requests == 4
+    assert reader.stats().most_in_flight == 4
+
+
+def test_shards_in_the_cache_are_not_fetched_ahead(remote_set, link, tmp_path):
+    url, records, _ = remote_set
+    options = link.storage_options
+    fetch = FetchOptions(range_bytes=1 << 20, initial_requests=8)
+    half = RecordIO(url, storage_options=options, fetch=fetch, cache_dir=tmp_path / "c",
+                    world_size=2, rank=0, split="shard")
+    list(half())
+    assert len(half.cache.entries()) == 2
+    cached = [s.bytes for s in _shards(half) if any(
+        e.startswith(s.name) for e in half.cache.entries())]
+    reader = RecordIO(url, storage_options=options, fetch=fetch, cache_dir=tmp_path / "c")
+    assert list(reader()) == list(RecordIO(url, storage_options=options)())
+    stats = reader.stats()
+    assert stats.requests == 2 and stats.most_in_flight == 2
+    assert stats.bytes == sum(s.bytes for s in _shards(reader)) - sum(cached)
+
+
+def test_a_cached_pass_asks_about_the_manifest_without_waiting(remote_set, link, tmp_path):
+    # epoch 2 from the cache: the question "is the set unchanged?" (a HEAD of the manifest)
+    # goes in the background; a held answer holds no instance back, and the pass still
+    # waits for it before it ends
+    url, records, _ = remote_set
+    options = link.storage_options
+    reader = RecordIO(url, storage_options=options, cache_dir=tmp_path / "c")
+    expected = list(reader())
+    link.reset_stats()
+    link.faults.update(delay_one={"kinds": ["HEAD"], "seconds": 2.0})
+    stream = reader()
+    first = next(stream)
+    (answer,) = reader._sources.commits._answers.values()
+    assert not answer.done()  # the HEAD is held: the first instance didn't wait for it
+    assert [first, *stream] == expected
+    assert answer.done() and link.stats()["requests"]["HEAD"] == 1
+    assert link.faults.counts["delay_one"] == 1

@@ -196,3 +196,16 @@ def test_the_range_client_is_made_from_the_filesystems_botocore_session(remote_s
     assert getter.fs is not fetcher.fs  # a client of its own ...
     assert getter.fs.session is fetcher.fs.session is not None  # ... from the same session
     assert getter.fs.retries == 1
+
+
+def test_a_range_hands_out_its_bytes_across_the_pieces_they_arrived_in():
+    from recprep.storage.fetch import _FetchRange
+
+    r = _FetchRange(None, 100, 110, demand=False)  # type: ignore[arg-type]
+    for piece in (b"012", b"3456", b"789"):
+        r.add(piece)
+    assert r.filled == 10
+    assert r.slice(0, 10) == b"0123456789"
+    assert r.slice(2, 8) == b"234567" and r.slice(4, 6) == b"45"
+    whole = r.slice(3, 7)
+    assert whole == b"3456" and whole is r.pieces[1]  # a whole piece: not copied

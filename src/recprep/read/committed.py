@@ -26,7 +26,10 @@ sets). A reader (:class:`CommittedSets`, used by :class:`recprep.read.sources.So
     the set the reader holds.
 
   Either way a set replaced after the reader was built raises
-  :class:`~recprep.errors.SetChangedError` when the reader reads it;
+  :class:`~recprep.errors.SetChangedError` when the reader reads it. A pinned set read
+  from a ``cache_dir``'s copies (its own bytes, checked against its manifest) asks the
+  store in the background, once per pass: the pass waits for no round trip, and raises
+  as soon as the answer says the set changed, at the latest when it ends;
 * checks the CRC-32C of a shard read whole when its last byte is read
   (:class:`~recprep.errors.CorruptDataError`).
 
@@ -46,7 +49,9 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ..errors import (
@@ -99,7 +104,8 @@ class CommittedSets:
     def __init__(self, sources: Sources) -> None:
         self._sources = sources
         self._identities: list[tuple[Any, ...] | None] = [None] * len(sources.shard_sets)
-        self._asked: set[int] = set()  # sets whose manifest was asked in this pass
+        #: sets whose manifest is being asked in the background in this pass: the answer
+        self._answers: dict[int, Future[tuple[Any, ...] | None]] = {}
         self._entries: dict[int, dict[str, ShardInfo]] = {}
         #: the sets found by reading their manifest (their shards were never listed)
         self._unlisted_sets = {i for i, s in enumerate(sources.shard_sets)
@@ -183,19 +189,49 @@ class CommittedSets:
                                                         shard_set.prefix or ""))
 
     def new_pass(self) -> None:
-        """A pass begins: :meth:`_check_unchanged` with ``once`` asks again."""
-        self._asked.clear()
+        """A pass begins: :meth:`_check_soon` asks again."""
+        self._answers = {}
 
-    def _check_unchanged(self, set_index: int, once: bool = False) -> None:
-        """Raise unless set ``set_index``'s manifest is the one the reader read (with
-        ``once``: not asked again within a pass)."""
-        if once and set_index in self._asked:
-            return
-        self._asked.add(set_index)
-        shard_set = self._sources.shard_sets[set_index]
-        assert shard_set.manifest_path is not None
-        now = manifest_identity(self._sources.fs, shard_set.manifest_path)
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_answers": {}}  # threads' answers stay where they are
+
+    def _check_unchanged(self, set_index: int) -> None:
+        """Raise unless set ``set_index``'s manifest is the one the reader read."""
+        self._judge(set_index, manifest_identity(self._sources.fs, self._manifest(set_index)))
+
+    def _check_soon(self, set_index: int) -> None:
+        """:meth:`_check_unchanged` once per pass without waiting for it: the question
+        goes in a thread, and its answer is judged at the first call after it came (or
+        by :meth:`settle`)."""
+        answer = self._answers.get(set_index)
+        if answer is None:
+            answer = self._answers[set_index] = Future()
+            fs, path = self._sources.fs, self._manifest(set_index)
+
+            def ask(answer: Future[tuple[Any, ...] | None] = answer) -> None:
+                try:
+                    answer.set_result(manifest_identity(fs, path))
+                except BaseException as err:  # judged in the reader's thread
+                    answer.set_exception(err)
+
+            threading.Thread(target=ask, name="recprep-manifest-check", daemon=True).start()
+        elif answer.done():
+            self._judge(set_index, answer.result())
+
+    def settle(self) -> None:
+        """A pass read to its end: wait for the questions :meth:`_check_soon` asked and
+        raise if a set changed."""
+        for set_index, answer in list(self._answers.items()):
+            self._judge(set_index, answer.result())
+
+    def _manifest(self, set_index: int) -> str:
+        path = self._sources.shard_sets[set_index].manifest_path
+        assert path is not None
+        return path
+
+    def _judge(self, set_index: int, now: tuple[Any, ...] | None) -> None:
         if now != self._identities[set_index]:
+            shard_set = self._sources.shard_sets[set_index]
             raise SetChangedError(
                 self._label(set_index),
                 "the set was replaced (or is being replaced) since this reader read its "
@@ -297,10 +333,13 @@ class CommittedSets:
             if not guarded:
                 yield cast(BinaryIO, opened)
                 return
-            if pin is None or cached is not None:  # no ETag to pin reads to: ask now
-                # (a pinned set's local copies are its own bytes, whatever the store holds
-                # now: asked once for the shards a pass opens together, not once each)
-                self._check_unchanged(index, once=pin is not None)
+            if pin is not None and cached is not None:
+                # a pinned set's local copies are its own bytes, whatever the store holds
+                # now: asked once a pass, in the background
+                self._check_soon(index)
+            elif pin is None:  # no ETag to pin reads to: ask now
+                self._check_unchanged(index)
+            if pin is None or cached is not None:
                 if entry is not None:
                     self._check_size(opened, entry, file.shown)
             check = whole and entry is not None and sources.on_corrupt != "skip"

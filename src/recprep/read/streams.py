@@ -115,6 +115,7 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             except GeneratorExit:  # the consumer stopped early: the pass is over
                 sources.pass_ended()
                 raise
+        sources.commits.settle()  # a set found changed meanwhile raises here at the latest
         sources.pass_ended()  # not when the pass failed: its error says what happened
     finally:
         if sources.fetcher is not None:
@@ -125,21 +126,20 @@ def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
     """On an object store, start fetching every piece of the pass's first group at once
     (a set's shards are read round-robin but opened one after another: each would
     otherwise wait a round trip for its first bytes in turn). Only shards pinned by
-    their manifest's ETag, whose open asks the store nothing first."""
-    fetcher = sources.fetcher
+    their manifest's ETag, whose open asks the store nothing first, and not those a
+    ``cache_dir`` holds (or fills, in another reader)."""
+    fetcher, cache = sources.fetcher, sources.cache
     if fetcher is None or not plan.pieces:
         return
     fetcher.warm()
-    if sources.cache is not None:
-        return
     expected = []
     for piece, group in zip(plan.pieces, plan.groups, strict=True):
         if group != plan.groups[0]:
             break
-        entry = sources.commits.pinned(sources.files[piece.file])
-        if entry is not None:
-            expected.append((sources.files[piece.file].path, entry.bytes, entry.etag,
-                             sources.span(piece)))
+        file = sources.files[piece.file]
+        entry = sources.commits.pinned(file)
+        if entry is not None and (cache is None or not cache.has(file.shown, entry)):
+            expected.append((file.path, entry.bytes, entry.etag, sources.span(piece)))
     fetcher.expect(expected)
 
 

@@ -46,6 +46,7 @@ Example
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import random
 import threading
@@ -70,19 +71,47 @@ MIN_RANGE_BYTES = 256 << 10
 
 
 class _FetchRange:
-    """Bytes ``[start, end)`` of one file, filled as they arrive."""
+    """Bytes ``[start, end)`` of one file, kept as the pieces in which they arrive (no
+    buffer of the range's size is allocated up front: a range costs what has arrived)."""
 
-    __slots__ = ("file", "start", "end", "data", "filled", "error", "done", "demand")
+    __slots__ = ("file", "start", "end", "pieces", "offsets", "filled", "error", "done",
+                 "demand")
 
     def __init__(self, file: RangedFile, start: int, end: int, demand: bool) -> None:
         self.file = file
         self.start = start
         self.end = end
-        self.data = bytearray(end - start)
+        self.pieces: list[bytes] = []
+        self.offsets: list[int] = []  # where each piece starts, from ``start``
         self.filled = 0  # bytes received, from start
         self.error: BaseException | None = None
         self.done = False
         self.demand = demand
+
+    def add(self, piece: bytes) -> None:
+        """Keep ``piece``, the next bytes of the range."""
+        self.offsets.append(self.filled)
+        self.pieces.append(piece)
+        self.filled += len(piece)
+
+    def slice(self, begin: int, stop: int) -> bytes:
+        """Bytes ``[begin, stop)`` of the range (offsets from its start; arrived), one
+        copy at most: none when they are one whole piece."""
+        k = bisect.bisect_right(self.offsets, begin) - 1
+        first, at = self.pieces[k], begin - self.offsets[k]
+        if at + (stop - begin) <= len(first):
+            if at == 0 and stop - begin == len(first):
+                return first
+            return first[at:at + stop - begin]
+        parts = [memoryview(first)[at:]]
+        got = len(first) - at
+        while got < stop - begin:
+            k += 1
+            piece = self.pieces[k]
+            take = min(len(piece), stop - begin - got)
+            parts.append(memoryview(piece)[:take])
+            got += take
+        return b"".join(parts)
 
 
 _LIVE: weakref.WeakSet[Fetcher] = weakref.WeakSet()
@@ -230,7 +259,7 @@ class Fetcher:
     def _release(self, r: _FetchRange) -> None:
         r.file._ahead -= r.end - r.start
         self._held -= self._cost(r.end - r.start)
-        r.data = bytearray()
+        r.pieces, r.offsets = [], []
 
     def _pump(self) -> None:
         """Start planned ranges while the concurrency and the budget allow."""
@@ -341,15 +370,16 @@ class Fetcher:
                     if r.file.closed:
                         return got
                     n = min(len(piece), r.end - r.start - r.filled)
-                    r.data[r.filled:r.filled + n] = piece[:n]
-                    r.filled += n
+                    piece = bytes(piece[:n]) if n < len(piece) or not isinstance(
+                        piece, bytes) else piece
+                    r.add(piece)
                     self._count(bytes=n)
                     self._concurrency.received(
                         n, time.monotonic(), self._in_flight >= self._concurrency.limit)
                     self._arrived.notify_all()
                     offset, full = r.start + r.filled - n, r.filled >= r.end - r.start
                 if r.file.on_bytes is not None:
-                    r.file.on_bytes(offset, piece[:n])
+                    r.file.on_bytes(offset, piece)
                 if full:
                     return got
         finally:
@@ -431,7 +461,7 @@ class RangedFile:
                     raise r.error
                 raise ConnectionError(f"{self.path}: the fetch stopped at byte {pos}")
             stop = min(end, r.start + r.filled)
-            data = bytes(r.data[pos - r.start:stop - r.start])
+            data = r.slice(pos - r.start, stop - r.start)
             self._pos = stop
             self._let_go(stop)
             return data
