@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import heapq
+import itertools
 import os
 import random
 import threading
@@ -146,6 +148,10 @@ class Fetcher:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._files: dict[int, RangedFile] = {}
+        #: files with planned bytes left, least fetched ahead first (a lazy heap of
+        #: ``(bytes ahead, order opened, file)``: entries that no longer hold are skipped)
+        self._queue: list[tuple[int, int, RangedFile]] = []
+        self._opened = itertools.count()
         self._held = 0  # bytes reserved: in flight plus fetched and not yet read
         self._in_flight = 0
         self._concurrency = Concurrency(self.options)
@@ -187,6 +193,7 @@ class Fetcher:
         file.on_bytes = on_bytes
         with self._lock:
             self._files[id(file)] = file
+            self._offer(file)
             self._pump()
         return file
 
@@ -202,6 +209,7 @@ class Fetcher:
                     continue
                 self._expected[key] = file = RangedFile(self, *key)
                 self._files[id(file)] = file
+                self._offer(file)
             self._pump()
 
     def drop_expected(self) -> None:
@@ -247,6 +255,7 @@ class Fetcher:
         r = _FetchRange(file, start, end, demand)
         file._ranges.append(r)
         file._ahead += end - start
+        self._offer(file)
         self._held += self._cost(end - start)
         if self._held > self._counts.peak_bytes:
             self._counts = replace(self._counts, peak_bytes=self._held)
@@ -258,24 +267,42 @@ class Fetcher:
 
     def _release(self, r: _FetchRange) -> None:
         r.file._ahead -= r.end - r.start
+        self._offer(r.file)
         self._held -= self._cost(r.end - r.start)
         r.pieces, r.offsets = [], []
 
+    def _offer(self, file: RangedFile) -> None:
+        """Queue ``file`` at its bytes ahead, if it has planned bytes left to fetch."""
+        if file.closed or file._planned >= file._plan_end:
+            return
+        queue = self._queue
+        if len(queue) > 4 * len(self._files) + 64:  # mostly entries that no longer hold
+            queue[:] = [e for e in queue if self._holds(e)]
+            heapq.heapify(queue)
+        heapq.heappush(queue, (file._ahead, file._order, file))
+
+    def _holds(self, entry: tuple[int, int, RangedFile]) -> bool:
+        ahead, _, file = entry
+        return (not file.closed and file._planned < file._plan_end and ahead == file._ahead
+                and id(file) in self._files)
+
     def _pump(self) -> None:
-        """Start planned ranges while the concurrency and the budget allow."""
+        """Start planned ranges while the concurrency and the budget allow: the open file
+        with the fewest bytes fetched ahead first (the earliest opened among equals), in
+        O(log files) a range."""
         if self._closed:
             return
-        budget = self.options.budget_bytes
+        budget, queue = self.options.budget_bytes, self._queue
         while self._in_flight < self._concurrency.limit:
-            best: RangedFile | None = None
-            for file in self._files.values():
-                if file._planned < file._plan_end and (best is None or file._ahead < best._ahead):
-                    best = file
-            if best is None:
+            while queue and not self._holds(queue[0]):
+                heapq.heappop(queue)
+            if not queue:
                 return
+            best = queue[0][2]
             start, end = best._next_range()
             if self._held + self._cost(end - start) > budget:
                 return  # a read that waits still starts its range (see RangedFile)
+            heapq.heappop(queue)
             best._planned = end
             self._reserve(best, start, end, demand=False)
 
@@ -397,6 +424,7 @@ class RangedFile:
     def __init__(self, fetcher: Fetcher, path: str, size: int, etag: str | None,
                  span: tuple[int, int] | None) -> None:
         self._fetcher = fetcher
+        self._order = next(fetcher._opened)
         self.path = path
         self.size = size
         self.etag = etag
