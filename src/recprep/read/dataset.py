@@ -292,20 +292,24 @@ class MapDataset:
         starts, stops = [0, *cuts], [*cuts, len(order)]
         keys = [(k >> 32, k & 0xFFFFFFFF) for k in ordered[starts].tolist()]
         held = self._chunks(keys)
-        places = within[order].tolist()
         group = [held[k] for k in keys]
-        for entry, a, b in zip(group, starts, stops, strict=True):
-            if entry.lost is not None:
-                entry.check_lost(places[a:b])
-        # the chunk of each index (in the sorted order), by repeating each group's
-        per = list(map(group.__getitem__, np.repeat(
-            np.arange(len(group)), np.diff([*starts, len(order)])).tolist()))
-        again = np.flatnonzero(np.diff(indexes[order]) == 0) + 1
-        decode_together(per, places, group, set(again.tolist()))
-        values = [entry.values[p] for entry, p in zip(per, places, strict=True)]
-        back = np.empty_like(order)
-        back[order] = np.arange(len(order))
-        return list(map(values.__getitem__, back.tolist()))
+        # the group (chunk) of each index, in the sorted order and in the asked order
+        of_sorted = np.repeat(np.arange(len(group)), np.diff([*starts, len(order)]))
+        places: list[int] | None = None
+        if any(entry.lost is not None for entry in group):
+            places = within[order].tolist()
+            for entry, a, b in zip(group, starts, stops, strict=True):
+                if entry.lost is not None:
+                    entry.check_lost(places[a:b])
+        if any(entry.pending for entry in group):  # some records not decoded yet
+            places = within[order].tolist() if places is None else places
+            per = list(map(group.__getitem__, of_sorted.tolist()))
+            again = np.flatnonzero(np.diff(indexes[order]) == 0) + 1
+            decode_together(per, places, group, set(again.tolist()))
+        of_index = np.empty_like(order)
+        of_index[order] = of_sorted
+        lists = [entry.values for entry in group]
+        return [lists[g][p] for g, p in zip(of_index.tolist(), within.tolist(), strict=True)]
 
     def _locate(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(file number, record number in the file)`` of global ``indexes``."""
