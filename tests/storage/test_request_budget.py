@@ -151,3 +151,25 @@ def test_verify_names_a_shard_its_manifest_lists_that_storage_lacks(s3, eight):
     report = verify(f"{eight}/set/p", storage_options=s3.storage_options)
     assert [(p.kind, p.path, p.message) for p in report.problems] == [
         ("missing", f"s3://{shard_keys(eight)[2]}", "this shard of the set is missing")]
+
+
+def test_a_tfrecord_sets_record_indexes_cost_a_get_each_and_no_head(s3, s3_url):
+    """Ranks reading a TFRecord set by record ranges read the ``.tfindex`` of each shard
+    they split (the manifest vouches for its size and SHA-256; the shard's size is the
+    manifest's): one GET each, no HEAD of the side file or the shard (before: two)."""
+    from ..support.s3 import clear_s3fs_cache
+
+    rows = [{"i": [i]} for i in range(300)]
+    convert(f"{s3_url}/tf", rows, 3, "t", format="tfrecord", codec="example",
+            storage_options=s3.storage_options, progress=False)
+    clear_s3fs_cache()
+    got = []
+    with s3_requests(s3_url) as sent:
+        for rank in (0, 1):
+            reader = RecordIO(f"{s3_url}/tf/t", storage_options=s3.storage_options,
+                              world_size=2, rank=rank, split="range")
+            got += [int(row["i"][0]) for row in reader()]
+    assert sorted(got) == list(range(300))
+    assert sent["HeadObject"] == 0, sent.log
+    indexes = [k for k in sent.keys_of("GetObject") if k.endswith(".tfindex")]
+    assert indexes and all(indexes.count(k) <= 2 for k in indexes), sent.log  # once a rank

@@ -398,7 +398,7 @@ class Sources:
             if vouched is None:
                 return None  # not one the set's manifest vouches for: scanned instead
         side = load_index(self.fs, file.path, container, vouched=vouched,
-                          on_corrupt=self.on_corrupt)
+                          on_corrupt=self.on_corrupt, size=self.commits.listed_bytes(file))
         if side is None or not side.seeks(side.compressor):
             return None
         return FileIndex.from_record_index(side)

@@ -104,7 +104,7 @@ def write_index(fs: Any, index: RecordIndex, index_file: str) -> None:
 
 def load_index(
     fs: Any, path: str, container: Format | None = None, *,
-    vouched: SideFileInfo | None = None, on_corrupt: str = "raise",
+    vouched: SideFileInfo | None = None, on_corrupt: str = "raise", size: int | None = None,
 ) -> RecordIndex | None:
     """The side index of the file at ``path``, if there is a valid one for the file as it
     is now (same size); ``None`` otherwise, with a warning when one is there but can't be
@@ -113,14 +113,20 @@ def load_index(
     ``vouched``: what the set's manifest says of the side index (size, SHA-256); a side
     index that is not that file is forged or damaged: :class:`~recprep.errors.CorruptDataError`,
     or with ``on_corrupt="skip"`` a :class:`~recprep.errors.CorruptDataWarning` and None
-    (the file is scanned instead; nothing is lost)."""
+    (the file is scanned instead; nothing is lost).
+
+    ``size``: the file's size where already known (its manifest's). With both it and
+    ``vouched``, loading the index costs one read of it and nothing else (no ``HEAD``
+    of either file on an object store)."""
     _, kind = _kind(container)
     side = kind.path_for(path)
-    try:
-        side_size = fs.size(side)
-    except FileNotFoundError:
-        return None
-    size = fs.size(path)
+    side_size = 0
+    if vouched is None:
+        try:
+            side_size = fs.size(side)
+        except FileNotFoundError:
+            return None
+    size = int(fs.size(path)) if size is None else size
     most = kind.max_side_bytes(size)  # before reading it: no more offsets than records
     if vouched is None and side_size > most:
         log.warning("recprep: %s has %d bytes, more than an index of the %d-byte file can "
