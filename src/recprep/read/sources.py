@@ -298,6 +298,8 @@ class Sources:
             manifest = self.manifests[self.files.set_of(number)]
             forced = None if manifest is None else get_format(manifest.format)
         size = getattr(handle, "size", None)
+        if size is None and forced is not None:  # its manifest's size: checked at open
+            size = self.commits.listed_bytes(self.files[number])
         if forced is not None and isinstance(size, int):
             return None if size == 0 else forced  # known without reading a byte
         if forced is not None:
