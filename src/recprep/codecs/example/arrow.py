@@ -14,9 +14,10 @@ Python object per value — the same batch
 * byte strings: a ``binary`` array over the joined bytes and offsets made of their sizes
   (:func:`byte_strings`), in a ``list`` array over offsets made of each record's count
   (:func:`run_offsets`) — or alone, for a feature declared of shape ``()``;
-* numbers of which records hold different counts, without declared features: a ``list``
-  of ``int64``, or of ``double`` for floats (what Arrow makes of the Python floats the
-  mapping reads out of ``float32`` arrays of several shapes).
+* numbers of which records hold different counts (undeclared, or declared ``float32``,
+  ``float64`` or ``int64`` of one dimension): a ``list`` of ``int64``, or of ``double``
+  for floats (what Arrow makes of the Python floats the mapping reads out of ``float32``
+  arrays of several shapes).
 
 Anything else (a feature without values in the whole chunk, declared features of other
 shapes, what :func:`example_decode_columns` refuses) gives ``None``: the reader then
@@ -117,15 +118,21 @@ def _bytes_column(feature: Feature | None, values: Values) -> Any:
     return pa.ListArray.from_arrays(offsets, strings)
 
 
-def _ragged_numbers(values: Values) -> Any:
-    """Numbers of several counts a record (no declared features) as the mapping makes
-    them: ``list<int64>``, or ``list<double>`` for floats."""
+def _ragged_numbers(feature: Feature | None, values: Values) -> Any:
+    """Numbers of several counts a record as the mapping makes them: ``list<int64>``, or
+    ``list<double>`` for floats — undeclared, or declared ``float32``/``float64``/``int64``
+    of one dimension; None for others."""
     pa = arrow()
+    if feature is not None:
+        dt = feature.dtype
+        if dt not in (np.float32, np.float64, np.int64) or (dt.kind == "f") != (
+                values.kind == FLOATS) or any(
+                len(_declared_shape(feature, int(c)) or ()) != 1 for c in np.unique(
+                    values.counts)):
+            return None
     flat = values.flat()
-    if not flat.size:
-        return None
     offsets = run_offsets(values.counts)
-    if offsets is None:
+    if not flat.size or offsets is None:
         return None
     wide = flat.astype(np.float64 if values.kind == FLOATS else np.int64)
     return pa.ListArray.from_arrays(offsets, pa.Array.from_buffers(
@@ -139,8 +146,8 @@ def _arrow_column(feature: Feature | None, values: Values, n: int) -> tuple[Any,
         return None if got is None else (got, ("arrow", str(got.type)))
     if not values.kind:
         return None
-    if feature is None and values.fixed() is None:
-        got = _ragged_numbers(values)
+    if values.fixed() is None:
+        got = _ragged_numbers(feature, values)
         return None if got is None else (got, ("arrow", str(got.type)))
     column = _undeclared_column(values, n) if feature is None else _declared_column(
         feature, values, n)

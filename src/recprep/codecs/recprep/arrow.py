@@ -2,12 +2,14 @@
 
 The chunk's records are checked against one layout and cut into columns exactly as
 :mod:`~recprep.codecs.recprep.columns` does for numpy batches, with one difference: a
-column of ``str`` or ``bytes`` is never made of Python objects. Its values' bytes are
-gathered out of the chunk's payload with numpy into one buffer, their lengths summed
-into Arrow offsets, and the two buffers are the Arrow array (``str`` values checked as
-UTF-8 by Arrow, in C). Fixed-width values are numpy views of the payload, copied once
-into Arrow's buffers; arrays of one shape are one buffer under nested
-``fixed_size_list`` types. The record batch follows the mapping of
+column of ``str`` or ``bytes`` is never made of Python objects. The chunk's payload is
+taken as it is for the data of a binary array whose values are the column's values and
+the gaps between them (offsets made with numpy), and one Arrow ``take`` of every other
+value copies the column's bytes out into one buffer (``str`` values: all ASCII, by
+numpy's ``max``, or checked as UTF-8 by Arrow, in C). Fixed-width values are numpy views
+of the payload, copied once into Arrow's buffers; arrays of one shape are one buffer
+under nested ``fixed_size_list`` types; a flat tuple or dict of such columns is made a
+record batch with the schema its layout's chunks had before. The record batch follows the mapping of
 :func:`recprep._core.arrowcols.record_batch` (the same as for decoded instances), so a
 chunk decoded here and one decoded record by record give equal batches. Anything the
 numpy decoding refuses (mixed layouts, damage, pickles...) or that has no Arrow type
@@ -113,16 +115,16 @@ def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
     if not bool((pos[1:] >= ends[:-1]).all()):
         return None  # not in order (records given out of order): record by record
     total = int(size.sum())
+    if not n:
+        return pa.array([], pa.string() if is_str else pa.binary())
     wide = len(u8) > _OFFSETS_MAX
-    bounds = np.empty(2 * n, np.int64 if wide else np.int32)
+    index: Any = np.int64 if wide else np.int32
+    bounds = np.empty(2 * n, index)
     bounds[0::2] = pos
     bounds[1::2] = ends
-    spaced = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(),
-                                   max(2 * n - 1, 0), [None, pa.py_buffer(bounds),
-                                                       pa.py_buffer(u8)])
-    if not n:
-        spaced = pa.array([], pa.binary())
-    out = spaced.take(pa.array(np.arange(0, 2 * n, 2, np.int64 if wide else np.int32)))
+    spaced = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
+                                   [None, pa.py_buffer(bounds), pa.py_buffer(u8)])
+    out = spaced.take(pa.array(np.arange(0, 2 * n, 2, dtype=index)))
     if total > _OFFSETS_MAX:
         out = out.cast(pa.large_binary())
     elif wide:
