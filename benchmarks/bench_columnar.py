@@ -30,7 +30,9 @@ file read + ``pickle.loads`` per instance), on 200k small ``(int, float, str)`` 
 and on 20k MNIST-like instances; ``to_arrow()`` against ``pyarrow.parquet.read_table`` of
 the same rows (snappy both); and DuckDB's ``SELECT count(*), avg(f1)`` over a reader
 (the Arrow stream) against the same query over a Parquet file of the same rows
-(``--duckdb-rows``, default 1M).
+(``--duckdb-rows``, default 1M). Two parts of the Arrow batches are timed alone, in the
+same interleaving: the set's chunks read (CRC, decompress, split), and read then decoded
+to Arrow a chunk at a time (the rest is the round-robin weave and the batches).
 """
 
 from __future__ import annotations
@@ -230,6 +232,22 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
     def batches(pattern: str, **kw: object) -> int:
         return sum(len(b) if kw else len(b[1]) for b in RecordIO(pattern).batches(256, **kw))
 
+    def chunks(directory: Path, decode: bool) -> int:
+        """The set's chunks read (CRC, decompress, split) — and decoded to Arrow — alone,
+        shard after shard: where the time of ``batches(format="arrow")`` goes."""
+        from recprep.codecs import get_codec
+        from recprep.containers import get_format
+        from recprep.read.arrowout import chunk_batch
+
+        fmt, codec, count = get_format("recordio"), get_codec("recprep"), 0
+        for path in sorted(directory.glob("b-*-of-*")):
+            with open(path, "rb") as f:
+                for chunk in fmt.read_chunks(f, path=str(path)):
+                    if decode:
+                        chunk_batch(codec, chunk.records)
+                    count += len(chunk.records)
+        return count
+
     try:
         with CpuWatch() as watch:
             for key, data in (("small", small_tuples(200_000)), ("mnist", mnist_like(20_000))):
@@ -240,6 +258,8 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
                     "floor": lambda k=key: floor_read(root / f"{k}.bin"),
                     "numpy": lambda p=pattern: batches(p),
                     "arrow": lambda p=pattern: batches(p, format="arrow"),
+                    "chunks": lambda k=key: chunks(root / k, False),
+                    "decoded": lambda k=key: chunks(root / k, True),
                 }, len(data), reps)
                 if key == "small":
                     table = RecordIO(pattern).to_arrow()
@@ -284,7 +304,9 @@ def render_arrow(reps: int, duckdb_rows: int, got: dict[str, dict[str, list[floa
     ]
     for key, label, n in (("small", "small tuples", 200_000), ("mnist", "MNIST-like", 20_000)):
         for name, what in (("floor", "floor (`pickle.loads`)"), ("numpy", "`batches(256)`"),
-                           ("arrow", '`batches(256, format="arrow")`')):
+                           ("arrow", '`batches(256, format="arrow")`'),
+                           ("chunks", "part: chunks read alone (CRC, decompress, split)"),
+                           ("decoded", "part: chunks read and decoded to Arrow")):
             s = med[key][name]
             lines.append(f"| {label} | {what} | {s * 1e3:.0f} | {n / s:,.0f} | "
                          f"{med[key]['floor'] / s:.2f} |")

@@ -44,13 +44,8 @@ from ..._core.arrowcols import arrow, record_batch
 from ..._core.batching import Columns
 from ...errors import ArrowMappingError
 from ..features import Feature
-from .chunk import Values, parse_chunk
-from .columns import (
-    CHUNK_PARSE_MIN_RECORDS,
-    _declared_column,
-    _declared_shape,
-    _undeclared_column,
-)
+from .chunk import Values
+from .columns import _declared_column, _declared_shape, _undeclared_column, parsed_chunk
 from .wire import BYTES, FLOATS
 
 __all__ = ["byte_strings", "example_decode_arrow", "run_offsets"]
@@ -162,9 +157,7 @@ def example_decode_arrow(records: Sequence[bytes | memoryview],
     :class:`~recprep.batching.Columns` whose tree is one record batch, or None (see the
     module docstring)."""
     n = len(records)
-    if n < CHUNK_PARSE_MIN_RECORDS:
-        return None
-    parsed = parse_chunk(records, [f.name for f in features] if features else None)
+    parsed = parsed_chunk(records, features)
     if parsed is None:
         return None
     wanted: list[tuple[str, Feature | None]] = (
