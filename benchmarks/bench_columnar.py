@@ -345,8 +345,10 @@ def main(argv: list[str] | None = None) -> None:
         print(text)
         if args.out is not None:  # the section replaces its old self, the rest is kept
             old = args.out.read_text() if args.out.exists() else ""
-            head = old.split(ARROW_SECTION)[0].rstrip("\n")
-            args.out.write_text((head + "\n\n" if head else "") + text)
+            head, _, rest = old.partition(ARROW_SECTION)
+            tail = rest[rest.index("\n## "):] if "\n## " in rest else ""
+            head = head.rstrip("\n")
+            args.out.write_text((head + "\n\n" if head else "") + text + tail)
         return
     times, load, same = run(args.rows, args.reps)
     log("timing the block path's parts")
