@@ -64,6 +64,25 @@ def test_stacked_numbers_stay_numpy_columns_and_byte_strings_are_arrow():
     assert batch.column("w").to_pylist() == [[], [b"ab"], [], [b"ab"], [], [b"ab"]]
 
 
+@pytest.mark.parametrize(("dtype", "values", "arrow_type"), [
+    ("uint8", [0, 7, 255, 3, 9], "int64"), ("int16", [-300, 2, 5, 0, 1], "int64"),
+    ("float16", [0.1, 2.5, -1.0, 3.0, 1e-3], "double"), ("bool", [1, 0, 1, 1, 0], "bool"),
+    ("float32", [0.5, 1.5, 2.5, -3.5, 0.0], "double"),
+])
+def test_declared_scalar_numbers_are_a_column_of_their_values(dtype, values, arrow_type):
+    codec = ExampleCodec([Feature("x", dtype, ())])
+    records = [codec.encode({"x": np.array(v, dtype)}) for v in values]
+    batch = codec.decode_arrow_columns(records).tree
+    want = mapped(codec, records)
+    assert batch.equals(want) and str(batch.schema.field("x").type) == arrow_type
+
+
+def test_declared_scalars_out_of_range_fall_back():
+    records = [ExampleCodec([Feature("x", "int64", ())]).encode({"x": v})
+               for v in [1, 2, 300, 4]]
+    assert ExampleCodec([Feature("x", "uint8", ())]).decode_arrow_columns(records) is None
+
+
 def test_declared_scalar_byte_strings_are_a_binary_column():
     codec = ExampleCodec([Feature("w", object, ()), Feature("n", "int64", (2,))])
     records = [codec.encode({"w": np.array(b"x" * i, object), "n": np.array([i, -i])})

@@ -14,6 +14,8 @@ Python object per value — the same batch
 * byte strings: a ``binary`` array over the joined bytes and offsets made of their sizes
   (:func:`byte_strings`), in a ``list`` array over offsets made of each record's count
   (:func:`run_offsets`) — or alone, for a feature declared of shape ``()``;
+* numbers declared of shape ``()``: an ``int64``, ``double`` or ``bool`` column (what
+  Arrow makes of the Python numbers of the 0-d arrays the codec decodes);
 * numbers of which records hold different counts (undeclared, or declared ``float32``,
   ``float64`` or ``int64`` of one dimension): a ``list`` of ``int64``, or of ``double``
   for floats (what Arrow makes of the Python floats the mapping reads out of ``float32``
@@ -134,6 +136,25 @@ def _ragged_numbers(feature: Feature | None, values: Values) -> Any:
         pa.from_numpy_dtype(wide.dtype), len(wide), [None, pa.py_buffer(wide)]))
 
 
+def _declared_scalars(feature: Feature, values: Values) -> Any:
+    """A number declared of shape ``()`` (one value a record) as the mapping makes the
+    0-d arrays the codec decodes: ``int64`` for integers, ``double`` for floats, ``bool``;
+    None where the codec would refuse a value (out of the dtype's range) or for
+    ``uint64``."""
+    pa = arrow()
+    dt = feature.dtype
+    if feature.shape != () or dt == np.uint64 or dt.kind not in "biuf" or (
+            dt.kind == "f") != (values.kind == FLOATS) or not bool((values.counts == 1).all()):
+        return None
+    flat = values.flat()
+    if dt.kind == "f":
+        return pa.array(flat.astype(dt).astype(np.float64))
+    low, high = (0, 1) if dt.kind == "b" else (np.iinfo(dt).min, np.iinfo(dt).max)
+    if flat.size and (flat.min() < low or flat.max() > high):
+        return None
+    return pa.array(flat != 0) if dt.kind == "b" else pa.array(flat.astype(np.int64))
+
+
 def _arrow_column(feature: Feature | None, values: Values, n: int) -> tuple[Any, Any] | None:
     """One feature's column (numpy stacked, or Arrow) and its signature, or None."""
     if values.kind == BYTES:
@@ -141,6 +162,9 @@ def _arrow_column(feature: Feature | None, values: Values, n: int) -> tuple[Any,
         return None if got is None else (got, ("arrow", str(got.type)))
     if not values.kind:
         return None
+    if feature is not None and feature.shape == ():
+        got = _declared_scalars(feature, values)
+        return None if got is None else (got, ("arrow", str(got.type)))
     if values.fixed() is None:
         got = _ragged_numbers(feature, values)
         return None if got is None else (got, ("arrow", str(got.type)))
