@@ -1,10 +1,13 @@
 """Example chunks decoded straight to Arrow (recprep.codecs.example.arrow): the record
 batch equals what the documented mapping makes of the instances the codec decodes, built
-from the parsed buffers; the golden TensorFlow vectors included; read through RecordIO."""
+from the parsed buffers; the golden TensorFlow vectors included; Example sets (RecordIO
+and TFRecord files) read as Arrow equal read() on every reader option, resumed and
+damaged."""
 
 from __future__ import annotations
 
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ from recprep._core.arrowcols import record_batch
 from recprep.batching import collate
 from recprep.codecs.example import ExampleCodec
 from recprep.codecs.features import Feature
+from recprep.errors import CorruptDataWarning
 
 from ..read.test_arrow_out import assert_rows, equal
 from ..support import DATA
@@ -153,3 +157,56 @@ def test_the_golden_tfrecord_file_read_as_arrow(tmp_path):
     want = mapped(ExampleCodec(), tfrecord_records(
         (DATA / "example" / "examples.tfrecord").read_bytes()))
     assert table.combine_chunks().equals(pa.Table.from_batches([want]))
+
+
+def _example_rows(n: int) -> list[dict]:
+    return [{"i": i, "f": np.arange(i // 3 % 4, dtype=np.float32),
+             "b": np.array([b"ab" * (i % 4)] * (i // 3 % 3), object),
+             "v": np.full(2, i, np.float32)} for i in range(n)]
+
+
+@pytest.mark.parametrize("container", ["recordio", "tfrecord"])
+@pytest.mark.parametrize("options", [
+    {},
+    {"shuffle": True, "seed": 5, "shuffle_buffer": 37},
+    {"rank": 1, "world_size": 3},
+    {"rank": 0, "world_size": 2, "shuffle": True, "seed": 1, "num_threads": 2},
+    {"split": "range", "rank": 1, "world_size": 2},
+])
+def test_example_sets_as_arrow_on_every_reader_option(mem_url, container, options):
+    convert(mem_url, _example_rows(400), 3, "e", codec="example", format=container,
+            chunk_bytes=1500, progress=False)
+    read = RecordIO(f"{mem_url}/e-*", **options)
+    read.set_epoch(2)
+    expected = list(read())
+    assert_rows(read.to_arrow(), expected)
+    batches = list(read.batches(50, format="arrow"))
+    assert_rows(pa.Table.from_batches(batches), expected)
+    assert equal([r for b in batches for r in b.to_pylist()],
+                 [r for b in map(record_batch, read.batches(50)) for r in b.to_pylist()])
+
+
+def test_an_example_set_resumed_and_damaged_as_arrow(tmp_path):
+    convert(str(tmp_path), _example_rows(400), 2, "d", codec="example", chunk_bytes=1500,
+            progress=False)
+    read = RecordIO(str(tmp_path / "d-*"), shuffle=True, seed=4)
+    read.set_epoch(0)
+    expected = list(read())
+    passing = read.batches(64, format="arrow")
+    first = [next(passing), next(passing)]
+    state = read.state_dict()
+    passing.close()
+    again = RecordIO(str(tmp_path / "d-*"), shuffle=True)
+    again.load_state_dict(state)
+    assert_rows(pa.Table.from_batches(first), expected[:128])
+    assert_rows(again.to_arrow(), expected[128:])
+    shard = sorted(tmp_path.glob("d-*-of-*"))[0]
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptDataWarning)
+        kept = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip")())
+        table = RecordIO(str(tmp_path / "d-*"), on_corrupt="skip").to_arrow()
+    assert 0 < len(kept) < 400
+    assert_rows(table, kept)
