@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from recprep import RecordIO, convert
 from recprep._core.arrowcols import record_batch
-from recprep.batching import Columns
+from recprep.batching import Columns, collate
 from recprep.codecs import get_codec
+from recprep.containers import Records
 from recprep.errors import ArrowMappingError, CorruptDataWarning
 
 from .test_arrow_out import arrow_row, assert_rows, equal
@@ -214,3 +215,39 @@ def test_example_chunks_as_arrow(mem_url, shuffle):
         "fixed_size_list<item: int64>[1]"]
     assert_rows(pa.Table.from_batches(got), expected)
     assert equal(rows(got), rows(map(arrow_of_numpy, read.batches(32))))
+
+
+def _spans(records: list[bytes]) -> Records:
+    """The records as a container gives them: spans of one payload, a length before each."""
+    payload = b"".join(len(r).to_bytes(4, "little") + r for r in records)
+    ends = np.cumsum([4 + len(r) for r in records])
+    return Records(payload, ends - np.array([len(r) for r in records]), ends)
+
+
+def test_strings_are_copied_out_of_the_payload_and_checked_as_utf8():
+    codec = get_codec("recprep")
+    words = ["", "é", "naïve", "日本", "a" * 40, "\U0001f600"]
+    values = [{"i": i, "s": words[i % len(words)], "b": words[i % 3].encode()}
+              for i in range(30)]
+    records = _spans([codec.encode(v) for v in values])
+    batch = codec.decode_arrow_columns(records).tree
+    want = record_batch(collate(codec.decode_many(records)))
+    assert batch.equals(want) and batch.schema.equals(want.schema, check_metadata=True)
+    strings = batch.column("s")
+    assert strings.offset == 0 and strings.buffers()[2].to_pybytes()[
+        : len("".join(words).encode())] == "".join(words).encode()
+    surrogate = [codec.encode({"i": i, "s": "\ud800"}) for i in range(4)]  # recprep
+    assert codec.decode_arrow_columns(surrogate) is None  # keeps it, UTF-8 can't: per record
+
+
+@pytest.mark.parametrize("make", [
+    lambda i: (i, i / 3, f"w{i}"),
+    lambda i: {"id": np.int16(i), "s": b"x" * i, "f": np.float32(i)},
+])
+def test_flat_chunks_are_the_record_batch_of_their_columns(make):
+    codec = get_codec("recprep")
+    records = [codec.encode(make(i)) for i in range(12)]
+    for _ in range(2):  # the second chunk of a layout takes the schema it kept
+        batch = codec.decode_arrow_columns(records).tree
+        want = record_batch(codec.decode_columns(records).tree)
+        assert batch.equals(want) and batch.schema.equals(want.schema, check_metadata=True)

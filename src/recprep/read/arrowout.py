@@ -175,6 +175,7 @@ def _one_schema(trees: Iterator[Any], schema: Any, given: bool | None = None
             got = conformed(got, schema, at, given)
             at += got.num_rows
             yield got
+            del tree, got  # not held while the next batch is made: its memory is reused
     finally:
         trees.close()  # type: ignore[attr-defined]
 

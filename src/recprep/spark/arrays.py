@@ -42,7 +42,15 @@ import numpy as np
 import pyarrow as pa
 
 from ..codecs import Codec
-from ..codecs.example import BYTES, FLOATS, INTS, Values, parse_chunk
+from ..codecs.example import (
+    BYTES,
+    FLOATS,
+    INTS,
+    Values,
+    byte_strings,
+    parse_chunk,
+    run_offsets,
+)
 from ..errors import DecodeError
 from .columns import INTEGRAL, ColumnSpec
 
@@ -54,7 +62,6 @@ _ATOMIC = {
     "string": pa.string(), "binary": pa.binary(), "date": pa.date32(),
 }
 _LIST_KIND = {"string": BYTES, "binary": BYTES, "float": FLOATS, "double": FLOATS}
-_INT32_MAX = 2**31 - 1
 #: the numpy kinds of a ``"recprep"`` column whose conversion by a cast is the one
 #: ``pa.array`` makes of the Python values (others: record by record)
 _VALUE_KINDS = {"i": set(INTEGRAL), "f": {"float", "double"}, "b": {"boolean"}}
@@ -71,30 +78,10 @@ def arrow_type(type: str) -> pa.DataType:
     return _ATOMIC[type]
 
 
-def _offsets(sizes: np.ndarray) -> pa.Array | None:
-    """int32 offsets of runs of ``sizes``; None past int32."""
-    offsets = np.zeros(len(sizes) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return None if offsets[-1] > _INT32_MAX else pa.array(offsets.astype(np.int32))
-
-
 def _elements(element: str, values: Values, wanted: pa.DataType) -> pa.Array | None:
     """The Arrow array of every value of ``values`` (an Example list's), as ``wanted``."""
     if values.kind == BYTES:
-        assert values.sizes is not None
-        offsets = _offsets(values.sizes)
-        if offsets is None:
-            return None
-        data = np.ascontiguousarray(values.values)
-        text = element == "string"
-        found = pa.Array.from_buffers(pa.string() if text else pa.binary(), len(values.sizes),
-                                      [None, offsets.buffers()[1], pa.py_buffer(data)])
-        if text:
-            try:
-                found.validate(full=True)  # UTF-8
-            except pa.ArrowInvalid:
-                return None
-        return found
+        return byte_strings(values, text=element == "string")
     if not values.kind:
         return pa.array([], wanted)
     flat = np.ascontiguousarray(values.flat())
@@ -128,7 +115,7 @@ def example_array(column: ColumnSpec, values: Values | None, n: int) -> pa.Array
         places = np.cumsum(present) - 1
         return found.take(pa.array(places, mask=~present))  # an empty list: null
     found = _elements(column.element, values, wanted.value_type)
-    offsets = None if found is None else _offsets(counts)
+    offsets = None if found is None else run_offsets(counts)
     if found is None or offsets is None:
         return None
     lists = pa.ListArray.from_arrays(offsets, found)

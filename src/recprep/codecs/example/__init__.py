@@ -39,6 +39,7 @@ The modules, by concern:
 ``decode``          a record's lists as arrays, as declared or not (the decoding side)
 ``chunk``           a chunk of records parsed at once: each feature's :class:`Values`
 ``columns``         a chunk of records as batch columns (``decode_columns``)
+``arrow``           a chunk of records as one Arrow record batch (``decode_arrow_columns``)
 ``encode_columns``  records built a column at a time from :class:`Payload` objects
 ==================  =====================================================================
 
@@ -58,7 +59,11 @@ Parsing a chunk:
 * :class:`Values` — one feature's ``kind`` (:data:`BYTES`, :data:`FLOATS`, :data:`INTS`,
   or 0: no list set), how many values each record holds (``counts``), the numbers as one
   array (``values``; ``fixed()``, ``flat()``), the byte strings as one buffer and their
-  ``sizes`` (``strings()``).
+  ``sizes`` (``strings()``);
+* :func:`byte_strings` and :func:`run_offsets` — a feature's byte strings as one Arrow
+  ``binary`` (or ``string``) array, and the Arrow offsets of runs of counts: what
+  :func:`example_decode_arrow` (the codec's ``decode_arrow_columns``) and
+  :mod:`recprep.spark` build Arrow arrays of.
 
 Encoding columns:
 
@@ -103,6 +108,7 @@ from __future__ import annotations
 
 from ...errors import ExampleMergeWarning
 from ..features import Feature
+from .arrow import byte_strings, example_decode_arrow, run_offsets
 from .chunk import Values, parse_chunk
 from .codec import ExampleCodec
 from .encode_columns import (
@@ -129,9 +135,12 @@ __all__ = [
     "Feature",
     "Payload",
     "Values",
+    "byte_strings",
     "bytes_payload",
+    "example_decode_arrow",
     "key_order",
     "number_payload",
     "parse_chunk",
+    "run_offsets",
     "varint",
 ]

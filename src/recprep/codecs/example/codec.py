@@ -24,6 +24,7 @@ from ...errors import REMEDY, DecodeError, EncodeError, InvalidArgumentError
 from ..base import Codec
 from ..features import Feature, SchemaMismatchError, as_features, check_instance
 from ..guess import codec_remedy, first_byte
+from .arrow import example_decode_arrow
 from .columns import example_decode_columns
 from .decode import KIND_OF_DTYPE, declared_array, undeclared_arrays
 from .encode import FLOAT64_REFUSED, inferred_array, list_pieces, not_utf8_error
@@ -153,6 +154,12 @@ class ExampleCodec(Codec):
         (numbers stacked where every record holds as many), parsed at once with numpy;
         ``None`` otherwise (see :mod:`~recprep.codecs.example.columns`)."""
         return example_decode_columns(records, self.features)
+
+    def decode_arrow_columns(self, records: list[bytes | memoryview]) -> Columns | None:
+        """The same chunks as :meth:`decode_columns`, as one ``pyarrow.RecordBatch``
+        built from the parsed buffers (no Python object per value; see
+        :mod:`~recprep.codecs.example.arrow`); ``None`` where that doesn't map simply."""
+        return example_decode_arrow(records, self.features)
 
     def _decode_parsed(self, found: dict[str, Found]) -> dict[str, np.ndarray]:
         if not self.features:

@@ -31,7 +31,7 @@ from ..features import Feature, fixed_size
 from .chunk import Values, parse_chunk
 from .wire import BYTES, FLOATS, INTS
 
-__all__ = ["CHUNK_PARSE_MIN_RECORDS", "example_decode_columns"]
+__all__ = ["CHUNK_PARSE_MIN_RECORDS", "example_decode_columns", "parsed_chunk"]
 
 CHUNK_PARSE_MIN_RECORDS = 4  # fewer: decoding them one by one costs less than walking them at once
 _DECLARED_KIND = {"f": FLOATS, "b": INTS, "i": INTS, "u": INTS, "O": BYTES}
@@ -110,15 +110,22 @@ def _declared_column(feature: Feature, values: Values, n: int) -> tuple[Any, Any
     return _per_record_arrays(flat, values.counts, shapes), ("list", flat.dtype.str)
 
 
+def parsed_chunk(records: Sequence[bytes | memoryview], features: Sequence[Feature] = ()
+                 ) -> dict[str, Values] | None:
+    """:func:`~recprep.codecs.example.chunk.parse_chunk` of a chunk of at least
+    :data:`CHUNK_PARSE_MIN_RECORDS` records (only the declared ``features``' values)."""
+    if len(records) < CHUNK_PARSE_MIN_RECORDS:
+        return None
+    return parse_chunk(records, [f.name for f in features] if features else None)
+
+
 def example_decode_columns(records: Sequence[bytes | memoryview], features: Sequence[Feature] = ()
                    ) -> Columns | None:
     """The records' instances (as ``ExampleCodec(features)`` decodes them) as
     :class:`~recprep.batching.Columns`, or None (see the module docstring; with
     ``features``, str-typed features also give None)."""
     n = len(records)
-    if n < CHUNK_PARSE_MIN_RECORDS:
-        return None
-    parsed = parse_chunk(records, [f.name for f in features] if features else None)
+    parsed = parsed_chunk(records, features)
     if parsed is None:
         return None
     tree: dict[str, Any] = {}

@@ -2,12 +2,14 @@
 
 The chunk's records are checked against one layout and cut into columns exactly as
 :mod:`~recprep.codecs.recprep.columns` does for numpy batches, with one difference: a
-column of ``str`` or ``bytes`` is never made of Python objects. Its values' bytes are
-gathered out of the chunk's payload with numpy into one buffer, their lengths summed
-into Arrow offsets, and the two buffers are the Arrow array (``str`` values checked as
-UTF-8 by Arrow, in C). Fixed-width values are numpy views of the payload, copied once
-into Arrow's buffers; arrays of one shape are one buffer under nested
-``fixed_size_list`` types. The record batch follows the mapping of
+column of ``str`` or ``bytes`` is never made of Python objects. The chunk's payload is
+taken as it is for the data of a binary array whose values are the column's values and
+the gaps between them (offsets made with numpy), and one Arrow ``take`` of every other
+value copies the column's bytes out into one buffer (``str`` values: all ASCII, by
+numpy's ``max``, or checked as UTF-8 by Arrow, in C). Fixed-width values are numpy views
+of the payload, copied once into Arrow's buffers; arrays of one shape are one buffer
+under nested ``fixed_size_list`` types; a flat tuple or dict of such columns is made a
+record batch with the schema its layout's chunks had before. The record batch follows the mapping of
 :func:`recprep._core.arrowcols.record_batch` (the same as for decoded instances), so a
 chunk decoded here and one decoded record by record give equal batches. Anything the
 numpy decoding refuses (mixed layouts, damage, pickles...) or that has no Arrow type
@@ -28,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from ..._core.arrowcols import arrow, is_arrow, record_batch
+from ..._core.arrowcols import INSTANCE_KEY, arrow, is_arrow, record_batch
 from ..._core.batching import Columns
 from ...errors import ArrowMappingError
 from .columns import _columns_and_layout
+from .layout import Layout
 
 __all__ = ["recprep_decode_arrow"]
 
@@ -51,11 +54,43 @@ def recprep_decode_arrow(records: Sequence[Any], decode: Callable[[bytes], Any]
     columns, lay = found
     if not _has_strings(columns.tree):  # numpy columns: a batch copies them once, and
         return columns  # Arrow takes the batch's arrays as they are (no second copy)
-    try:
-        batch = record_batch(columns.tree)
-    except ArrowMappingError:
-        return None
+    batch = _flat_batch(columns.tree, columns.n, lay)
+    if batch is None:
+        try:
+            batch = record_batch(columns.tree)
+        except ArrowMappingError:
+            return None
     return Columns(batch, columns.n, ("arrow", lay.signature))
+
+
+def _flat_batch(tree: Any, n: int, lay: Layout) -> Any:
+    """The record batch :func:`~recprep._core.arrowcols.record_batch` makes of a flat
+    tuple or dict of columns of plain numbers (numpy) and strings (Arrow), made with the
+    schema the layout's chunks had before (a chunk's buffers as they are); None for any
+    other tree."""
+    pa = arrow()
+    template = lay.template
+    if template[0] == "leaf" or any(t[0] != "leaf" for t in template[-1]) or (
+            template[0] == "dict" and not all(isinstance(k, str) for k in template[1])):
+        return None
+    arrays = []
+    for leaf in (tree if template[0] == "tuple" else tree.values()):
+        if is_arrow(leaf):
+            arrays.append(leaf)
+        elif isinstance(leaf, np.ndarray) and leaf.ndim == 1 and leaf.dtype.kind in "iuf" \
+                and leaf.dtype.isnative:
+            arrays.append(pa.Array.from_buffers(pa.from_numpy_dtype(leaf.dtype), n, [
+                None, pa.py_buffer(np.ascontiguousarray(leaf))]))
+        else:
+            return None
+    schema = lay.arrow_schema
+    if schema is None or schema.types != [a.type for a in arrays]:
+        names = ([f"f{i}" for i in range(len(arrays))] if template[0] == "tuple"
+                 else list(template[1]))
+        schema = lay.arrow_schema = pa.schema(
+            [pa.field(k, a.type) for k, a in zip(names, arrays, strict=True)],
+            metadata={INSTANCE_KEY: template[0].encode()})
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _has_strings(tree: Any) -> bool:
@@ -68,21 +103,37 @@ def _has_strings(tree: Any) -> bool:
 def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bool,
                    n: int) -> Any:
     """The Arrow array of the ``n`` str (or bytes) values at ``pos`` of ``size`` bytes of
-    ``u8``, or None if a str isn't valid UTF-8 (its record then fails as it decodes)."""
+    ``u8``, or None if a str isn't valid UTF-8 (its record then fails as it decodes).
+
+    The values lie in ``u8`` in order, other bytes between them: ``u8`` is taken as it is
+    for the data of a binary array of ``2n - 1`` values — each value, then the gap to the
+    next — and Arrow's ``take`` of every other one copies the values out (in C, a value
+    at a time). Text all ASCII (numpy's ``max``) is UTF-8; other text is checked by Arrow.
+    """
     pa = arrow()
+    ends = pos + size
+    if not bool((pos[1:] >= ends[:-1]).all()):
+        return None  # not in order (records given out of order): record by record
     total = int(size.sum())
-    wide = total > _OFFSETS_MAX or len(u8) > _OFFSETS_MAX
-    index = np.int64 if wide else np.int32
-    offsets = np.zeros(n + 1, np.int64 if total > _OFFSETS_MAX else np.int32)
-    np.cumsum(size, out=offsets[1:])
-    placed = offsets[:-1].astype(index, copy=False)
-    gather = np.repeat((pos.astype(index, copy=False) - placed), size)
-    gather += np.arange(total, dtype=index)
-    data = u8[gather]
-    kind = (pa.large_string() if is_str else pa.large_binary()) if total > _OFFSETS_MAX else (
-        pa.string() if is_str else pa.binary())
-    out = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    if is_str:
+    if not n:
+        return pa.array([], pa.string() if is_str else pa.binary())
+    wide = len(u8) > _OFFSETS_MAX
+    index: Any = np.int64 if wide else np.int32
+    bounds = np.empty(2 * n, index)
+    bounds[0::2] = pos
+    bounds[1::2] = ends
+    spaced = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
+                                   [None, pa.py_buffer(bounds), pa.py_buffer(u8)])
+    out = spaced.take(pa.array(np.arange(0, 2 * n, 2, dtype=index)))
+    if total > _OFFSETS_MAX:
+        out = out.cast(pa.large_binary())
+    elif wide:
+        out = out.cast(pa.binary())
+    if not is_str:
+        return out
+    out = out.view(pa.large_string() if total > _OFFSETS_MAX else pa.string())
+    data = out.buffers()[2]
+    if data is not None and total and int(np.frombuffer(data, np.uint8, total).max()) >= 0x80:
         try:
             out.validate(full=True)
         except pa.ArrowInvalid:

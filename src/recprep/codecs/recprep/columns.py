@@ -177,16 +177,12 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
         pos = starts + off if extra is None else starts + off + extra
         if not (pos + size <= ends).all():
             return None
-        if not size:
-            return np.empty((n, 0), np.uint8)
-        # every window of ``size`` bytes, a view: a row per record is one gather of n rows
-        return as_strided(u8, (len(u8) - size + 1, size), (1, 1), writeable=False)[pos]
+        return _gathered(buf, pos, size)
 
     for size, consts, ops, data in layout_segments(lay):
         if size:
             got = take(size)
-            if got is None or not all(
-                    (got[:, at : at + len(want)] == want).all() for at, want in consts):
+            if got is None or not _shared_bytes_hold(got, consts):
                 return None
             if not _cut_fixed(got, ops, leaves, lengths, n):
                 return None
@@ -211,6 +207,22 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
     return Columns(_filled(lay.template, leaves), n, lay.signature)
 
 
+def _gathered(buf: bytes, pos: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` bytes at each of ``pos`` in ``buf``, a row each (C order): one gather
+    of ``size``-byte items (numpy copies an item at a time, a fraction of gathering rows
+    of a strided view byte by byte)."""
+    if not size:
+        return np.empty((len(pos), 0), np.uint8)
+    items = np.ndarray((len(buf) - size + 1,), f"V{size}", buf, 0, (1,))
+    return items[pos].view(np.uint8).reshape(len(pos), size)
+
+
+def _shared_bytes_hold(got: np.ndarray, consts: list[tuple[int, np.ndarray]]) -> bool:
+    """Whether every row of ``got`` holds the bytes ``consts`` says (``(offset, bytes)``
+    runs)."""
+    return all((got[:, at : at + len(want)] == want).all() for at, want in consts)
+
+
 def _cut_fixed(got: np.ndarray, ops: list[tuple[tuple, int]], leaves: list[Any],
                lengths: list[Any], n: int) -> bool:
     """Fill ``leaves`` and ``lengths`` from ``got``, a segment's fixed-width bytes of
@@ -229,8 +241,7 @@ def _cut_fixed(got: np.ndarray, ops: list[tuple[tuple, int]], leaves: list[Any],
                 return False
             leaves[op[1]] = tags == T_TRUE
         elif name == "len":
-            lengths[op[1]] = np.ascontiguousarray(got[:, at : at + 4]).view(
-                "<u4")[:, 0].astype(np.int64)
+            lengths[op[1]] = got[:, at : at + 4].view("<u4")[:, 0].astype(np.int64)
         else:  # none
             leaves[op[1]] = [None] * n
     return True
