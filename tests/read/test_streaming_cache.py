@@ -216,36 +216,15 @@ def test_ranks_fill_disjoint_parts_of_a_shard_at_once(s3, s3_url, tmp_path):
 
 
 
-@pytest.mark.parametrize("cache", [False, True])
-def test_a_pass_starts_every_shard_of_its_first_group_at_once(remote_set, link, tmp_path,
-                                                               cache):
+def test_a_pass_starts_every_shard_of_its_first_group_at_once(remote_set, link):
     # shards read round-robin are opened one after another; their first ranges are
-    # requested together when the pass starts, with a cache_dir too (its first instance
-    # used to wait for each shard's round trip in turn); one range per shard here
+    # requested together when the pass starts (one range per shard here)
     url, records, _ = remote_set
-    kwargs = {"cache_dir": tmp_path / "c"} if cache else {}
-    reader = RecordIO(url, storage_options=link.storage_options, **kwargs,
+    reader = RecordIO(url, storage_options=link.storage_options,
                       fetch=FetchOptions(range_bytes=1 << 20, initial_requests=8))
     assert list(reader()) == list(RecordIO(url, storage_options=link.storage_options)())
     assert reader.stats().requests == 4
     assert reader.stats().most_in_flight == 4
-
-
-def test_shards_in_the_cache_are_not_fetched_ahead(remote_set, link, tmp_path):
-    url, records, _ = remote_set
-    options = link.storage_options
-    fetch = FetchOptions(range_bytes=1 << 20, initial_requests=8)
-    half = RecordIO(url, storage_options=options, fetch=fetch, cache_dir=tmp_path / "c",
-                    world_size=2, rank=0, split="shard")
-    list(half())
-    assert len(half.cache.entries()) == 2
-    cached = [s.bytes for s in _shards(half) if any(
-        e.startswith(s.name) for e in half.cache.entries())]
-    reader = RecordIO(url, storage_options=options, fetch=fetch, cache_dir=tmp_path / "c")
-    assert list(reader()) == list(RecordIO(url, storage_options=options)())
-    stats = reader.stats()
-    assert stats.requests == 2 and stats.most_in_flight == 2
-    assert stats.bytes == sum(s.bytes for s in _shards(reader)) - sum(cached)
 
 
 def test_a_cached_pass_asks_about_the_manifest_without_waiting(remote_set, link, tmp_path):

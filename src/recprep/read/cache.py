@@ -170,14 +170,6 @@ class ShardCache:
             f"{url}\0{entry.bytes}\0{entry.crc32c:08x}".encode()).hexdigest()[:32]
         return f"{posixpath.basename(url)[:80]}.{digest}{_SUFFIX}"
 
-    def has(self, url: str, entry: ShardInfo) -> bool:
-        """Whether this cache holds the shard at ``url`` (as ``entry`` describes it), or
-        one of its readers is filling it: opening it then reads no byte of the store
-        now. One ``stat`` or two: nothing is checked."""
-        local = os.path.join(self.directory, self.name_for(url, entry))
-        return entry.bytes <= self.max_bytes and (
-            os.path.exists(local) or os.path.exists(local + PART))
-
     def entries(self) -> list[str]:
         """The cached shards' file names, least recently used first."""
         return [name for name, _, _ in self._scan()]

@@ -126,20 +126,23 @@ def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
     """On an object store, start fetching every piece of the pass's first group at once
     (a set's shards are read round-robin but opened one after another: each would
     otherwise wait a round trip for its first bytes in turn). Only shards pinned by
-    their manifest's ETag, whose open asks the store nothing first, and not those a
-    ``cache_dir`` holds (or fills, in another reader)."""
-    fetcher, cache = sources.fetcher, sources.cache
+    their manifest's ETag, whose open asks the store nothing first; not with a
+    ``cache_dir``, whose shards are claimed as they are opened (a shard another reader
+    on the node is filling is not fetched here: one download per node)."""
+    fetcher = sources.fetcher
     if fetcher is None or not plan.pieces:
         return
     fetcher.warm()
+    if sources.cache is not None:
+        return
     expected = []
     for piece, group in zip(plan.pieces, plan.groups, strict=True):
         if group != plan.groups[0]:
             break
-        file = sources.files[piece.file]
-        entry = sources.commits.pinned(file)
-        if entry is not None and (cache is None or not cache.has(file.shown, entry)):
-            expected.append((file.path, entry.bytes, entry.etag, sources.span(piece)))
+        entry = sources.commits.pinned(sources.files[piece.file])
+        if entry is not None:
+            expected.append((sources.files[piece.file].path, entry.bytes, entry.etag,
+                             sources.span(piece)))
     fetcher.expect(expected)
 
 
