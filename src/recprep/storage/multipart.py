@@ -26,6 +26,7 @@ True
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -98,11 +99,13 @@ class PendingUpload:
         return cls(str(doc["upload_id"]), parts, None if crc is None else int(crc))
 
 
-def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
+def with_etags(fs: Any, directory: str, data: bytes,
+               known: Mapping[str, str] | None = None) -> bytes | None:
     """The manifest ``data`` with each shard's ETag, as storage gives it now for the shard
-    in ``directory`` (asked several at once), recorded (and any it recorded dropped where
-    storage gives none: a set copied from an object store to a disk); None when ``data``
-    is not a manifest."""
+    in ``directory`` (asked several at once; not of the shards in ``known``, name -> the
+    ETag the store answered when it completed the object), recorded (and any it recorded
+    dropped where storage gives none: a set copied from an object store to a disk); None
+    when ``data`` is not a manifest."""
     from .manifest import Manifest
 
     try:
@@ -111,6 +114,8 @@ def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
         return None
 
     def etag(name: str) -> str | None:
+        if known and name in known:
+            return known[name]
         path = posixpath.join(directory, name)
         with contextlib.suppress(Exception):
             fs.invalidate_cache(path)  # a listing taken before the move knows another
@@ -122,7 +127,8 @@ def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
         return None if found is None else str(found)
 
     names = [shard.name for shard in manifest.shards]
-    with ThreadPoolExecutor(max(1, min(8, len(names)))) as pool:
+    asked = sum(not known or n not in known for n in names)
+    with ThreadPoolExecutor(max(1, min(64, asked))) as pool:
         etags = list(pool.map(etag, names))
     manifest.shards = [dataclasses.replace(shard, etag=tag)
                        for shard, tag in zip(manifest.shards, etags, strict=True)]
@@ -137,6 +143,28 @@ def error_code(err: BaseException) -> str | None:
         if isinstance(response, dict):
             return response.get("Error", {}).get("Code")
     return None
+
+
+def put_checked(fs: Any, path: str, data: bytes) -> str | None:
+    """Write the small object ``path`` in one ``PutObject``, checked: its MD5 is sent
+    (``Content-MD5``: S3 refuses bytes that differ), and the store's answer vouches for
+    it when its ETag is the MD5 of ``data`` (moto, which checks no ``Content-MD5``); where
+    it isn't (SSE-KMS, SSE-C, some S3-compatible stores) the object is read back. Bytes
+    that differ raise ``OSError``. Returns the ETag (None: not answered)."""
+    digest = hashlib.md5(data, usedforsecurity=False).digest()
+    out = _call(fs, "put_object", path, Body=data,
+                ContentMD5=base64.b64encode(digest).decode("ascii"))
+    etag = out.get("ETag")
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(path)
+    if str(etag or "").strip('"') != digest.hex():
+        got = bytes(fs.cat_file(path))
+        if got != data:
+            raise OSError(f"the store holds {len(got)} bytes of MD5 "
+                          f"{hashlib.md5(got, usedforsecurity=False).hexdigest()}, the "
+                          f"{len(data)} bytes sent have MD5 {digest.hex()}: the bytes changed "
+                          "on the way (run it again)")
+    return None if etag is None else str(etag)
 
 
 def _call(fs: Any, method: str, path: str, **kwargs: Any) -> Any:
@@ -247,12 +275,14 @@ def abort(fs: Any, path: str, upload_id: str) -> None:
 
 
 def abort_unrecorded(
-    fs: Any, directory: str, owned: Callable[[str], bool], keep: Collection[str] = ()
+    fs: Any, directory: str, owned: Callable[[str], bool], keep: Collection[str] = (),
+    uploads: list[tuple[str, str]] | None = None,
 ) -> int:
     """Abort every open upload in ``directory`` of a name ``owned`` says is this run's,
-    but the upload ids in ``keep`` (those a journal records); returns how many."""
+    but the upload ids in ``keep`` (those a journal records); returns how many.
+    ``uploads``: :func:`open_uploads` of ``directory``, when the caller has it already."""
     gone = 0
-    for name, upload_id in open_uploads(fs, directory):
+    for name, upload_id in open_uploads(fs, directory) if uploads is None else uploads:
         if owned(name) and upload_id not in keep:
             log.info("recprep: aborting an upload nobody records: %s",
                      display(fs, posixpath.join(directory, name)))

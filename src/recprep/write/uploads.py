@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import concurrent.futures as cf
 import contextlib
 import hashlib
@@ -70,7 +71,7 @@ from ..storage.fs import display
 from ..storage.multipart import Part, PendingUpload
 from ..storage.multipart import error_code as _code
 
-__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
+__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "PROBE_PREFIX", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
            "md5_etag", "open_upload", "part_size", "speaks_s3", "store_checks"]
 
 log = logging.getLogger("recprep")
@@ -88,6 +89,9 @@ VERIFIED, IGNORED, UNSUPPORTED = "verified", "ignored", "unsupported"
 #: the error codes an S3 store answers a wrong ``x-amz-checksum-*`` with
 _DIGEST_ERRORS = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
 _PROBE = b"recprep: does this store check x-amz-checksum-crc32c?"
+#: the name of :func:`store_checks`'s probe object begins so (a ``cp`` temporary's name:
+#: hidden, and one a kill left is removed by the next ``cp`` there)
+PROBE_PREFIX = ".recprep-cp-probe-"
 _checks: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _checks_lock = threading.Lock()
 
@@ -141,7 +145,8 @@ def store_checks(fs: Any, path: str) -> str:
     Found out once per filesystem and bucket in a process, by one ``PutObject`` of a
     small object with a deliberately wrong ``x-amz-checksum-crc32c`` into ``path``: a store
     that checks refuses it (``BadDigest``) and stores nothing; one that doesn't stores it,
-    and the object is removed at once.
+    and the object is removed at once. A bucket that doesn't exist raises
+    ``FileNotFoundError`` (nothing is remembered: ask again once it is made).
     """
     if not speaks_s3(fs):
         return UNSUPPORTED
@@ -150,11 +155,13 @@ def store_checks(fs: Any, path: str) -> str:
         known = _checks.setdefault(fs, {}).get(bucket)
     if known is not None:
         return known
-    probe = posixpath.join(path, f".recprep-cp-probe-{uuid.uuid4().hex[:12]}")
+    probe = posixpath.join(path, f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}")
     wrong = google_crc32c.value(_PROBE) ^ 0xFFFFFFFF
     key = fs.split_path(probe)[1]
     try:
         fs.call_s3("put_object", Bucket=bucket, Key=key, Body=_PROBE, ChecksumCRC32C=_b64(wrong))
+    except FileNotFoundError:  # no bucket (yet): no answer
+        raise
     except Exception as err:  # noqa: BLE001 - the answer is the capability
         found = VERIFIED if _code(err) in _DIGEST_ERRORS else UNSUPPORTED
         if found == UNSUPPORTED:
@@ -246,7 +253,8 @@ class PartUpload:
         self.pending: PendingUpload | None = None
         self._sizes: list[int] = []
         self.shown = display(fs, path)
-        self._buffer = bytearray()
+        self._chunks: collections.deque[memoryview] = collections.deque()  # written, unsent
+        self._filled = 0  # their bytes
         self._parts: list[cf.Future[dict[str, Any]]] = []
         self._upload_id: asyncio.Future[str] | None = None  # (on the loop)
         self._done: cf.Future[Any] | None = None
@@ -262,13 +270,40 @@ class PartUpload:
         if self.closed:
             raise ValueError(f"write to closed upload {self.shown}")
         self._raise_failure()
-        self._buffer += data
-        self.size += len(data)
-        while len(self._buffer) > (size := part_size(self.part_bytes, len(self._parts) + 1)):
-            part = bytes(self._buffer[:size])
-            del self._buffer[:size]
-            self._send(part)
-        return len(data)
+        size = len(data)
+        if size:  # kept as written (a bytes object isn't copied until its part is made)
+            self._chunks.append(memoryview(data if isinstance(data, bytes) else bytes(data)))
+        self._filled += size
+        self.size += size
+        # a part goes once it is full (deferred: its upload is multipart anyway), else
+        # once a byte more came (a file of one part's size stays one PutObject)
+        more = 0 if self.deferred else 1
+        while self._filled >= (part := part_size(self.part_bytes, len(self._parts) + 1)) + more:
+            self._send(self._take(part))
+        return size
+
+    def _take(self, size: int) -> bytes:
+        """The first ``size`` bytes written and not yet sent, in one bytes object (one
+        copy of them, none when a write was exactly that)."""
+        out: list[memoryview] = []
+        got = 0
+        while got < size and self._chunks:
+            chunk = self._chunks[0]
+            if got + len(chunk) <= size:
+                out.append(self._chunks.popleft())
+                got += len(chunk)
+            else:
+                out.append(chunk[:size - got])
+                self._chunks[0] = chunk[size - got:]
+                got = size
+        self._filled -= got
+        if len(out) == 1 and isinstance(out[0].obj, bytes) and len(out[0]) == len(out[0].obj):
+            return out[0].obj
+        return b"".join(out)
+
+    def _rest(self) -> bytes:
+        """Everything written and not yet sent."""
+        return self._take(self._filled)
 
     def close(self) -> None:
         """Send what is left and complete the upload, without waiting for it."""
@@ -277,23 +312,27 @@ class PartUpload:
         self.closed = True
         self._raise_failure()
         if self.deferred:  # every part out (at least one), the upload left open
-            if self._buffer or not self._parts:
-                self._send(bytes(self._buffer))
-                self._buffer = bytearray()
+            if self._filled or not self._parts:
+                self._send(self._rest())
             self._done = self._submit(self._uploaded())
             return
         if not self._parts:  # one request: the whole object
-            data, self._buffer = bytes(self._buffer), bytearray()
+            data = self._rest()
             if self.receipt:
                 self._md5s.append(_md5(data))
             self.slots.take()
             self._done = self._submit(self._put(data))
             self._done.add_done_callback(lambda _: self.slots.give())
             return
-        if self._buffer:
-            self._send(bytes(self._buffer))
-            self._buffer = bytearray()
+        if self._filled:
+            self._send(self._rest())
         self._done = self._submit(self._complete())
+
+    def begin(self) -> None:
+        """Ask for the multipart upload now, while its first part is being written (the
+        request is then not one more round trip before that part): for an upload that
+        will be one (``deferred``, or one known to be larger than a part)."""
+        self._submit(self._id())
 
     def result(self) -> None:
         """Wait for the upload; a failure raises :class:`~recprep.errors.WriteError`."""
@@ -443,6 +482,8 @@ def open_upload(fs: Any, path: str, slots: UploadSlots | None = None,
     checksums = store_checks(fs, posixpath.dirname(path)) == VERIFIED
     upload = PartUpload(fs, path, slots, part_bytes=part_bytes, checksums=checksums,
                         receipt=receipt, deferred=deferred)
+    if deferred:
+        upload.begin()
     try:
         yield upload
         upload.result()
