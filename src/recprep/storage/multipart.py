@@ -265,6 +265,42 @@ def objects_under(fs: Any, directory: str) -> list[str]:
         marks = {"ContinuationToken": out["NextContinuationToken"]}
 
 
+def listed_in(fs: Any, directory: str) -> list[dict[str, Any]]:
+    """What ``directory`` holds, as fsspec's ``ls(detail=True)`` gives it (``name``,
+    ``size``, ``type``), by listing its prefix with a delimiter (``ListObjectsV2``, one
+    request per 1,000; nothing where nothing is: no second listing of the parent, as
+    s3fs's ``ls`` makes of a prefix that holds nothing)."""
+    bucket, key = fs.split_path(directory)[:2]
+    prefix = f"{key.rstrip('/')}/" if key else ""
+    found: list[dict[str, Any]] = []
+    marks: dict[str, str] = {}
+    while True:
+        out = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, Delimiter="/",
+                         **marks)
+        found += [{"name": f"{bucket}/{o['Key']}", "size": int(o.get("Size", 0)),
+                   "type": "file"} for o in out.get("Contents", [])
+                  if o["Key"] != prefix]
+        found += [{"name": f"{bucket}/{p['Prefix'].rstrip('/')}", "size": 0,
+                   "type": "directory"} for p in out.get("CommonPrefixes", [])]
+        if not out.get("IsTruncated"):
+            return found
+        marks = {"ContinuationToken": out["NextContinuationToken"]}
+
+
+def is_object(fs: Any, path: str) -> bool:
+    """Whether an object is called ``path`` (one ``HeadObject``: a prefix that holds
+    objects is not one)."""
+    try:
+        _call(fs, "head_object", path)
+    except FileNotFoundError:
+        return False
+    except Exception as err:  # noqa: BLE001 - botocore's, untranslated
+        if error_code(err) not in ("404", "NoSuchKey", "NotFound"):
+            raise
+        return False
+    return True
+
+
 def abort(fs: Any, path: str, upload_id: str) -> None:
     """Abort an upload (one already gone is fine)."""
     try:

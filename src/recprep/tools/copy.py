@@ -62,12 +62,12 @@ import google_crc32c
 from .._core.arguments import checked
 from ..errors import CorruptDataError, InvalidArgumentError, OutputExistsError, WriteError
 from ..storage.fs import display, is_local, resolve
-from ..storage.listing import list_entries
+from ..storage.listing import DirectoryEntry, list_entries
 from ..storage.locking import ShardSetLock
-from ..storage.multipart import PendingUpload
+from ..storage.multipart import PendingUpload, is_object, listed_in
 from ..storage.shardnames import manifest_name
 from ..storage.staging import Staging
-from ..write.uploads import PROBE_PREFIX
+from ..write.uploads import PROBE_PREFIX, settle_probes, speaks_s3
 from .copyplan import (
     CopyItem,
     is_manifest_or_side_file,
@@ -245,8 +245,10 @@ def _prepare_remote(job: _Job, stack: contextlib.ExitStack
     dfs, dpath = job.fs, job.path
     stagings = job.stagings()
     with cf.ThreadPoolExecutor(4 + len(stagings), thread_name_prefix="recprep-cp") as pool:
-        is_file = pool.submit(dfs.isfile, dpath)
-        listing = pool.submit(_entries, dfs, dpath)
+        store = speaks_s3(dfs)  # (then one request each: fsspec's may make two)
+        is_file = (pool.submit(is_object, dfs, dpath) if store
+                   else pool.submit(dfs.isfile, dpath))
+        listing = pool.submit(_entries, dfs, dpath, store)
         made = pool.submit(dfs.makedirs, dpath, exist_ok=True)
         destination = pool.submit(Destination.of, dfs, dpath)
         created = [(s, pool.submit(s.create, keep=False)) for s in stagings.values()]
@@ -276,9 +278,13 @@ def _again_if_missing(future: cf.Future[Any], again: Any) -> Any:
         return again()
 
 
-def _entries(fs: Any, directory: str) -> list[Any]:
-    """The listing of ``directory`` (empty when an object store has nothing there)."""
+def _entries(fs: Any, directory: str, store: bool = False) -> list[DirectoryEntry]:
+    """The listing of ``directory`` (empty when an object store has nothing there);
+    ``store``: of a store that speaks S3, listed by one request."""
     try:
+        if store:
+            return sorted((DirectoryEntry.of(i) for i in listed_in(fs, directory)),
+                          key=lambda e: e.path)
         return list_entries(fs, directory)
     except FileNotFoundError:
         return []
@@ -378,6 +384,7 @@ def _copy_and_commit(
     finally:
         sources.close()
         bar.close()
+        settle_probes()
     return copied + [read[it.name][0] for it in job.items if it.is_manifest]
 
 

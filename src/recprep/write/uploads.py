@@ -71,8 +71,9 @@ from ..storage.fs import display
 from ..storage.multipart import Part, PendingUpload
 from ..storage.multipart import error_code as _code
 
-__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "PROBE_PREFIX", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
-           "md5_etag", "open_upload", "part_size", "speaks_s3", "store_checks"]
+__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "PROBE_PREFIX", "SINGLE_PUT_BYTES", "PartUpload",
+           "UploadSlots", "md5_etag", "open_upload", "part_size", "settle_probes", "speaks_s3",
+           "store_checks"]
 
 log = logging.getLogger("recprep")
 
@@ -94,6 +95,19 @@ _PROBE = b"recprep: does this store check x-amz-checksum-crc32c?"
 PROBE_PREFIX = ".recprep-cp-probe-"
 _checks: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _checks_lock = threading.Lock()
+_removals: list[cf.Future[Any]] = []  # the probes' deletes under way
+
+
+def settle_probes() -> None:
+    """Wait for the removal of every probe object :func:`store_checks` left (it doesn't
+    wait: the request is under way while the caller goes on); failures are ignored (a
+    probe a ``cp`` leaves is removed by the next one there)."""
+    with _checks_lock:
+        removals = _removals[:]
+        del _removals[:]
+    for removal in removals:
+        with contextlib.suppress(Exception):
+            removal.result(timeout=60)
 
 
 def speaks_s3(fs: Any) -> bool:
@@ -145,8 +159,9 @@ def store_checks(fs: Any, path: str) -> str:
     Found out once per filesystem and bucket in a process, by one ``PutObject`` of a
     small object with a deliberately wrong ``x-amz-checksum-crc32c`` into ``path``: a store
     that checks refuses it (``BadDigest``) and stores nothing; one that doesn't stores it,
-    and the object is removed at once. A bucket that doesn't exist raises
-    ``FileNotFoundError`` (nothing is remembered: ask again once it is made).
+    and the object is removed (the request sent, not waited for: :func:`settle_probes`).
+    A bucket that doesn't exist raises ``FileNotFoundError`` (nothing is remembered: ask
+    again once it is made).
     """
     if not speaks_s3(fs):
         return UNSUPPORTED
@@ -169,8 +184,10 @@ def store_checks(fs: Any, path: str) -> str:
                      "without one", display(fs, path), err)
     else:
         found = IGNORED
-        with contextlib.suppress(Exception):
-            fs.call_s3("delete_object", Bucket=bucket, Key=key)
+        removal = asyncio.run_coroutine_threadsafe(  # not waited for here: settle_probes()
+            fs._call_s3("delete_object", Bucket=bucket, Key=key), fs.loop)
+        with _checks_lock:
+            _removals.append(removal)
     log.debug("recprep: the store of %s: checksums on upload %s", display(fs, path), found)
     with _checks_lock:
         _checks.setdefault(fs, {})[bucket] = found
