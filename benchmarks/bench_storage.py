@@ -534,7 +534,8 @@ def _cp_part(args: argparse.Namespace) -> str | None:
         child_main(args.cp_child, args.endpoint, args.source, args.dest, args.count)
         return None
     size = 40 if args.quick else (args.size_mb or 240)
-    return run_cp(size, args.shards or 8, 1 if args.quick else (args.reps or 3), args.timeline)
+    return run_cp(size, args.shards or 8, 1 if args.quick else (args.reps or 3), args.timeline,
+                  args.baseline)
 
 
 def main() -> None:
@@ -553,6 +554,9 @@ def main() -> None:
                         "put/get (240 MB, 8 shards, 3 reps)")
     parser.add_argument("--timeline", type=Path, default=None,
                         help="with --part cp: write each contender's request timeline here")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="with --part cp: also run recprep from this src directory (an "
+                        "older checkout's), interleaved: before and after in one run")
     parser.add_argument("--plot", type=Path, default=None,
                         help="with --network: also draw the MB/s figure into this PNG")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")

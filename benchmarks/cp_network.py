@@ -109,11 +109,22 @@ def child(name: str, endpoint: str, source: str, dest: str, count: int) -> dict:
             "calls": [(s - started, e - started, op, key) for s, e, op, key in calls]}
 
 
-def _run_child(name: str, endpoint: str, source: str, dest: str, count: int) -> dict:
+BASELINE = " (baseline)"
+
+
+def _run_child(name: str, endpoint: str, source: str, dest: str, count: int,
+               baseline: Path | None = None) -> dict:
+    """``child`` in a fresh interpreter; a contender named ``... (baseline)`` imports
+    recprep from ``baseline`` (another checkout's ``src``)."""
+    env = dict(os.environ)
+    if name.endswith(BASELINE):
+        assert baseline is not None
+        name = name.removesuffix(BASELINE)
+        env["PYTHONPATH"] = os.pathsep.join([str(baseline), str(ROOT)])
     proc = subprocess.run(
         [sys.executable, str(HERE / "bench_storage.py"), "--cp-child", name, "--endpoint",
          endpoint, "--source", source, "--dest", dest, "--count", str(count)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -149,9 +160,12 @@ def _counts(proxy: dict) -> str:
                                                   "DELETE") if counts[k])
 
 
-def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None) -> str:
+def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None,
+           baseline: Path | None = None) -> str:
     """The whole cp run; returns the markdown report (and writes each contender's last
-    request timeline into ``timeline``, when given)."""
+    request timeline into ``timeline``, when given). With ``baseline`` (another
+    checkout's ``src``), each recprep contender runs again with that recprep, interleaved:
+    before and after in one run."""
     sys.path.insert(0, str(ROOT))
     from bench_storage import proxy_control, start_moto, start_proxy
 
@@ -179,19 +193,20 @@ def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None) -
         fs.mkdir("bench")
         copy(f"{local}/{PREFIX}", "s3://bench/src", storage_options={"endpoint_url": upstream},
              progress=False)
-        names = [n for pair in PAIRS for n in pair]
-        names = list(dict.fromkeys(names))
+        names = list(dict.fromkeys(n for pair in PAIRS for n in pair))
+        if baseline is not None:
+            names += [n + BASELINE for n, _ in PAIRS]
         for rep in range(reps):
             for name in names:
-                down = name in ("recprep cp down", "s3fs.get")
-                dest = str(tmp / f"down-{rep}-{len(runs.get(name, []))}-{name[-4:]}") if down \
-                    else f"bench/{name.split()[-1].replace('.', '')}-{rep}"
+                down = name.removesuffix(BASELINE) in ("recprep cp down", "s3fs.get")
+                slug = "".join(c for c in name if c.isalnum())
+                dest = str(tmp / f"down-{rep}-{slug}") if down else f"bench/{slug}-{rep}"
                 source = "bench/src" if down else str(local)
                 if down:
                     Path(dest).mkdir()
                 proxy_control(endpoint, "reset")
                 print(f"cp: {name}, rep {rep + 1}", file=sys.stderr, flush=True)
-                out = _run_child(name, endpoint, source, dest, count)
+                out = _run_child(name, endpoint, source, dest, count, baseline)
                 out["proxy"] = proxy_control(endpoint, "reset")
                 runs.setdefault(name, []).append(out)
                 if down:
@@ -208,7 +223,7 @@ def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None) -
     if timeline is not None:
         timeline.write_text("\n".join(f"== {name}\n{timeline_text(r[-1]['calls'])}"
                                       for name, r in runs.items()) + "\n")
-    return cp_report(runs, total, shards, reps, loads, label)
+    return cp_report(runs, total, shards, reps, loads, label, baseline is not None)
 
 
 def _median(values: list[float]) -> float:
@@ -217,7 +232,7 @@ def _median(values: list[float]) -> float:
 
 
 def cp_report(runs: dict[str, list[dict]], total: int, shards: int, reps: int,
-              loads: list[tuple[float, float, float]], label: str) -> str:
+              loads: list[tuple[float, float, float]], label: str, baseline: bool) -> str:
     import datetime as dt
     import platform
 
@@ -234,9 +249,10 @@ def cp_report(runs: dict[str, list[dict]], total: int, shards: int, reps: int,
         + " (before, after each rep).", "",
         "| contender | s | MB/s | against | ratio | CPU s | requests (proxy) |",
         "|---|---:|---:|---|---:|---:|---|"]
-    shown = []
+    shown: list[tuple[str, str | None]] = []
     for name, other in PAIRS:
-        shown += [(name, other), (other, None)]
+        shown += [(name, other), *([(name + BASELINE, other)] if baseline else []),
+                  (other, None)]
     for who, against in dict(shown).items():
         seconds = _median([r["seconds"] for r in runs[who]])
         ratio = "" if against is None else \

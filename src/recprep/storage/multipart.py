@@ -265,6 +265,33 @@ def objects_under(fs: Any, directory: str) -> list[str]:
         marks = {"ContinuationToken": out["NextContinuationToken"]}
 
 
+def move_object(fs: Any, source: str, target: str) -> str | None:
+    """Move the object ``source`` to ``target`` on a store that speaks S3: one
+    ``CopyObject`` and one ``DeleteObject`` (fsspec's ``mv`` asks about both paths first:
+    several round trips more); returns the new object's ETag as the copy answered it
+    (None: not answered). A ``source`` that isn't there raises ``FileNotFoundError``; an
+    object too large for one ``CopyObject`` (over 5 GB) is moved by ``fs.mv``."""
+    bucket, key = fs.split_path(source)[:2]
+    try:
+        out = _call(fs, "copy_object", target, CopySource={"Bucket": bucket, "Key": key})
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # noqa: BLE001 - botocore's, untranslated
+        code = error_code(err)
+        if code in ("NoSuchKey", "404"):
+            raise FileNotFoundError(source) from err
+        if code not in ("InvalidRequest", "EntityTooLarge"):
+            raise
+        fs.mv(source, target)
+        return None
+    _call(fs, "delete_object", source)
+    for path in (source, target):
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(path)
+    etag = out.get("CopyObjectResult", {}).get("ETag")
+    return None if etag is None else str(etag)
+
+
 def listed_in(fs: Any, directory: str) -> list[dict[str, Any]]:
     """What ``directory`` holds, as fsspec's ``ls(detail=True)`` gives it (``name``,
     ``size``, ``type``), by listing its prefix with a delimiter (``ListObjectsV2``, one
@@ -289,7 +316,9 @@ def listed_in(fs: Any, directory: str) -> list[dict[str, Any]]:
 
 def is_object(fs: Any, path: str) -> bool:
     """Whether an object is called ``path`` (one ``HeadObject``: a prefix that holds
-    objects is not one)."""
+    objects is not one, nor is a bucket)."""
+    if not fs.split_path(path)[1]:
+        return False
     try:
         _call(fs, "head_object", path)
     except FileNotFoundError:

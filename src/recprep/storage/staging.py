@@ -56,26 +56,21 @@ from ..errors import (
     add_note,
 )
 from . import failpoints
+from .commitmoves import CommitMoves
 from .fs import display, is_local, read_regular
-from .listing import Kind, classify
+from .listing import classify
 from .multipart import (
     PendingUpload,
     abort_unrecorded,
-    complete,
     objects_under,
     open_uploads,
     put_checked,
     resumable,
-    with_etags,
 )
 from .records import FileFacts, Journal, Run, facts_intact
 from .seals import safe_name, seal, unseal
 from .shardnames import manifest_name
 from .writers import JOURNAL, STAGING_PREFIX
-
-#: files moved into place (each a server-side copy + delete) or uploads completed at once
-#: on an object store, at most; the manifest still goes last, after all of them
-MOVES_IN_FLIGHT = 64
 
 log = logging.getLogger("recprep")
 
@@ -98,7 +93,7 @@ def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseExce
     add_note(err, text)
 
 
-class Staging:
+class Staging(CommitMoves):
     """The hidden directory one shard set is written into before it commits.
 
     ``path`` holds the side files; staged files may live in ``area`` (``path`` unless a
@@ -421,36 +416,6 @@ class Staging:
         else:
             fs.invalidate_cache(self.path)
 
-    def _move_all_in(self, journal: Journal) -> None:
-        """Move the staged files in and complete the uploads (on a store, all at once, up
-        to :data:`MOVES_IN_FLIGHT`)."""
-        calls: list[tuple[Any, ...]] = [(self._move_in, *m) for m in journal.staged.items()]
-        calls += [(self._complete, name, upload) for name, upload in journal.uploads.items()]
-        threads = 1 if is_local(self.fs) else max(1, min(len(calls), MOVES_IN_FLIGHT))
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(lambda call: call[0](*call[1:]), calls))
-
-    def _complete(self, name: str, upload: PendingUpload) -> None:
-        etag = complete(self.fs, posixpath.join(self.output, name), upload)
-        if etag is not None and etag.strip('"') == upload.etag:  # S3's, from its parts'
-            self._etags[name] = etag  # (as a HEAD would say: the manifest records it)
-        failpoints.hit("commit.complete")
-
-    def _manifest_in(self, journal: Journal, staged: str, final: str) -> list[str] | None:
-        """:meth:`_move_manifest`; on a store, staging listed at the same time (nothing is
-        written there any more): what it holds, for the cleanup's one request (None: not
-        listed)."""
-        if not self._store:
-            self._move_manifest(journal, staged, final)
-            return None
-        with ThreadPoolExecutor(2) as pool:
-            listed = pool.submit(objects_under, self.fs, self.path)
-            self._move_manifest(journal, staged, final)
-            try:
-                return listed.result()
-            except OSError:  # (the cleanup lists again)
-                return None
-
     def abort_unrecorded(self, owned: Any = None, pending: bool | None = None,
                          uploads: list[tuple[str, str]] | None = None) -> int:
         """Abort the open multipart uploads in the output directory of names ``owned``
@@ -467,40 +432,6 @@ class Staging:
 
     def _owns(self, name: str) -> bool:
         return classify(name).of_set(self.prefix)
-
-    def _move_in(self, name: str, staged: str) -> None:
-        """Move one staged file to its final name (a replay: if it is still staged)."""
-        fs = self.fs
-        source = posixpath.join(self.area, staged)
-        target = posixpath.join(self.output, name)
-        if fs.exists(source):
-            fs.mv(source, target)
-            failpoints.hit("commit.move")
-        elif classify(name).kind is Kind.SHARD_SIDE and fs.exists(target):
-            fs.rm(target)  # moved or not, an index is rebuilt on demand
-
-    def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
-        """Move the staged manifest to its final name, the commit point; on a store that
-        gives ETags, with each shard's ETag under its final name recorded in it (asked
-        now, after the moves and uploads, several at once: a copy may give an object
-        another ETag), written there (an S3 PUT is atomic) or to a temporary moved
-        in the same way."""
-        fs = self.fs
-        data = self._staged_manifest
-        if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
-            data = self._read(manifest_name(self.prefix))  # a replay: as staged
-        pinned = None if data is None else with_etags(fs, self.output, data, self._etags)
-        if self._store and data is not None:  # a PUT is atomic, a move a copy (the staged
-            put_checked(fs, final, data if pinned is None else pinned)  # one goes with the
-            return  # journal)
-        if pinned is None or pinned == data:
-            fs.mv(staged, final)
-            return
-        temp = self.file(f".{manifest_name(self.prefix)}.final")
-        with fs.open(temp, "wb") as f:
-            f.write(pinned)
-        fs.mv(temp, final)
-        fs.rm(staged)
 
     # -- cleanup -------------------------------------------------------------------------
 

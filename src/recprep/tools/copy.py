@@ -232,7 +232,7 @@ def _prepare_local(job: _Job, stack: contextlib.ExitStack
         stack.enter_context(ShardSetLock(dfs, dpath, name))
     replaced = replaced_files(dfs, dpath, job.items, job.finals)
     job.refuse_replacing(replaced)
-    _remove_leftovers(dfs, [e.path for e in _entries(dfs, dpath)])
+    _remove_leftovers(dfs, [e.path for e in _destination_entries(dfs, dpath)])
     return replaced, job.stagings(), None
 
 
@@ -248,7 +248,7 @@ def _prepare_remote(job: _Job, stack: contextlib.ExitStack
         store = speaks_s3(dfs)  # (then one request each: fsspec's may make two)
         is_file = (pool.submit(is_object, dfs, dpath) if store
                    else pool.submit(dfs.isfile, dpath))
-        listing = pool.submit(_entries, dfs, dpath, store)
+        listing = pool.submit(_destination_entries, dfs, dpath, store)
         made = pool.submit(dfs.makedirs, dpath, exist_ok=True)
         destination = pool.submit(Destination.of, dfs, dpath)
         created = [(s, pool.submit(s.create, keep=False)) for s in stagings.values()]
@@ -265,6 +265,7 @@ def _prepare_remote(job: _Job, stack: contextlib.ExitStack
         for staging, future in created:
             _again_if_missing(future, functools.partial(staging.create, keep=False))
         dest = _again_if_missing(destination, functools.partial(Destination.of, dfs, dpath))
+    settle_probes()  # (its delete went while the rest was asked: gone before any write)
     _remove_leftovers(dfs, [e.path for e in entries])
     return replaced, stagings, dest
 
@@ -278,7 +279,7 @@ def _again_if_missing(future: cf.Future[Any], again: Any) -> Any:
         return again()
 
 
-def _entries(fs: Any, directory: str, store: bool = False) -> list[DirectoryEntry]:
+def _destination_entries(fs: Any, directory: str, store: bool = False) -> list[DirectoryEntry]:
     """The listing of ``directory`` (empty when an object store has nothing there);
     ``store``: of a store that speaks S3, listed by one request."""
     try:
@@ -356,14 +357,15 @@ def _copy_and_commit(
         whole = {n for p, ms in groups.items() if p is not None
                  and any(m.is_manifest for m in ms) for n in (m.name for m in ms)}
         with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
-            calls: list[tuple[Any, ...]] = [
-                (functools.partial(copy_one, deferred=it.name in whole), it, sources, dest,
-                 temps[it.name], job.finals[it.name], bar, stop) for it in moved]
-            calls += [(_manifest_copy, it, sources, job.finals[it.name], stagings[p], bar)
-                      for it, p in manifests]
+            calls: list[tuple[Any, ...]] = [  # the manifests first: small, staged at once
+                (_manifest_copy, it, sources, job.finals[it.name], stagings[p], bar)
+                for it, p in manifests]
+            calls += [(functools.partial(copy_one, deferred=it.name in whole), it, sources,
+                       dest, temps[it.name], job.finals[it.name], bar, stop) for it in moved]
             done = run_all_or_stop(pool, calls, stop)
-            copied, read = done[:len(moved)], dict(zip(
-                [it.name for it, _ in manifests], done[len(moved):], strict=True))
+            read = dict(zip([it.name for it, _ in manifests], done[:len(manifests)],
+                            strict=True))
+            copied = done[len(manifests):]
             lone = [it.name for it in groups.get(None, [])]
             run_all_or_stop(pool, [(move_file, dfs, temps[n], job.finals[n]) for n in lone],
                             stop)

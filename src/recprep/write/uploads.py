@@ -79,11 +79,10 @@ log = logging.getLogger("recprep")
 
 PART_BYTES = 8 << 20
 """The size of an upload's parts (the first 1,000; then it doubles every 1,000 parts)."""
+#: parts in flight at once when the filesystem doesn't say (s3fs: ``max_concurrency``)
 PARTS_IN_FLIGHT = 8
+#: a file of known size up to this goes out in one ``PutObject``; larger, in parts
 SINGLE_PUT_BYTES = 32 << 20
-"""A file of known size up to this goes out in one ``PutObject`` (several files at once
-keep the link busy); larger, in parts of :data:`PART_BYTES`."""
-"""Parts in flight at once when the filesystem doesn't say (s3fs: ``max_concurrency``)."""
 #: what :func:`store_checks` answers: the store checks a CRC-32C sent with an upload and
 #: refuses a wrong one; it accepts the header and ignores it; it refuses the header
 VERIFIED, IGNORED, UNSUPPORTED = "verified", "ignored", "unsupported"
@@ -99,14 +98,12 @@ _removals: list[cf.Future[Any]] = []  # the probes' deletes under way
 
 
 def settle_probes() -> None:
-    """Wait for the removal of every probe object :func:`store_checks` left (it doesn't
-    wait: the request is under way while the caller goes on); failures are ignored (a
-    probe a ``cp`` leaves is removed by the next one there)."""
+    """Wait for the removal of the probes :func:`store_checks` made (it doesn't wait)."""
     with _checks_lock:
         removals = _removals[:]
         del _removals[:]
     for removal in removals:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # (its probe is hidden: harmless if left)
             removal.result(timeout=60)
 
 
@@ -287,8 +284,7 @@ class PartUpload:
         if self.closed:
             raise ValueError(f"write to closed upload {self.shown}")
         self._raise_failure()
-        size = len(data)
-        if size:  # kept as written (a bytes object isn't copied until its part is made)
+        if size := len(data):  # kept as written (bytes aren't copied until a part is made)
             self._chunks.append(memoryview(data if isinstance(data, bytes) else bytes(data)))
         self._filled += size
         self.size += size
@@ -318,10 +314,6 @@ class PartUpload:
             return out[0].obj
         return b"".join(out)
 
-    def _rest(self) -> bytes:
-        """Everything written and not yet sent."""
-        return self._take(self._filled)
-
     def close(self) -> None:
         """Send what is left and complete the upload, without waiting for it."""
         if self.closed:
@@ -330,11 +322,11 @@ class PartUpload:
         self._raise_failure()
         if self.deferred:  # every part out (at least one), the upload left open
             if self._filled or not self._parts:
-                self._send(self._rest())
+                self._send(self._take(self._filled))
             self._done = self._submit(self._uploaded())
             return
         if not self._parts:  # one request: the whole object
-            data = self._rest()
+            data = self._take(self._filled)
             if self.receipt:
                 self._md5s.append(_md5(data))
             self.slots.take()
@@ -342,13 +334,12 @@ class PartUpload:
             self._done.add_done_callback(lambda _: self.slots.give())
             return
         if self._filled:
-            self._send(self._rest())
+            self._send(self._take(self._filled))
         self._done = self._submit(self._complete())
 
     def begin(self) -> None:
-        """Ask for the multipart upload now, while its first part is being written (the
-        request is then not one more round trip before that part): for an upload that
-        will be one (``deferred``, or one known to be larger than a part)."""
+        """Ask for the multipart upload now, while its first part is written (not one more
+        round trip before it): for an upload sure to be one (``deferred``)."""
         self._submit(self._id())
 
     def result(self) -> None:
