@@ -141,9 +141,9 @@ def rounds(calls: list[list[Any]]) -> int:
 
 
 def phases(calls: list[list[Any]], seconds: float) -> dict[str, Any]:
-    """The timeline in three phases: before the first data request, while data moves,
-    after the last data request ends."""
-    data = [c for c in calls if c[2] in DATA_OPS and not str(c[3]).endswith(".json")]
+    """The timeline in three phases: before the first request carrying a shard's bytes,
+    while they move, after the last one ends."""
+    data = [c for c in calls if c[2] in DATA_OPS and "-of-" in str(c[3])]  # a shard's
     first = min((c[0] for c in data), default=seconds)
     last = max((c[1] for c in data), default=seconds)
     before = [c for c in calls if c[1] <= first]
