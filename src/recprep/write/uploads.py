@@ -89,8 +89,7 @@ VERIFIED, IGNORED, UNSUPPORTED = "verified", "ignored", "unsupported"
 #: the error codes an S3 store answers a wrong ``x-amz-checksum-*`` with
 _DIGEST_ERRORS = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
 _PROBE = b"recprep: does this store check x-amz-checksum-crc32c?"
-#: the name of :func:`store_checks`'s probe object begins so (a ``cp`` temporary's name:
-#: hidden, and one a kill left is removed by the next ``cp`` there)
+#: how :func:`store_checks`'s probe objects are named (hidden: no listing shows them)
 PROBE_PREFIX = ".recprep-cp-probe-"
 _checks: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _checks_lock = threading.Lock()
@@ -272,6 +271,7 @@ class PartUpload:
         self._parts: list[cf.Future[dict[str, Any]]] = []
         self._upload_id: asyncio.Future[str] | None = None  # (on the loop)
         self._done: cf.Future[Any] | None = None
+        self._begun: cf.Future[str] | None = None  # (:meth:`begin`'s)
         self._error: BaseException | None = None
         self.closed = False
         self.size = 0
@@ -340,7 +340,7 @@ class PartUpload:
     def begin(self) -> None:
         """Ask for the multipart upload now, while its first part is written (not one more
         round trip before it): for an upload sure to be one (``deferred``)."""
-        self._submit(self._id())
+        self._begun = self._submit(self._id())
 
     def result(self) -> None:
         """Wait for the upload; a failure raises :class:`~recprep.errors.WriteError`."""
@@ -378,7 +378,7 @@ class PartUpload:
         """Abort the upload (after the parts in flight end): no part stays on the store;
         never raises."""
         self.closed = True
-        for future in [*self._parts, *([self._done] if self._done else [])]:
+        for future in [*self._parts, *(f for f in (self._done, self._begun) if f)]:
             with contextlib.suppress(Exception):
                 future.result()
         if self._upload_id is None:
