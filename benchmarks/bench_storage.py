@@ -534,6 +534,19 @@ def _dist_installed(name: str) -> bool:
     return True
 
 
+def _cp_part(args: argparse.Namespace) -> str | None:
+    """``--network --part cp`` (benchmarks/cp_network.py): the report; None in a child."""
+    sys.path.insert(0, str(HERE))
+    from cp_network import child_main, run_cp
+
+    if args.cp_child:
+        child_main(args.cp_child, args.endpoint, args.source, args.dest, args.count)
+        return None
+    size = 40 if args.quick else (args.size_mb or 240)
+    return run_cp(size, args.shards or 8, 1 if args.quick else (args.reps or 3), args.timeline,
+                  args.baseline)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=None,
@@ -545,6 +558,14 @@ def main() -> None:
                         "--network), for a smoke run")
     parser.add_argument("--network", action="store_true",
                         help="read through the link emulator, with litdata and mosaic")
+    parser.add_argument("--part", choices=("read", "cp"), default="read",
+                        help="with --network: reading (default), or cp/convert against s3fs "
+                        "put/get (240 MB, 8 shards, 3 reps)")
+    parser.add_argument("--timeline", type=Path, default=None,
+                        help="with --part cp: write each contender's request timeline here")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="with --part cp: also run recprep from this src directory (an "
+                        "older checkout's), interleaved: before and after in one run")
     parser.add_argument("--plot", type=Path, default=None,
                         help="with --network: also draw the MB/s figure into this PNG")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
@@ -552,11 +573,18 @@ def main() -> None:
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--epochs", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--cp-child", help=argparse.SUPPRESS)  # one cp contender, in a child
+    parser.add_argument("--source", help=argparse.SUPPRESS)
+    parser.add_argument("--dest", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.contender:
+    if args.cp_child or (args.network and args.part == "cp"):
+        report = _cp_part(args)
+        if report is None:
+            return
+    elif args.contender:
         print(json.dumps(contender(args.contender, args.endpoint, args.epochs, args.count)))
         return
-    if args.network:
+    elif args.network:
         size = 40 if args.quick else (args.size_mb or 160)
         reps = 1 if args.quick else (args.reps or 3)
         report = run_network(size, args.shards or 8, reps)

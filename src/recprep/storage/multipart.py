@@ -26,6 +26,7 @@ True
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -98,11 +99,13 @@ class PendingUpload:
         return cls(str(doc["upload_id"]), parts, None if crc is None else int(crc))
 
 
-def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
+def with_etags(fs: Any, directory: str, data: bytes,
+               known: Mapping[str, str] | None = None) -> bytes | None:
     """The manifest ``data`` with each shard's ETag, as storage gives it now for the shard
-    in ``directory`` (asked several at once), recorded (and any it recorded dropped where
-    storage gives none: a set copied from an object store to a disk); None when ``data``
-    is not a manifest."""
+    in ``directory`` (asked several at once; not of the shards in ``known``, name -> the
+    ETag the store answered when it completed the object), recorded (and any it recorded
+    dropped where storage gives none: a set copied from an object store to a disk); None
+    when ``data`` is not a manifest."""
     from .manifest import Manifest
 
     try:
@@ -111,6 +114,8 @@ def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
         return None
 
     def etag(name: str) -> str | None:
+        if known and name in known:
+            return known[name]
         path = posixpath.join(directory, name)
         with contextlib.suppress(Exception):
             fs.invalidate_cache(path)  # a listing taken before the move knows another
@@ -122,7 +127,8 @@ def with_etags(fs: Any, directory: str, data: bytes) -> bytes | None:
         return None if found is None else str(found)
 
     names = [shard.name for shard in manifest.shards]
-    with ThreadPoolExecutor(max(1, min(8, len(names)))) as pool:
+    asked = sum(not known or n not in known for n in names)
+    with ThreadPoolExecutor(max(1, min(64, asked))) as pool:
         etags = list(pool.map(etag, names))
     manifest.shards = [dataclasses.replace(shard, etag=tag)
                        for shard, tag in zip(manifest.shards, etags, strict=True)]
@@ -137,6 +143,28 @@ def error_code(err: BaseException) -> str | None:
         if isinstance(response, dict):
             return response.get("Error", {}).get("Code")
     return None
+
+
+def put_checked(fs: Any, path: str, data: bytes) -> str | None:
+    """Write the small object ``path`` in one ``PutObject``, checked: its MD5 is sent
+    (``Content-MD5``: S3 refuses bytes that differ), and the store's answer vouches for
+    it when its ETag is the MD5 of ``data`` (moto, which checks no ``Content-MD5``); where
+    it isn't (SSE-KMS, SSE-C, some S3-compatible stores) the object is read back. Bytes
+    that differ raise ``OSError``. Returns the ETag (None: not answered)."""
+    digest = hashlib.md5(data, usedforsecurity=False).digest()
+    out = _call(fs, "put_object", path, Body=data,
+                ContentMD5=base64.b64encode(digest).decode("ascii"))
+    etag = out.get("ETag")
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(path)
+    if str(etag or "").strip('"') != digest.hex():
+        got = bytes(fs.cat_file(path))
+        if got != data:
+            raise OSError(f"the store holds {len(got)} bytes of MD5 "
+                          f"{hashlib.md5(got, usedforsecurity=False).hexdigest()}, the "
+                          f"{len(data)} bytes sent have MD5 {digest.hex()}: the bytes changed "
+                          "on the way (run it again)")
+    return None if etag is None else str(etag)
 
 
 def _call(fs: Any, method: str, path: str, **kwargs: Any) -> Any:
@@ -237,6 +265,71 @@ def objects_under(fs: Any, directory: str) -> list[str]:
         marks = {"ContinuationToken": out["NextContinuationToken"]}
 
 
+def move_object(fs: Any, source: str, target: str) -> str | None:
+    """Move the object ``source`` to ``target`` on a store that speaks S3: one
+    ``CopyObject`` and one ``DeleteObject`` (fsspec's ``mv`` asks about both paths first:
+    several round trips more); returns the new object's ETag as the copy answered it
+    (None: not answered). A ``source`` that isn't there raises ``FileNotFoundError``; an
+    object too large for one ``CopyObject`` (over 5 GB) is moved by ``fs.mv``."""
+    bucket, key = fs.split_path(source)[:2]
+    try:
+        out = _call(fs, "copy_object", target, CopySource={"Bucket": bucket, "Key": key})
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # noqa: BLE001 - botocore's, untranslated
+        code = error_code(err)
+        if code in ("NoSuchKey", "404"):
+            raise FileNotFoundError(source) from err
+        if code not in ("InvalidRequest", "EntityTooLarge"):
+            raise
+        fs.mv(source, target)
+        return None
+    _call(fs, "delete_object", source)
+    for path in (source, target):
+        with contextlib.suppress(Exception):
+            fs.invalidate_cache(path)
+    etag = out.get("CopyObjectResult", {}).get("ETag")
+    return None if etag is None else str(etag)
+
+
+def listed_in(fs: Any, directory: str) -> list[dict[str, Any]]:
+    """What ``directory`` holds, as fsspec's ``ls(detail=True)`` gives it (``name``,
+    ``size``, ``type``), by listing its prefix with a delimiter (``ListObjectsV2``, one
+    request per 1,000; nothing where nothing is: no second listing of the parent, as
+    s3fs's ``ls`` makes of a prefix that holds nothing)."""
+    bucket, key = fs.split_path(directory)[:2]
+    prefix = f"{key.rstrip('/')}/" if key else ""
+    found: list[dict[str, Any]] = []
+    marks: dict[str, str] = {}
+    while True:
+        out = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, Delimiter="/",
+                         **marks)
+        found += [{"name": f"{bucket}/{o['Key']}", "size": int(o.get("Size", 0)),
+                   "type": "file"} for o in out.get("Contents", [])
+                  if o["Key"] != prefix]
+        found += [{"name": f"{bucket}/{p['Prefix'].rstrip('/')}", "size": 0,
+                   "type": "directory"} for p in out.get("CommonPrefixes", [])]
+        if not out.get("IsTruncated"):
+            return found
+        marks = {"ContinuationToken": out["NextContinuationToken"]}
+
+
+def is_object(fs: Any, path: str) -> bool:
+    """Whether an object is called ``path`` (one ``HeadObject``: a prefix that holds
+    objects is not one, nor is a bucket)."""
+    if not fs.split_path(path)[1]:
+        return False
+    try:
+        _call(fs, "head_object", path)
+    except FileNotFoundError:
+        return False
+    except Exception as err:  # noqa: BLE001 - botocore's, untranslated
+        if error_code(err) not in ("404", "NoSuchKey", "NotFound"):
+            raise
+        return False
+    return True
+
+
 def abort(fs: Any, path: str, upload_id: str) -> None:
     """Abort an upload (one already gone is fine)."""
     try:
@@ -247,12 +340,14 @@ def abort(fs: Any, path: str, upload_id: str) -> None:
 
 
 def abort_unrecorded(
-    fs: Any, directory: str, owned: Callable[[str], bool], keep: Collection[str] = ()
+    fs: Any, directory: str, owned: Callable[[str], bool], keep: Collection[str] = (),
+    uploads: list[tuple[str, str]] | None = None,
 ) -> int:
     """Abort every open upload in ``directory`` of a name ``owned`` says is this run's,
-    but the upload ids in ``keep`` (those a journal records); returns how many."""
+    but the upload ids in ``keep`` (those a journal records); returns how many.
+    ``uploads``: :func:`open_uploads` of ``directory``, when the caller has it already."""
     gone = 0
-    for name, upload_id in open_uploads(fs, directory):
+    for name, upload_id in open_uploads(fs, directory) if uploads is None else uploads:
         if owned(name) and upload_id not in keep:
             log.info("recprep: aborting an upload nobody records: %s",
                      display(fs, posixpath.join(directory, name)))

@@ -56,24 +56,21 @@ from ..errors import (
     add_note,
 )
 from . import failpoints
+from .commitmoves import CommitMoves
 from .fs import display, is_local, read_regular
-from .listing import Kind, classify
+from .listing import classify
 from .multipart import (
     PendingUpload,
     abort_unrecorded,
-    complete,
     objects_under,
+    open_uploads,
+    put_checked,
     resumable,
-    with_etags,
 )
 from .records import FileFacts, Journal, Run, facts_intact
 from .seals import safe_name, seal, unseal
 from .shardnames import manifest_name
 from .writers import JOURNAL, STAGING_PREFIX
-
-#: files moved into place at once on an object store (each a server-side copy + delete);
-#: the manifest still goes last, after all of them
-MOVES_IN_FLIGHT = 8
 
 log = logging.getLogger("recprep")
 
@@ -96,7 +93,7 @@ def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseExce
     add_note(err, text)
 
 
-class Staging:
+class Staging(CommitMoves):
     """The hidden directory one shard set is written into before it commits.
 
     ``path`` holds the side files; staged files may live in ``area`` (``path`` unless a
@@ -117,6 +114,11 @@ class Staging:
         #: an S3 store (PUTs atomic, a move a copy): no temporaries, no existence checks
         self._store = callable(getattr(fs, "_call_s3", None))
         self._swept = False  # no upload was open here, but those a journal records
+        #: ``create`` found no journal of an earlier commit here (so a manifest may be
+        #: staged before this run's commit: :meth:`stage_manifest`)
+        self._fresh = False
+        self._early: bytes | None = None  # the manifest staged before the commit
+        self._etags: dict[str, str] = {}  # final name -> the ETag its completion answered
 
     def exists(self) -> bool:
         self._check_not_a_link()
@@ -141,12 +143,17 @@ class Staging:
         a pending journal stays until this run's commit replaces it: the set it marks is
         not committed, and readers must keep seeing that)."""
         if self._store and not keep:  # one listing tells all: no directories there
-            entries = objects_under(self.fs, self.path)
+            with ThreadPoolExecutor(2) as pool:  # and the open uploads, asked at once
+                listed = pool.submit(objects_under, self.fs, self.path)
+                uploads = pool.submit(open_uploads, self.fs, self.output)
+                entries, opened = listed.result(), uploads.result()
             left = [e for e in entries if posixpath.basename(e) != JOURNAL]
             if left:
                 log.info("recprep: removing the temporaries of an earlier run in %s", self.path)
                 self.fs.rm(left)
-            self._swept = not self.abort_unrecorded(pending=len(left) < len(entries))
+            pending = len(left) < len(entries)
+            self._swept = not self.abort_unrecorded(pending=pending, uploads=opened)
+            self._fresh = not pending
             return
         if not keep and self.exists():
             log.info("recprep: removing the temporaries of an earlier run in %s", self.path)
@@ -161,9 +168,9 @@ class Staging:
     def _write_atomic(self, name: str, data: bytes) -> None:
         tmp, path = self.file(f".{name}.tmp"), self.file(name)
         try:
-            if self._store:  # a PUT is atomic there: no temporary to copy
+            if self._store:  # a PUT is atomic there: no temporary to copy (its bytes checked)
                 failpoints.hit("staging.rename")
-                self.fs.pipe_file(path, data)
+                put_checked(self.fs, path, data)
                 return
             with self.fs.open(tmp, "wb") as f:
                 f.write(data)
@@ -267,15 +274,27 @@ class Staging:
 
     # -- the commit ----------------------------------------------------------------------
 
+    def stage_manifest(self, manifest: bytes) -> None:
+        """Stage the manifest the commit will write, before it (while a copy's files are
+        still on their way: its request is then not one more round trip of the commit) —
+        on an object store whose staging :meth:`create` found without an earlier commit's
+        journal (whose staged manifest this would replace); elsewhere nothing is done
+        until :meth:`commit`."""
+        if self._store and self._fresh:
+            self._write_atomic(manifest_name(self.prefix), manifest)
+            self._early = manifest
+
     def commit(
         self, staged: Mapping[str, str], manifest: bytes, *, replaced: Iterable[str] = (),
-        uploads: Mapping[str, PendingUpload] | None = None,
+        uploads: Mapping[str, PendingUpload] | None = None, old_manifest: bool | None = None,
     ) -> None:
         """Move each staged file (final name -> staged path) to its final name, complete
         each of ``uploads`` (final name -> its pending multipart upload), drop the
         ``replaced`` files of an old set (paths in the output directory), then move the
-        manifest in last."""
-        self._write_atomic(manifest_name(self.prefix), manifest)
+        manifest in last. ``old_manifest``: whether a manifest is committed there now, as
+        the caller's listing says (False: none to remove first; None: not known)."""
+        if self._early != manifest:  # (staged already: :meth:`stage_manifest`)
+            self._write_atomic(manifest_name(self.prefix), manifest)
         self._staged_manifest = manifest  # not read back to be moved in
         names = {name: self._name_of(path) for name, path in staged.items()}
         old = sorted({posixpath.basename(p) for p in replaced
@@ -290,7 +309,7 @@ class Staging:
         self._write_atomic(JOURNAL, seal(doc))
         self.committing = True
         failpoints.hit("commit.journal")
-        self._finish(Journal(names, old, digest, pending))
+        self._finish(Journal(names, old, digest, pending), old_manifest)
 
     def pending_commit(self) -> bool:
         """Whether a commit was started (its journal is there) and not finished."""
@@ -350,20 +369,23 @@ class Staging:
                                        ": its upload is neither open nor completed")
         self._finish(journal)
 
-    def _finish(self, journal: Journal) -> None:
+    def _finish(self, journal: Journal, old_manifest: bool | None = None) -> None:
         try:
-            self._replay(journal)
+            self._replay(journal, old_manifest)
         except OSError as err:  # storage failed mid-commit: the journal stays, to finish it
             if isinstance(err, RecprepError):
                 raise
             raise WriteError(display(self.fs, self.output), err) from err
 
-    def _replay(self, journal: Journal) -> None:
+    def _replay(self, journal: Journal, old_manifest: bool | None = None) -> None:
         fs = self.fs
         final_manifest = posixpath.join(self.output, manifest_name(self.prefix))
         staged_manifest = self.file(manifest_name(self.prefix))
+        left: list[str] | None = None  # (a store's staging, listed with the commit)
         if self._staged_manifest is not None or fs.exists(staged_manifest):
-            if self._store:  # (no error if there is none)
+            if old_manifest is False:  # none there, as the caller listed: nothing to undo
+                pass
+            elif self._store:  # (no error if there is none)
                 fs.rm_file(final_manifest)  # uncommit the old set before touching its files
                 failpoints.hit("commit.uncommit")
             elif fs.exists(final_manifest):
@@ -376,11 +398,11 @@ class Staging:
                         and path != final_manifest and fs.exists(path)):
                     fs.rm(path)
                     failpoints.hit("commit.replaced")
-            self._move_manifest(journal, staged_manifest, final_manifest)
+            left = self._manifest_in(journal, staged_manifest, final_manifest)
             failpoints.hit("commit.manifest")
         if self._store:  # the run is over, and the commit: both in one request
-            fs.rm([self.file(name) for name in (manifest_name(self.prefix), FINGERPRINT,
-                                                 JOURNAL)])
+            fs.rm(sorted({*(left or ()), *(self.file(name) for name in (
+                manifest_name(self.prefix), FINGERPRINT, JOURNAL))}))
             failpoints.hit("commit.cleanup")
         for name in () if self._store else (FINGERPRINT, JOURNAL):  # the run, the commit
             if fs.exists(self.file(name)):
@@ -389,67 +411,27 @@ class Staging:
         self.committing = False
         if not self._swept:  # those of killed runs, or of a journal this one replaced
             self.abort_unrecorded(pending=False)
-        self.remove()
+        if left is None:  # else all it held is gone with the request above
+            self.remove()
+        else:
+            fs.invalidate_cache(self.path)
 
-    def _move_all_in(self, journal: Journal) -> None:
-        """Move the staged files in and complete the uploads (on a store, several at once)."""
-        calls: list[tuple[Any, ...]] = [(self._move_in, *m) for m in journal.staged.items()]
-        calls += [(self._complete, name, upload) for name, upload in journal.uploads.items()]
-        with ThreadPoolExecutor(1 if is_local(self.fs) else MOVES_IN_FLIGHT) as pool:
-            list(pool.map(lambda call: call[0](*call[1:]), calls))
-
-    def _complete(self, name: str, upload: PendingUpload) -> None:
-        complete(self.fs, posixpath.join(self.output, name), upload)
-        failpoints.hit("commit.complete")
-
-    def abort_unrecorded(self, owned: Any = None, pending: bool | None = None) -> int:
+    def abort_unrecorded(self, owned: Any = None, pending: bool | None = None,
+                         uploads: list[tuple[str, str]] | None = None) -> int:
         """Abort the open multipart uploads in the output directory of names ``owned``
         says are this set's (default: its files) that no pending journal records, so no
-        parts of a killed or failed run are left billed; returns how many it records."""
+        parts of a killed or failed run are left billed; returns how many it records.
+        ``uploads``: the open uploads, when the caller listed them already."""
         keep: set[str] = set()
         if self._store and (self.pending_commit() if pending is None else pending):
             with contextlib.suppress(RecprepError):
                 keep = {u.upload_id for u in self.journal().uploads.values()}
         if self._store:
-            abort_unrecorded(self.fs, self.output, owned or self._owns, keep)
+            abort_unrecorded(self.fs, self.output, owned or self._owns, keep, uploads)
         return len(keep)
 
     def _owns(self, name: str) -> bool:
         return classify(name).of_set(self.prefix)
-
-    def _move_in(self, name: str, staged: str) -> None:
-        """Move one staged file to its final name (a replay: if it is still staged)."""
-        fs = self.fs
-        source = posixpath.join(self.area, staged)
-        target = posixpath.join(self.output, name)
-        if fs.exists(source):
-            fs.mv(source, target)
-            failpoints.hit("commit.move")
-        elif classify(name).kind is Kind.SHARD_SIDE and fs.exists(target):
-            fs.rm(target)  # moved or not, an index is rebuilt on demand
-
-    def _move_manifest(self, journal: Journal, staged: str, final: str) -> None:
-        """Move the staged manifest to its final name, the commit point; on a store that
-        gives ETags, with each shard's ETag under its final name recorded in it (asked
-        now, after the moves and uploads, several at once: a copy may give an object
-        another ETag), written there (an S3 PUT is atomic) or to a temporary moved
-        in the same way."""
-        fs = self.fs
-        data = self._staged_manifest
-        if data is None or hashlib.sha256(data).hexdigest() != journal.manifest_sha256:
-            data = self._read(manifest_name(self.prefix))  # a replay: as staged
-        pinned = None if data is None else with_etags(fs, self.output, data)
-        if self._store and data is not None:  # a PUT is atomic, a move a copy (the staged
-            fs.pipe_file(final, data if pinned is None else pinned)  # one goes with the
-            return  # journal)
-        if pinned is None or pinned == data:
-            fs.mv(staged, final)
-            return
-        temp = self.file(f".{manifest_name(self.prefix)}.final")
-        with fs.open(temp, "wb") as f:
-            f.write(pinned)
-        fs.mv(temp, final)
-        fs.rm(staged)
 
     # -- cleanup -------------------------------------------------------------------------
 

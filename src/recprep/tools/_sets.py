@@ -77,6 +77,8 @@ class FoundSet:
     #: ``side_files`` are the manifest's, and shards it lists that storage lacks show
     #: only when they are read)
     listed: bool = True
+    #: the manifest's bytes as read, for a set found by its manifest alone (None else)
+    manifest_data: bytes | None = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -171,7 +173,7 @@ def find_sets(fs: Any, path: str, *, lone_files: bool = True) -> list[FoundSet]:
         raise explained(fs, path, err) from None
 
 
-def _by_manifest(fs: Any, path: str) -> FoundSet | None:
+def set_by_manifest(fs: Any, path: str) -> FoundSet | None:
     """The set ``path`` names when it is ``dir/prefix`` or a manifest, found by reading
     the manifest alone on a store where a listing is a request
     (:func:`~recprep.storage.discovery.committed_set`): None otherwise."""
@@ -182,7 +184,8 @@ def _by_manifest(fs: Any, path: str) -> FoundSet | None:
     assert shard_set.manifest_file is not None and shard_set.prefix is not None
     manifest = shard_set.manifest_file.parse()
     found = FoundSet(shard_set.directory, shard_set.prefix, list(shard_set.paths),
-                     manifest_path=shard_set.manifest_path, manifest=manifest, listed=False)
+                     manifest_path=shard_set.manifest_path, manifest=manifest, listed=False,
+                     manifest_data=shard_set.manifest_file.data)
     found.sizes = {p: s.bytes for p, s in zip(shard_set.paths, manifest.shards, strict=True)}
     found.side_files = {posixpath.join(found.directory, f.name): f.bytes
                         for f in manifest.side_files
@@ -192,7 +195,7 @@ def _by_manifest(fs: Any, path: str) -> FoundSet | None:
 
 def _find(fs: Any, path: str, lone_files: bool) -> list[FoundSet]:
     shown = display(fs, path)
-    found = _by_manifest(fs, path)
+    found = set_by_manifest(fs, path)
     if found is not None:
         return [found]
     if has_magic(path):

@@ -57,19 +57,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import google_crc32c
+
 from .._core.arguments import checked
-from ..errors import InvalidArgumentError, OutputExistsError, WriteError
-from ..storage.fs import display, resolve
+from ..errors import CorruptDataError, InvalidArgumentError, OutputExistsError, WriteError
+from ..storage.fs import display, is_local, resolve
+from ..storage.listing import DirectoryEntry, list_entries
 from ..storage.locking import ShardSetLock
-from ..storage.multipart import PendingUpload
+from ..storage.multipart import PendingUpload, is_object, listed_in
 from ..storage.shardnames import manifest_name
 from ..storage.staging import Staging
+from ..write.uploads import PROBE_PREFIX, settle_probes, speaks_s3
 from .copyplan import (
     CopyItem,
     is_manifest_or_side_file,
     items_by_set,
     plan_copy,
     replaced_files,
+    replaced_in,
 )
 from .transfer import (
     ByteProgress,
@@ -174,47 +179,127 @@ def copy(
     items = plan_copy(names, storage_options)
     options = storage_options if dest_storage_options is None else dest_storage_options
     dfs, dpath = resolve(dest, options)
-    shown = display(dfs, dpath)
-    if dfs.isfile(dpath):
-        raise InvalidArgumentError(f"{shown} is a file; the destination must be a directory")
     finals = {it.name: posixpath.join(dpath, it.name) for it in items}
     for it in items:
         if display(it.fs, it.path) == display(dfs, finals[it.name]):
             raise InvalidArgumentError(f"{display(it.fs, it.path)} would be copied onto itself")
-    groups = items_by_set(items)
-    replaced = replaced_files(dfs, dpath, items, finals)
-    if replaced and not overwrite:
-        raise OutputExistsError(shown, [display(dfs, p) for p in replaced])
-    try:
-        dfs.makedirs(dpath, exist_ok=True)
-    except OSError as err:
-        raise WriteError(shown, err) from err
+    job = _Job(dfs, dpath, items, finals, items_by_set(items), overwrite)
+    prepare = _prepare_local if is_local(dfs) else _prepare_remote
     with contextlib.ExitStack() as stack:
-        for name in ["{cp}", *sorted(p for p in groups if p is not None)]:
-            stack.enter_context(ShardSetLock(dfs, dpath, name))
-        replaced = replaced_files(dfs, dpath, items, finals)  # again, now that no one writes
-        if replaced and not overwrite:
-            raise OutputExistsError(shown, [display(dfs, p) for p in replaced])
-        _remove_leftovers(dfs, dpath)
-        copied = _copy_and_commit(dfs, dpath, items, finals, groups, replaced, progress,
-                                  num_workers)
-    result = CopyResult(shown, copied, time.perf_counter() - started)
+        replaced, stagings, destination = prepare(job, stack)
+        copied = _copy_and_commit(job, replaced, stagings, destination, progress, num_workers)
+    result = CopyResult(job.shown, copied, time.perf_counter() - started)
     log.info("recprep: %s", result)
     return result
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One copy, planned: the destination, the items, their final paths, their sets."""
 
-def _remove_leftovers(dfs: Any, dpath: str) -> None:
-    """Temporaries of ``cp`` runs that were killed: on local storage this run holds the
-    directory's ``cp`` lock, so no other ``cp`` writes here (on object stores, as for
-    ``convert``, two writers into one directory at once are not supported)."""
+    fs: Any
+    path: str
+    items: Sequence[CopyItem]
+    finals: Mapping[str, str]
+    groups: Mapping[str | None, list[CopyItem]]
+    overwrite: bool
+
+    @property
+    def shown(self) -> str:
+        return display(self.fs, self.path)
+
+    def refuse_replacing(self, replaced: Sequence[str]) -> None:
+        if replaced and not self.overwrite:
+            raise OutputExistsError(self.shown, [display(self.fs, p) for p in replaced])
+
+    def stagings(self) -> dict[str, Staging]:
+        return {p: Staging(self.fs, self.path, p) for p in self.groups if p is not None}
+
+
+def _prepare_local(job: _Job, stack: contextlib.ExitStack
+                   ) -> tuple[list[str], dict[str, Staging], Destination | None]:
+    """On local storage, one step after another: the checks, the directory, the locks
+    (the checks again, now that no one else writes), leftovers removed."""
+    dfs, dpath = job.fs, job.path
+    if dfs.isfile(dpath):
+        raise InvalidArgumentError(f"{job.shown} is a file; the destination must be a directory")
+    job.refuse_replacing(replaced_files(dfs, dpath, job.items, job.finals))
     try:
-        entries = dfs.ls(dpath, detail=False)
-    except FileNotFoundError:  # an object store's empty "directory"
-        return
-    for entry in entries:
+        dfs.makedirs(dpath, exist_ok=True)
+    except OSError as err:
+        raise WriteError(job.shown, err) from err
+    for name in ["{cp}", *sorted(p for p in job.groups if p is not None)]:
+        stack.enter_context(ShardSetLock(dfs, dpath, name))
+    replaced = replaced_files(dfs, dpath, job.items, job.finals)
+    job.refuse_replacing(replaced)
+    _remove_leftovers(dfs, [e.path for e in _destination_entries(dfs, dpath)])
+    return replaced, job.stagings(), None
+
+
+def _prepare_remote(job: _Job, stack: contextlib.ExitStack
+                    ) -> tuple[list[str], dict[str, Staging], Destination | None]:
+    """On a store (where a request is a round trip, and no lock is taken), every question
+    asked at once: is the destination a file, what it holds (one listing: the files the
+    copy replaces, temporaries a killed copy left), the directory (bucket) made, whether
+    the store checks checksums, each set's staging swept."""
+    dfs, dpath = job.fs, job.path
+    stagings = job.stagings()
+    with cf.ThreadPoolExecutor(4 + len(stagings), thread_name_prefix="recprep-cp") as pool:
+        store = speaks_s3(dfs)  # (then one request each: fsspec's may make two)
+        is_file = (pool.submit(is_object, dfs, dpath) if store
+                   else pool.submit(dfs.isfile, dpath))
+        listing = pool.submit(_destination_entries, dfs, dpath, store)
+        made = pool.submit(dfs.makedirs, dpath, exist_ok=True)
+        destination = pool.submit(Destination.of, dfs, dpath)
+        created = [(s, pool.submit(s.create, keep=False)) for s in stagings.values()]
+        try:
+            made.result()
+        except OSError as err:
+            raise WriteError(job.shown, err) from err
+        if is_file.result():
+            raise InvalidArgumentError(
+                f"{job.shown} is a file; the destination must be a directory")
+        entries = listing.result()
+        replaced = replaced_in(entries, job.items, job.finals)
+        job.refuse_replacing(replaced)
+        for staging, future in created:
+            _again_if_missing(future, functools.partial(staging.create, keep=False))
+        dest = _again_if_missing(destination, functools.partial(Destination.of, dfs, dpath))
+    settle_probes()  # (its delete went while the rest was asked: gone before any write)
+    _remove_leftovers(dfs, [e.path for e in entries])
+    return replaced, stagings, dest
+
+
+def _again_if_missing(future: cf.Future[Any], again: Any) -> Any:
+    """The future's result; once more, by ``again()``, when it failed because the bucket
+    didn't exist yet (it was being made at the same time)."""
+    try:
+        return future.result()
+    except FileNotFoundError:
+        return again()
+
+
+def _destination_entries(fs: Any, directory: str, store: bool = False) -> list[DirectoryEntry]:
+    """The listing of ``directory`` (empty when an object store has nothing there);
+    ``store``: of a store that speaks S3, listed by one request."""
+    try:
+        if store:
+            return sorted((DirectoryEntry.of(i) for i in listed_in(fs, directory)),
+                          key=lambda e: e.path)
+        return list_entries(fs, directory)
+    except FileNotFoundError:
+        return []
+
+
+def _remove_leftovers(dfs: Any, paths: Sequence[str]) -> None:
+    """Temporaries of ``cp`` runs that were killed, of the destination's listing
+    ``paths``: on local storage this run holds the directory's ``cp`` lock, so no other
+    ``cp`` writes here (on object stores, as for ``convert``, two writers into one
+    directory at once are not supported). A store's checksum probe is not one (it
+    removes itself)."""
+    for entry in paths:
         name = posixpath.basename(entry.rstrip("/"))
-        if name.startswith(TEMP_PREFIX):
+        if name.startswith(TEMP_PREFIX) and not name.startswith(PROBE_PREFIX):
             log.info("recprep: removing %s, left by a killed copy", display(dfs, entry))
             try:
                 dfs.rm(entry, recursive=True)
@@ -222,41 +307,74 @@ def _remove_leftovers(dfs: Any, dpath: str) -> None:
                 raise WriteError(display(dfs, entry), err) from err
 
 
+def _manifest_copy(item: CopyItem, sources: CopySources, final: str, staging: Staging,
+                   bar: ByteProgress) -> tuple[CopiedFile, bytes]:
+    """A set's manifest, read (or as planning read it), for its commit to write: never
+    uploaded to a temporary (staged at once where its staging allows)."""
+    data = item.data
+    if data is None:
+        data = b"".join(sources.blocks(item.fs, item.path, item.size))
+    if len(data) != item.size:
+        raise CorruptDataError(f"read {len(data)} bytes where the listing said {item.size}: "
+                               "the manifest changed during the copy; copy it again",
+                               path=display(item.fs, item.path))
+    try:
+        staging.stage_manifest(data)
+    except WriteError as err:  # named by the manifest's final name
+        raise WriteError(display(staging.fs, final), err.original) from err
+    bar.add(len(data), files=1)
+    crc = google_crc32c.value(data)
+    return CopiedFile(display(item.fs, item.path), display(staging.fs, final), len(data),
+                      f"{crc:08x}"), data
+
+
 def _copy_and_commit(
-    dfs: Any, dpath: str, items: Sequence[CopyItem], finals: Mapping[str, str],
-    groups: Mapping[str | None, list[CopyItem]], replaced: Sequence[str], progress: Any,
-    num_workers: int,
+    job: _Job, replaced: Sequence[str], stagings: Mapping[str, Staging],
+    dest: Destination | None, progress: Any, num_workers: int,
 ) -> list[CopiedFile]:
-    """Copy every item into a temporary (a set's files into its staging directory),
-    check them all, then commit: files of no set by a rename, each set with the journaled
-    commit protocol (manifest last)."""
+    """Copy every item into a temporary (a set's files into its staging directory; on a
+    store a whole set's files into incomplete uploads), check them all, then commit:
+    files of no set by a rename, each set with the journaled commit protocol (manifest
+    last)."""
+    dfs, dpath, groups = job.fs, job.path, job.groups
     token = uuid.uuid4().hex[:12]
-    stagings = {p: Staging(dfs, dpath, p) for p in groups if p is not None}
     temps: dict[str, str] = {}
     for prefix, members in groups.items():
         for it in members:
             temps[it.name] = (stagings[prefix].file(f"cp-{it.name}") if prefix is not None
                               else posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{it.name}"))
-    bar = ByteProgress(progress, sum(it.size for it in items), len(items))
+    moved = [it for it in job.items if not it.is_manifest]
+    manifests = [(it, p) for p, ms in groups.items() if p is not None for it in ms
+                 if it.is_manifest]
+    bar = ByteProgress(progress, sum(it.size for it in job.items), len(job.items))
     stop = threading.Event()
     sources = CopySources()
-    dest: Destination | None = None
     try:
-        for staging in stagings.values():
-            staging.create(keep=False)
-        dest = Destination.of(dfs, dpath)
+        if dest is None:  # (local: made here, after the locks)
+            for staging in stagings.values():
+                staging.create(keep=False)
+            dest = Destination.of(dfs, dpath)
         whole = {n for p, ms in groups.items() if p is not None
                  and any(m.is_manifest for m in ms) for n in (m.name for m in ms)}
         with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
-            calls = [(functools.partial(copy_one, deferred=it.name in whole
-                                        and not it.is_manifest), it, sources, dest,
-                      temps[it.name], finals[it.name], bar, stop) for it in items]
-            copied = run_all_or_stop(pool, calls, stop)
+            calls: list[tuple[Any, ...]] = [  # the manifests first: small, staged at once
+                (_manifest_copy, it, sources, job.finals[it.name], stagings[p], bar)
+                for it, p in manifests]
+            calls += [(functools.partial(copy_one, deferred=it.name in whole), it, sources,
+                       dest, temps[it.name], job.finals[it.name], bar, stop) for it in moved]
+            done = run_all_or_stop(pool, calls, stop)
+            read = dict(zip([it.name for it, _ in manifests], done[:len(manifests)],
+                            strict=True))
+            copied = done[len(manifests):]
             lone = [it.name for it in groups.get(None, [])]
-            run_all_or_stop(pool, [(move_file, dfs, temps[n], finals[n]) for n in lone], stop)
+            run_all_or_stop(pool, [(move_file, dfs, temps[n], job.finals[n]) for n in lone],
+                            stop)
         for prefix, staging in stagings.items():
-            uploads = dest.take(finals[it.name] for it in groups[prefix])
-            _commit_set(dfs, dpath, staging, groups[prefix], temps, replaced, uploads)
+            uploads = dest.take(job.finals[it.name] for it in groups[prefix])
+            manifest = next((read[it.name][1] for it in groups[prefix] if it.is_manifest),
+                            None)
+            _commit_set(dfs, dpath, staging, groups[prefix], temps, replaced, uploads,
+                        manifest)
     except BaseException as err:
         if dest is not None:
             dest.abort_pending(err)
@@ -268,34 +386,33 @@ def _copy_and_commit(
     finally:
         sources.close()
         bar.close()
-    return copied
-
+        settle_probes()
+    return copied + [read[it.name][0] for it in job.items if it.is_manifest]
 
 
 def _commit_set(
     dfs: Any, dpath: str, staging: Staging, members: Sequence[CopyItem],
     temps: Mapping[str, str], replaced: Sequence[str],
-    uploads: Mapping[str, PendingUpload],
+    uploads: Mapping[str, PendingUpload], manifest: bytes | None,
 ) -> None:
-    """Commit one destination set: with its manifest, journaled (readers never see a mix
-    of the old and new files; ``uploads``, final path -> incomplete upload, are completed
-    where the other files are moved in); without (some shards of a set only), the old
-    manifest is removed and the shards moved in — the result is not a committed set."""
+    """Commit one destination set: with its ``manifest``, journaled (readers never see a
+    mix of the old and new files; ``uploads``, final path -> incomplete upload, are
+    completed where the other files are moved in); without (some shards of a set only),
+    the old manifest is removed and the shards moved in — the result is not a committed
+    set."""
     pending = {posixpath.basename(p): u for p, u in uploads.items()}
     data = {it.name: temps[it.name] for it in members
             if not it.is_manifest and it.name not in pending}
-    manifests = [it for it in members if it.is_manifest]
     prefix = staging.prefix
     files = {**data, **pending}
     old = [p for p in replaced if posixpath.basename(p) in files
            or is_manifest_or_side_file(posixpath.basename(p), prefix, files)]
+    final_manifest = posixpath.join(dpath, manifest_name(prefix))
     try:
-        if manifests:
-            manifest = bytes(dfs.cat_file(temps[manifests[0].name]))
-            dfs.rm(temps[manifests[0].name])
-            staging.commit(data, manifest, replaced=old, uploads=pending)
+        if manifest is not None:
+            staging.commit(data, manifest, replaced=old, uploads=pending,
+                           old_manifest=final_manifest in replaced)
             return
-        final_manifest = posixpath.join(dpath, manifest_name(prefix))
         if dfs.exists(final_manifest):
             dfs.rm(final_manifest)  # uncommit the destination set first
         for name, temp in data.items():
@@ -303,4 +420,3 @@ def _commit_set(
         staging.clear()  # a journal an interrupted commit left still marks the set
     except OSError as err:
         raise WriteError(display(dfs, dpath), err) from err
-

@@ -24,7 +24,8 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections.abc import Container, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import (
@@ -34,26 +35,28 @@ from ..errors import (
     PartialCopyWarning,
     warn,
 )
-from ..storage.fs import display, resolve
-from ..storage.listing import SET_KINDS, Kind, classify, list_entries
+from ..storage.fs import display, is_local, resolve
+from ..storage.listing import SET_KINDS, DirectoryEntry, Kind, classify, list_entries
 from ..storage.shardnames import has_magic, parse_shard_name
-from ._sets import FoundSet, find_all, find_sets, visible_files
+from ._sets import FoundSet, find_all, find_sets, set_by_manifest, visible_files
 
 __all__ = ["CopyItem", "is_manifest_or_side_file", "items_by_set", "plan_copy",
-           "replaced_files"]
+           "replaced_files", "replaced_in"]
 
 log = logging.getLogger("recprep")
 
 
 @dataclass(frozen=True)
 class CopyItem:
-    """One file to copy: where it is, its size, and the CRC-32C its manifest lists."""
+    """One file to copy: where it is, its size, and the CRC-32C its manifest lists;
+    ``data``: its bytes, when planning read them already (a manifest: not read again)."""
 
     fs: Any
     path: str
     size: int
     expected_crc: int | None  # from the manifest, when it lists the file
     is_manifest: bool
+    data: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -91,8 +94,9 @@ def _set_items(fs: Any, found: FoundSet, whole_directory: bool) -> list[CopyItem
         return items
     complete = manifest is not None and not found.missing and len(items) == manifest.num_shards
     if complete or whole_directory:
-        size = int(fs.size(found.manifest_path))
-        items.append(CopyItem(fs, found.manifest_path, size, None, True))
+        data = found.manifest_data  # (found by its manifest: its bytes are at hand)
+        size = int(fs.size(found.manifest_path)) if data is None else len(data)
+        items.append(CopyItem(fs, found.manifest_path, size, None, True, data))
         if manifest is not None:  # the set's side files go with it (in its commit)
             items += [CopyItem(fs, p, size, None, False) for p, size in found.side_files.items()]
     return items
@@ -130,16 +134,35 @@ def _directory_items(fs: Any, path: str) -> list[CopyItem]:
     return items
 
 
+def _is_dir_or_set(fs: Any, path: str) -> tuple[bool, FoundSet | None]:
+    """Whether ``path`` is a directory, and the set it names when it is ``dir/prefix`` or
+    a manifest found by reading the manifest alone: on a store, both asked at once (one
+    round trip; a set so named is not listed, nor its manifest asked about again)."""
+    if has_magic(path):
+        return False, None
+    if is_local(fs):
+        return bool(fs.isdir(path)), None
+    with ThreadPoolExecutor(2) as pool:
+        by_manifest = pool.submit(set_by_manifest, fs, path)
+        is_dir = pool.submit(fs.isdir, path)
+        found = by_manifest.result()
+        return (False if found is not None else bool(is_dir.result())), found
+
+
 def plan_copy(sources: Sequence[str], storage_options: Mapping[str, Any] | None) -> list[CopyItem]:
+    """The files ``sources`` name, as :class:`CopyItem` values, manifests last."""
     items: dict[str, CopyItem] = {}
     expanded: list[CopyItem] = []
     named = []
     for source in sources:
         fs, path = resolve(source, storage_options)
-        if has_magic(path) or not fs.isdir(path):
-            named.append((fs, path))
-        else:
+        is_dir, found = _is_dir_or_set(fs, path)
+        if found is not None:
+            expanded.extend(_set_items(fs, found, whole_directory=False))
+        elif is_dir:
             expanded.extend(_directory_items(fs, path))
+        else:
+            named.append((fs, path))
     expanded.extend(_named_items(named))
     for item in expanded:
         seen = items.get(item.name)
@@ -165,15 +188,21 @@ def items_by_set(items: Sequence[CopyItem]) -> dict[str | None, list[CopyItem]]:
 
 
 
-def replaced_files(dfs: Any, dpath: str, items: list[CopyItem], finals: Mapping[str, str]
+def replaced_files(dfs: Any, dpath: str, items: Sequence[CopyItem], finals: Mapping[str, str]
                    ) -> list[str]:
     """Destination files the copy would replace: same names, and the manifests of the sets
     whose shards it copies."""
     if not dfs.isdir(dpath):
         return []
+    return replaced_in(list_entries(dfs, dpath), items, finals)
+
+
+def replaced_in(entries: Sequence[DirectoryEntry], items: Sequence[CopyItem],
+                finals: Mapping[str, str]) -> list[str]:
+    """:func:`replaced_files` of the destination's listing ``entries``."""
     names = {it.name for it in items}
     prefixes = {n.prefix for it in items if (n := classify(it.name)).kind is Kind.SHARD}
-    return [e.path for e in list_entries(dfs, dpath) if e.name in finals
+    return [e.path for e in entries if e.name in finals
             or any(is_manifest_or_side_file(e.name, p, names) for p in prefixes if p is not None)]
 
 

@@ -211,7 +211,9 @@ def _stream(item: CopyItem, sources: CopySources, dest: Destination, temp: str,
         raise _TransferCancelled("stopped: another transfer failed")
     crc = done = 0
     try:
-        part = item.size if item.size <= SINGLE_PUT_BYTES else PART_BYTES
+        # one PutObject, when small enough; a deferred upload is in parts whatever its
+        # size (its first part goes once written, not after the whole file was read)
+        part = item.size if item.size <= SINGLE_PUT_BYTES and not deferred else PART_BYTES
         with open_upload(dest.fs, temp, dest.slots, part, receipt=not dest.verified,
                          deferred=deferred) as out:
             for block in sources.blocks(item.fs, item.path, item.size):

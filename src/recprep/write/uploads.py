@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import concurrent.futures as cf
 import contextlib
 import hashlib
@@ -70,26 +71,39 @@ from ..storage.fs import display
 from ..storage.multipart import Part, PendingUpload
 from ..storage.multipart import error_code as _code
 
-__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "SINGLE_PUT_BYTES", "PartUpload", "UploadSlots",
-           "md5_etag", "open_upload", "part_size", "speaks_s3", "store_checks"]
+__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "PROBE_PREFIX", "SINGLE_PUT_BYTES", "PartUpload",
+           "UploadSlots", "md5_etag", "open_upload", "part_size", "settle_probes", "speaks_s3",
+           "store_checks"]
 
 log = logging.getLogger("recprep")
 
 PART_BYTES = 8 << 20
 """The size of an upload's parts (the first 1,000; then it doubles every 1,000 parts)."""
+#: parts in flight at once when the filesystem doesn't say (s3fs: ``max_concurrency``)
 PARTS_IN_FLIGHT = 8
+#: a file of known size up to this goes out in one ``PutObject``; larger, in parts
 SINGLE_PUT_BYTES = 32 << 20
-"""A file of known size up to this goes out in one ``PutObject`` (several files at once
-keep the link busy); larger, in parts of :data:`PART_BYTES`."""
-"""Parts in flight at once when the filesystem doesn't say (s3fs: ``max_concurrency``)."""
 #: what :func:`store_checks` answers: the store checks a CRC-32C sent with an upload and
 #: refuses a wrong one; it accepts the header and ignores it; it refuses the header
 VERIFIED, IGNORED, UNSUPPORTED = "verified", "ignored", "unsupported"
 #: the error codes an S3 store answers a wrong ``x-amz-checksum-*`` with
 _DIGEST_ERRORS = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
 _PROBE = b"recprep: does this store check x-amz-checksum-crc32c?"
+#: how :func:`store_checks`'s probe objects are named (hidden: no listing shows them)
+PROBE_PREFIX = ".recprep-cp-probe-"
 _checks: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _checks_lock = threading.Lock()
+_removals: list[cf.Future[Any]] = []  # the probes' deletes under way
+
+
+def settle_probes() -> None:
+    """Wait for the removal of the probes :func:`store_checks` made (it doesn't wait)."""
+    with _checks_lock:
+        removals = _removals[:]
+        del _removals[:]
+    for removal in removals:
+        with contextlib.suppress(Exception):  # (its probe is hidden: harmless if left)
+            removal.result(timeout=60)
 
 
 def speaks_s3(fs: Any) -> bool:
@@ -141,7 +155,9 @@ def store_checks(fs: Any, path: str) -> str:
     Found out once per filesystem and bucket in a process, by one ``PutObject`` of a
     small object with a deliberately wrong ``x-amz-checksum-crc32c`` into ``path``: a store
     that checks refuses it (``BadDigest``) and stores nothing; one that doesn't stores it,
-    and the object is removed at once.
+    and the object is removed (the request sent, not waited for: :func:`settle_probes`).
+    A bucket that doesn't exist raises ``FileNotFoundError`` (nothing is remembered: ask
+    again once it is made).
     """
     if not speaks_s3(fs):
         return UNSUPPORTED
@@ -150,11 +166,13 @@ def store_checks(fs: Any, path: str) -> str:
         known = _checks.setdefault(fs, {}).get(bucket)
     if known is not None:
         return known
-    probe = posixpath.join(path, f".recprep-cp-probe-{uuid.uuid4().hex[:12]}")
+    probe = posixpath.join(path, f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}")
     wrong = google_crc32c.value(_PROBE) ^ 0xFFFFFFFF
     key = fs.split_path(probe)[1]
     try:
         fs.call_s3("put_object", Bucket=bucket, Key=key, Body=_PROBE, ChecksumCRC32C=_b64(wrong))
+    except FileNotFoundError:  # no bucket (yet): no answer
+        raise
     except Exception as err:  # noqa: BLE001 - the answer is the capability
         found = VERIFIED if _code(err) in _DIGEST_ERRORS else UNSUPPORTED
         if found == UNSUPPORTED:
@@ -162,8 +180,10 @@ def store_checks(fs: Any, path: str) -> str:
                      "without one", display(fs, path), err)
     else:
         found = IGNORED
-        with contextlib.suppress(Exception):
-            fs.call_s3("delete_object", Bucket=bucket, Key=key)
+        removal = asyncio.run_coroutine_threadsafe(  # not waited for here: settle_probes()
+            fs._call_s3("delete_object", Bucket=bucket, Key=key), fs.loop)
+        with _checks_lock:
+            _removals.append(removal)
     log.debug("recprep: the store of %s: checksums on upload %s", display(fs, path), found)
     with _checks_lock:
         _checks.setdefault(fs, {})[bucket] = found
@@ -246,10 +266,12 @@ class PartUpload:
         self.pending: PendingUpload | None = None
         self._sizes: list[int] = []
         self.shown = display(fs, path)
-        self._buffer = bytearray()
+        self._chunks: collections.deque[memoryview] = collections.deque()  # written, unsent
+        self._filled = 0  # their bytes
         self._parts: list[cf.Future[dict[str, Any]]] = []
         self._upload_id: asyncio.Future[str] | None = None  # (on the loop)
         self._done: cf.Future[Any] | None = None
+        self._begun: cf.Future[str] | None = None  # (:meth:`begin`'s)
         self._error: BaseException | None = None
         self.closed = False
         self.size = 0
@@ -262,13 +284,35 @@ class PartUpload:
         if self.closed:
             raise ValueError(f"write to closed upload {self.shown}")
         self._raise_failure()
-        self._buffer += data
-        self.size += len(data)
-        while len(self._buffer) > (size := part_size(self.part_bytes, len(self._parts) + 1)):
-            part = bytes(self._buffer[:size])
-            del self._buffer[:size]
-            self._send(part)
-        return len(data)
+        if size := len(data):  # kept as written (bytes aren't copied until a part is made)
+            self._chunks.append(memoryview(data if isinstance(data, bytes) else bytes(data)))
+        self._filled += size
+        self.size += size
+        # a part goes once it is full (deferred: its upload is multipart anyway), else
+        # once a byte more came (a file of one part's size stays one PutObject)
+        more = 0 if self.deferred else 1
+        while self._filled >= (part := part_size(self.part_bytes, len(self._parts) + 1)) + more:
+            self._send(self._take(part))
+        return size
+
+    def _take(self, size: int) -> bytes:
+        """The first ``size`` bytes written and not yet sent, in one bytes object (one
+        copy of them, none when a write was exactly that)."""
+        out: list[memoryview] = []
+        got = 0
+        while got < size and self._chunks:
+            chunk = self._chunks[0]
+            if got + len(chunk) <= size:
+                out.append(self._chunks.popleft())
+                got += len(chunk)
+            else:
+                out.append(chunk[:size - got])
+                self._chunks[0] = chunk[size - got:]
+                got = size
+        self._filled -= got
+        if len(out) == 1 and isinstance(out[0].obj, bytes) and len(out[0]) == len(out[0].obj):
+            return out[0].obj
+        return b"".join(out)
 
     def close(self) -> None:
         """Send what is left and complete the upload, without waiting for it."""
@@ -277,23 +321,26 @@ class PartUpload:
         self.closed = True
         self._raise_failure()
         if self.deferred:  # every part out (at least one), the upload left open
-            if self._buffer or not self._parts:
-                self._send(bytes(self._buffer))
-                self._buffer = bytearray()
+            if self._filled or not self._parts:
+                self._send(self._take(self._filled))
             self._done = self._submit(self._uploaded())
             return
         if not self._parts:  # one request: the whole object
-            data, self._buffer = bytes(self._buffer), bytearray()
+            data = self._take(self._filled)
             if self.receipt:
                 self._md5s.append(_md5(data))
             self.slots.take()
             self._done = self._submit(self._put(data))
             self._done.add_done_callback(lambda _: self.slots.give())
             return
-        if self._buffer:
-            self._send(bytes(self._buffer))
-            self._buffer = bytearray()
+        if self._filled:
+            self._send(self._take(self._filled))
         self._done = self._submit(self._complete())
+
+    def begin(self) -> None:
+        """Ask for the multipart upload now, while its first part is written (not one more
+        round trip before it): for an upload sure to be one (``deferred``)."""
+        self._begun = self._submit(self._id())
 
     def result(self) -> None:
         """Wait for the upload; a failure raises :class:`~recprep.errors.WriteError`."""
@@ -331,7 +378,7 @@ class PartUpload:
         """Abort the upload (after the parts in flight end): no part stays on the store;
         never raises."""
         self.closed = True
-        for future in [*self._parts, *([self._done] if self._done else [])]:
+        for future in [*self._parts, *(f for f in (self._done, self._begun) if f)]:
             with contextlib.suppress(Exception):
                 future.result()
         if self._upload_id is None:
@@ -443,6 +490,8 @@ def open_upload(fs: Any, path: str, slots: UploadSlots | None = None,
     checksums = store_checks(fs, posixpath.dirname(path)) == VERIFIED
     upload = PartUpload(fs, path, slots, part_bytes=part_bytes, checksums=checksums,
                         receipt=receipt, deferred=deferred)
+    if deferred:
+        upload.begin()
     try:
         yield upload
         upload.result()
