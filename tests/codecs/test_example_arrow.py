@@ -22,7 +22,7 @@ from recprep.codecs.features import Feature
 from recprep.errors import CorruptDataWarning
 
 from ..read.test_arrow_out import assert_rows, equal
-from ..support import DATA
+from ..support import DATA, flip_byte
 from .test_example_codec import tfrecord_records
 
 pa = pytest.importorskip("pyarrow")
@@ -201,9 +201,7 @@ def test_an_example_set_resumed_and_damaged_as_arrow(tmp_path):
     assert_rows(pa.Table.from_batches(first), expected[:128])
     assert_rows(again.to_arrow(), expected[128:])
     shard = sorted(tmp_path.glob("d-*-of-*"))[0]
-    raw = bytearray(shard.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    shard.write_bytes(bytes(raw))
+    flip_byte(shard)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptDataWarning)
         kept = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip")())

@@ -23,6 +23,7 @@ from recprep import (
 )
 from recprep import convert as recprep_convert
 
+from ..support import flip_byte
 from ..support.clusters import RAY_TEST_ENV, ray_head
 
 pytest.importorskip("ray.data")
@@ -124,9 +125,7 @@ def damaged_set(tmp_path: Path) -> str:
     data = [{"id": i, "v": np.full(8, i, np.float64)} for i in range(60)]
     convert(str(tmp_path), data, 2, "d", chunk_bytes=300)
     shard = sorted(tmp_path.glob("d-*-of-*"))[0]
-    raw = bytearray(shard.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    shard.write_bytes(bytes(raw))
+    flip_byte(shard)
     return str(tmp_path)
 
 

@@ -20,6 +20,7 @@ from recprep.codecs import get_codec
 from recprep.containers import Records
 from recprep.errors import ArrowMappingError, CorruptDataWarning
 
+from ..support import flip_byte
 from .test_arrow_out import arrow_row, assert_rows, equal
 
 pa = pytest.importorskip("pyarrow")
@@ -184,9 +185,7 @@ def test_damaged_chunks_are_skipped_in_arrow_batches(tmp_path):
     data = [(i, f"w{i}", np.full(3, i, np.float32)) for i in range(500)]
     convert(str(tmp_path), data, 2, "d", chunk_bytes=400, progress=False)
     shard = sorted(tmp_path.glob("d-*-of-*"))[1]
-    raw = bytearray(shard.read_bytes())
-    raw[len(raw) // 3] ^= 0xFF
-    shard.write_bytes(bytes(raw))
+    flip_byte(shard, 1 / 3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptDataWarning)
         expected = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip")())

@@ -15,6 +15,8 @@ import pytest
 from recprep import RecordIO, convert
 from recprep.errors import ArrowMappingError, CorruptDataWarning, InvalidArgumentError
 
+from ..support import flip_byte
+
 pa = pytest.importorskip("pyarrow")
 
 Point = namedtuple("Point", "x y")
@@ -228,9 +230,7 @@ def test_damaged_chunks_are_skipped_as_read_skips_them(tmp_path):
     data = [{"i": i, "s": f"s{i}"} for i in range(400)]
     convert(str(tmp_path), data, 2, "d", chunk_bytes=300, progress=False)
     shard = sorted(tmp_path.glob("d-*-of-*"))[0]
-    raw = bytearray(shard.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    shard.write_bytes(bytes(raw))
+    flip_byte(shard)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptDataWarning)
         expected = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip")())

@@ -19,6 +19,8 @@ from recprep import InvalidArgumentError, RecordIO, convert
 from recprep._core.batching import NUMBERS, batched, collate, unbatch
 from recprep.errors import CorruptDataError, CorruptDataWarning
 
+from ..support import flip_byte
+
 INT64 = (-(2**63), 2**63 - 1)
 Point = namedtuple("Point", "x y")
 
@@ -208,9 +210,7 @@ def damaged_set(tmp_path: Path) -> str:
     data = [(np.full(8, i, np.float64), i) for i in range(60)]
     convert(str(tmp_path), data, 2, "d", chunk_bytes=300, progress=False)
     shard = sorted(tmp_path.glob("d-*-of-*"))[0]
-    raw = bytearray(shard.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF
-    shard.write_bytes(bytes(raw))
+    flip_byte(shard)
     return str(tmp_path / "d-*")
 
 

@@ -32,3 +32,11 @@ def vector_records() -> list[bytes]:
     """The 44 records every file in tests/data/{go-recordio,pyrecordio-0.0.4,tfrecord} holds."""
     lines = (DATA / "go-recordio" / "records.hex").read_text().splitlines()
     return [bytes.fromhex(line.strip()) for line in lines]
+
+
+def flip_byte(path: Path, where: float = 0.5, mask: int = 0xFF) -> None:
+    """Damage the file at ``path`` in place: the byte at ``where`` of its length
+    XOR-ed with ``mask`` (the same size, other bytes)."""
+    raw = bytearray(path.read_bytes())
+    raw[int(len(raw) * where)] ^= mask
+    path.write_bytes(bytes(raw))
