@@ -106,28 +106,28 @@ def test_failed_overwrite_keeps_old_set(s3, s3_url):
 
 
 def test_manifest_is_committed_last(s3, s3_url, monkeypatch):
-    import s3fs
+    # the commit's moves into place (a CopyObject and a DeleteObject each, several at
+    # once) and its PUT of the manifest, spied on where the commit makes them
+    from recprep.storage import commitmoves
 
     moves: list[tuple[str, list[str]]] = []
-    original = s3fs.S3FileSystem.mv
+    move, put = commitmoves.move_object, commitmoves.put_checked
 
-    def spy(self, path1, path2, *args, **kwargs):
-        result = original(self, path1, path2, *args, **kwargs)
+    def move_spy(fs, source, target):
+        result = move(fs, source, target)
         root = s3_url.removeprefix("s3://") + "/last"
-        final = [k for k in self.find(root, detail=False) if STAGING_PREFIX not in k]
-        if STAGING_PREFIX not in path2:  # a commit move, not a write inside staging
-            moves.append((posixpath.basename(path2), sorted(map(posixpath.basename, final))))
+        fs.invalidate_cache()
+        final = [k for k in fs.find(root, detail=False) if STAGING_PREFIX not in k]
+        moves.append((posixpath.basename(target), sorted(map(posixpath.basename, final))))
         return result
 
-    def put_spy(self, path, *args, **kwargs):  # the manifest: a PUT in place (atomic)
-        result = put(self, path, *args, **kwargs)
-        if STAGING_PREFIX not in path:
-            moves.append((posixpath.basename(path), []))
+    def put_spy(fs, path, data):  # the manifest: a PUT in place (atomic)
+        result = put(fs, path, data)
+        moves.append((posixpath.basename(path), []))
         return result
 
-    put = s3fs.S3FileSystem.pipe_file
-    monkeypatch.setattr(s3fs.S3FileSystem, "mv", spy)
-    monkeypatch.setattr(s3fs.S3FileSystem, "pipe_file", put_spy)
+    monkeypatch.setattr(commitmoves, "move_object", move_spy)
+    monkeypatch.setattr(commitmoves, "put_checked", put_spy)
     convert(f"{s3_url}/last", instances(9), 3, "m", storage_options=s3.storage_options)
     names = [name for name, _ in moves]  # data files move several at once, in any order
     assert sorted(names[:-1]) == [".m.chunks"] + [f"m-0000{i}-of-00002" for i in range(3)]

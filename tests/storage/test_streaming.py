@@ -199,9 +199,9 @@ def test_the_range_client_is_made_from_the_filesystems_botocore_session(remote_s
 
 
 def test_a_range_hands_out_its_bytes_across_the_pieces_they_arrived_in():
-    from recprep.storage.fetch import _FetchRange
+    from recprep.storage.fetchrange import FetchRange
 
-    r = _FetchRange(None, 100, 110, demand=False)  # type: ignore[arg-type]
+    r = FetchRange(None, 100, 110, demand=False)  # type: ignore[arg-type]
     for piece in (b"012", b"3456", b"789"):
         r.add(piece)
     assert r.filled == 10

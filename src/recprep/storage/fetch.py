@@ -7,15 +7,14 @@ of one :class:`Fetcher` (per reader). A ranged file plans the bytes its pass wil
 all open files in flight at once — across shards and within one — on the filesystem's
 event loop (:mod:`recprep.storage.rangeget` makes the requests):
 
-* **what comes first**: a read that waits goes first, whatever the budget; then the open
-  file with the fewest bytes fetched ahead of its reader (shards read round-robin move
+* **what comes first**: a read that waits, whatever the budget; then the open file with
+  the fewest bytes fetched ahead of its reader (a heap: shards read round-robin move
   together);
-* **memory is bounded**: bytes in flight plus bytes fetched and not yet read stay within
-  ``budget_bytes`` (a read that waits may add one range more). A range is let go as
-  soon as its reader has passed it;
-* **the first bytes come early**: a range is handed to its reader piece by piece as it
-  streams in (S3), so the first instance waits one round trip plus its own chunk, not a
-  whole range or shard;
+* **memory is bounded**: bytes in flight plus fetched and not yet read stay within
+  ``budget_bytes`` (a read that waits may add one range more), let go as soon as the
+  reader has passed them; a range holds the pieces it arrived in (S3 streams them), and
+  a reader takes them as they come: the first instance waits one round trip plus its
+  own chunk;
 * **the concurrency adapts**: requests in flight start at ``initial_requests`` and grow
   while the bytes per second grow with them, up to ``max_requests``; a store that
   throttles (503 SlowDown, 429) halves them (:class:`~recprep.errors.ThrottledWarning`
@@ -46,7 +45,6 @@ Example
 from __future__ import annotations
 
 import asyncio
-import bisect
 import heapq
 import itertools
 import os
@@ -54,66 +52,19 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..errors import StoreUnavailableError, ThrottledWarning, warn
 from .fetchoptions import Concurrency, FetchOptions, FetchStats, streams_ranges
+from .fetchrange import FetchRange
 from .fs import display, in_this_process
+from .rangedfile import RangedFile
 from .rangeget import ObjectChangedError, RangeGetter, failure_of, range_getter, status_of
 
 __all__ = ["FetchOptions", "FetchStats", "Fetcher", "ObjectChangedError", "RangedFile",
            "streams_ranges"]
-
-#: a read outside its file's plan (a header, a probe) fetches at least this much
-SMALL_READ_BYTES = 64 << 10
-#: ranges shrink to this at the least when many files share the budget
-MIN_RANGE_BYTES = 256 << 10
-
-
-class _FetchRange:
-    """Bytes ``[start, end)`` of one file, kept as the pieces in which they arrive (no
-    buffer of the range's size is allocated up front: a range costs what has arrived)."""
-
-    __slots__ = ("file", "start", "end", "pieces", "offsets", "filled", "error", "done",
-                 "demand")
-
-    def __init__(self, file: RangedFile, start: int, end: int, demand: bool) -> None:
-        self.file = file
-        self.start = start
-        self.end = end
-        self.pieces: list[bytes] = []
-        self.offsets: list[int] = []  # where each piece starts, from ``start``
-        self.filled = 0  # bytes received, from start
-        self.error: BaseException | None = None
-        self.done = False
-        self.demand = demand
-
-    def add(self, piece: bytes) -> None:
-        """Keep ``piece``, the next bytes of the range."""
-        self.offsets.append(self.filled)
-        self.pieces.append(piece)
-        self.filled += len(piece)
-
-    def slice(self, begin: int, stop: int) -> bytes:
-        """Bytes ``[begin, stop)`` of the range (offsets from its start; arrived), one
-        copy at most: none when they are one whole piece."""
-        k = bisect.bisect_right(self.offsets, begin) - 1
-        first, at = self.pieces[k], begin - self.offsets[k]
-        if at + (stop - begin) <= len(first):
-            if at == 0 and stop - begin == len(first):
-                return first
-            return first[at:at + stop - begin]
-        parts = [memoryview(first)[at:]]
-        got = len(first) - at
-        while got < stop - begin:
-            k += 1
-            piece = self.pieces[k]
-            take = min(len(piece), stop - begin - got)
-            parts.append(memoryview(piece)[:take])
-            got += take
-        return b"".join(parts)
 
 
 _LIVE: weakref.WeakSet[Fetcher] = weakref.WeakSet()
@@ -251,21 +202,21 @@ class Fetcher:
         counts = self._counts
         self._counts = replace(counts, **{k: getattr(counts, k) + v for k, v in added.items()})
 
-    def _reserve(self, file: RangedFile, start: int, end: int, demand: bool) -> _FetchRange:
-        r = _FetchRange(file, start, end, demand)
+    def _reserve(self, file: RangedFile, start: int, end: int, demand: bool) -> FetchRange:
+        r = FetchRange(file, start, end, demand)
         file._ranges.append(r)
         file._ahead += end - start
         self._offer(file)
         self._held += self._cost(end - start)
-        if self._held > self._counts.peak_bytes:
-            self._counts = replace(self._counts, peak_bytes=self._held)
         self._in_flight += 1
-        if self._in_flight > self._counts.most_in_flight:
-            self._counts = replace(self._counts, most_in_flight=self._in_flight)
+        counts = self._counts
+        if self._held > counts.peak_bytes or self._in_flight > counts.most_in_flight:
+            self._counts = replace(counts, peak_bytes=max(self._held, counts.peak_bytes),
+                                   most_in_flight=max(self._in_flight, counts.most_in_flight))
         self._start(r)
         return r
 
-    def _release(self, r: _FetchRange) -> None:
+    def _release(self, r: FetchRange) -> None:
         r.file._ahead -= r.end - r.start
         self._offer(r.file)
         self._held -= self._cost(r.end - r.start)
@@ -323,13 +274,13 @@ class Fetcher:
             self._getter = range_getter(self.fs, self.options.max_requests)
         return self._getter
 
-    def _start(self, r: _FetchRange) -> None:
+    def _start(self, r: FetchRange) -> None:
         getter = self._getter_now()
         asyncio.run_coroutine_threadsafe(self._transfer(r, getter), getter.loop)
 
     # -- transfers (on the getter's event loop) -------------------------------------------
 
-    async def _transfer(self, r: _FetchRange, getter: RangeGetter) -> None:
+    async def _transfer(self, r: FetchRange, getter: RangeGetter) -> None:
         """Fill ``r``, retrying from the first byte not yet received."""
         options, path = self.options, r.file.path
         attempts, since, last = 0, time.monotonic(), "no answer"
@@ -378,7 +329,7 @@ class Fetcher:
                 self._pump()
                 self._arrived.notify_all()
 
-    async def _attempt(self, r: _FetchRange, getter: RangeGetter, left: float) -> bool:
+    async def _attempt(self, r: FetchRange, getter: RangeGetter, left: float) -> bool:
         """One request for what ``r`` still lacks; whether any byte arrived."""
         got = False
         pieces = getter.get(r.file.path, r.start + r.filled, r.end, r.file.etag)
@@ -415,133 +366,3 @@ class Fetcher:
     async def _back_off(self, attempts: int) -> None:
         ceiling = min(20.0, self.options.backoff * 2 ** (attempts - 1))
         await asyncio.sleep(random.uniform(0, ceiling))
-
-
-class RangedFile:
-    """A read-only file of a :class:`Fetcher` (``read``/``seek``/``tell``): its reads
-    wait for the bytes the fetcher streams in. ``size`` is known without a request."""
-
-    def __init__(self, fetcher: Fetcher, path: str, size: int, etag: str | None,
-                 span: tuple[int, int] | None) -> None:
-        self._fetcher = fetcher
-        self._order = next(fetcher._opened)
-        self.path = path
-        self.size = size
-        self.etag = etag
-        self.closed = False
-        #: called with each piece that arrives (see :meth:`Fetcher.open`)
-        self.on_bytes: Callable[[int, bytes], None] | None = None
-        self._pos = 0
-        self._ranges: list[_FetchRange] = []
-        self._ahead = 0  # bytes of this file reserved in the fetcher
-        start, end = span if span is not None else (0, 0)
-        self._planned = max(0, min(start, size))  # the next planned byte to fetch
-        self._plan_end = max(self._planned, min(end, size))
-
-    def _next_range(self) -> tuple[int, int]:
-        """The next planned range: to the next multiple of the range size, which halves
-        (down to 256 KiB, on the same grid) while the fetcher's open files could not each
-        have one range within the budget."""
-        fetcher = self._fetcher
-        step = fetcher.options.range_bytes
-        share = fetcher.options.budget_bytes // max(1, len(fetcher._files))
-        while step > MIN_RANGE_BYTES and step > share:
-            step //= 2
-        start = self._planned
-        return start, min(self._plan_end, (start // step + 1) * step)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        if whence == 1:
-            offset += self._pos
-        elif whence == 2:
-            offset += self.size
-        if offset < 0:
-            raise ValueError(f"negative seek position {offset}")
-        self._pos = offset
-        return offset
-
-    def tell(self) -> int:
-        return self._pos
-
-    def read(self, size: int = -1) -> bytes:
-        if self.closed:
-            raise ValueError(f"I/O operation on closed file {self.path}")
-        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
-        parts = []
-        while self._pos < end:
-            parts.append(self._read_some(end))
-        return b"".join(parts)
-
-    def _read_some(self, end: int) -> bytes:
-        """Bytes from the position on (toward ``end``), as many as have arrived of the
-        range that holds it (waiting for at least one)."""
-        fetcher, pos = self._fetcher, self._pos
-        with fetcher._lock:
-            r = self._range_at(pos, end)
-            began = None
-            while r.start + r.filled <= pos and not r.done:
-                began = began or time.monotonic()
-                fetcher._arrived.wait()
-            if began is not None:
-                fetcher._count(waited=time.monotonic() - began)
-            if r.start + r.filled <= pos:  # done, and short
-                if r.error is not None:
-                    raise r.error
-                raise ConnectionError(f"{self.path}: the fetch stopped at byte {pos}")
-            stop = min(end, r.start + r.filled)
-            data = r.slice(pos - r.start, stop - r.start)
-            self._pos = stop
-            self._let_go(stop)
-            return data
-
-    def _range_at(self, pos: int, end: int) -> _FetchRange:
-        """The range that holds byte ``pos`` (started now if there is none: a read that
-        waits comes before the budget)."""
-        for r in self._ranges:
-            if r.start <= pos < r.end:
-                return r
-        fetcher = self._fetcher
-        if self._plan_end == 0 and not self._ranges:  # no span: plan from here to the end
-            self._planned, self._plan_end = pos, self.size
-        if self._planned <= pos < self._plan_end:
-            self._planned = pos
-            start, stop = self._next_range()
-            self._planned = stop
-        else:  # outside the plan: a header, a probe
-            start = pos
-            stop = min(self.size, max(end, pos + SMALL_READ_BYTES),
-                       (pos // fetcher.options.range_bytes + 1) * fetcher.options.range_bytes)
-            stop = max(stop, min(end, self.size))
-        return fetcher._reserve(self, start, stop, demand=True)
-
-    def _let_go(self, pos: int) -> None:
-        """Release the ranges the reader has passed (lock held)."""
-        passed = [r for r in self._ranges if r.end <= pos and r.done]
-        if not passed:
-            return
-        for r in passed:
-            self._ranges.remove(r)
-            self._fetcher._release(r)
-        self._fetcher._pump()
-
-    def close(self) -> None:
-        fetcher = self._fetcher
-        with fetcher._lock:
-            if self.closed:
-                return
-            self.closed = True
-            for r in [r for r in self._ranges if r.done]:
-                self._ranges.remove(r)
-                fetcher._release(r)
-            fetcher._files.pop(id(self), None)
-            fetcher._pump()
-            fetcher._arrived.notify_all()
-
-    def __enter__(self) -> RangedFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __iter__(self) -> Iterator[bytes]:
-        raise TypeError("a RangedFile is read with read(), not by lines")

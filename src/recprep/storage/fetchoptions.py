@@ -21,6 +21,10 @@ from ..errors import InvalidArgumentError
 __all__ = ["Concurrency", "FetchOptions", "FetchStats", "streams_ranges"]
 
 MiB = 1 << 20
+#: a read outside its file's plan (a header, a probe) fetches at least this much
+SMALL_READ_BYTES = 64 << 10
+#: ranges shrink to this at the least when many files share the budget
+MIN_RANGE_BYTES = 256 << 10
 #: how often the concurrency is reconsidered while ranges are in flight
 WINDOW_SECONDS = 0.25
 

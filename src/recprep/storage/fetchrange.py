@@ -1,0 +1,62 @@
+"""A byte range of a shard being fetched (:mod:`recprep.storage.fetch`): the pieces it
+arrived in, kept as they are, and any span of them handed out with one copy at most.
+
+>>> r = FetchRange(None, 0, 6, demand=False)
+>>> r.add(b"abc"); r.add(b"def")
+>>> r.slice(1, 5), r.slice(3, 6), r.filled
+(b'bcde', b'def', 6)
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .rangedfile import RangedFile
+
+__all__ = ["FetchRange"]
+
+
+class FetchRange:
+    """Bytes ``[start, end)`` of one file, kept as the pieces in which they arrive (no
+    buffer of the range's size is allocated up front: a range costs what has arrived)."""
+
+    __slots__ = ("file", "start", "end", "pieces", "offsets", "filled", "error", "done",
+                 "demand")
+
+    def __init__(self, file: RangedFile, start: int, end: int, demand: bool) -> None:
+        self.file = file
+        self.start = start
+        self.end = end
+        self.pieces: list[bytes] = []
+        self.offsets: list[int] = []  # where each piece starts, from ``start``
+        self.filled = 0  # bytes received, from start
+        self.error: BaseException | None = None
+        self.done = False
+        self.demand = demand
+
+    def add(self, piece: bytes) -> None:
+        """Keep ``piece``, the next bytes of the range."""
+        self.offsets.append(self.filled)
+        self.pieces.append(piece)
+        self.filled += len(piece)
+
+    def slice(self, begin: int, stop: int) -> bytes:
+        """Bytes ``[begin, stop)`` of the range (offsets from its start; arrived), one
+        copy at most: none when they are one whole piece."""
+        k = bisect.bisect_right(self.offsets, begin) - 1
+        first, at = self.pieces[k], begin - self.offsets[k]
+        if at + (stop - begin) <= len(first):
+            if at == 0 and stop - begin == len(first):
+                return first
+            return first[at:at + stop - begin]
+        parts = [memoryview(first)[at:]]
+        got = len(first) - at
+        while got < stop - begin:
+            k += 1
+            piece = self.pieces[k]
+            take = min(len(piece), stop - begin - got)
+            parts.append(memoryview(piece)[:take])
+            got += take
+        return b"".join(parts)
