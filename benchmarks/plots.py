@@ -282,7 +282,7 @@ def plot_network(tables: list[Table], plt) -> object:
         ax.set_xlabel("MB / s, log scale (higher is better)")
         ax.set_title(table.heading.removeprefix("Network: "))
         ax.grid(axis="x", alpha=0.3)
-        ax.legend(loc="lower right")
+        ax.legend(loc="upper right")
     fig.suptitle("Reading from S3 through an emulated link (bench_storage.py --network)")
     return fig
 
