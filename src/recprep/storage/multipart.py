@@ -33,7 +33,7 @@ import hashlib
 import logging
 import posixpath
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -254,14 +254,19 @@ def objects_under(fs: Any, directory: str) -> list[str]:
     """The paths (``bucket/key``) of every object under ``directory``, by listing its
     prefix (``ListObjectsV2``, one request per 1,000; no ``HeadObject``)."""
     bucket, key = fs.split_path(directory)[:2]
-    prefix = f"{key.rstrip('/')}/"
-    found: list[str] = []
+    return [f"{bucket}/{o['Key']}" for page in _pages(fs, bucket, f"{key.rstrip('/')}/")
+            for o in page.get("Contents", [])]
+
+
+def _pages(fs: Any, bucket: str, prefix: str, **params: str) -> Iterator[dict[str, Any]]:
+    """The answers of ``ListObjectsV2`` of ``prefix`` in ``bucket`` (with ``params``),
+    one per 1,000 keys, each request after the answer before it."""
     marks: dict[str, str] = {}
     while True:
-        out = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **marks)
-        found += [f"{bucket}/{o['Key']}" for o in out.get("Contents", [])]
+        out = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **params, **marks)
+        yield out
         if not out.get("IsTruncated"):
-            return found
+            return
         marks = {"ContinuationToken": out["NextContinuationToken"]}
 
 
@@ -300,18 +305,13 @@ def listed_in(fs: Any, directory: str) -> list[dict[str, Any]]:
     bucket, key = fs.split_path(directory)[:2]
     prefix = f"{key.rstrip('/')}/" if key else ""
     found: list[dict[str, Any]] = []
-    marks: dict[str, str] = {}
-    while True:
-        out = fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, Delimiter="/",
-                         **marks)
+    for out in _pages(fs, bucket, prefix, Delimiter="/"):
         found += [{"name": f"{bucket}/{o['Key']}", "size": int(o.get("Size", 0)),
                    "type": "file"} for o in out.get("Contents", [])
                   if o["Key"] != prefix]
         found += [{"name": f"{bucket}/{p['Prefix'].rstrip('/')}", "size": 0,
                    "type": "directory"} for p in out.get("CommonPrefixes", [])]
-        if not out.get("IsTruncated"):
-            return found
-        marks = {"ContinuationToken": out["NextContinuationToken"]}
+    return found
 
 
 def is_object(fs: Any, path: str) -> bool:
