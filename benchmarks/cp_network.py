@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median_high as _median  # the middle rep (of an even count: the upper)
 from typing import Any
 
 import numpy as np
@@ -224,11 +225,6 @@ def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None,
         timeline.write_text("\n".join(f"== {name}\n{timeline_text(r[-1]['calls'])}"
                                       for name, r in runs.items()) + "\n")
     return cp_report(runs, total, shards, reps, loads, label, baseline is not None)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 def cp_report(runs: dict[str, list[dict]], total: int, shards: int, reps: int,
