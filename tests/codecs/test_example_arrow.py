@@ -7,7 +7,6 @@ damaged."""
 from __future__ import annotations
 
 import shutil
-import warnings
 
 import numpy as np
 import pytest
@@ -19,10 +18,14 @@ from recprep._core.arrowcols import record_batch
 from recprep.batching import collate
 from recprep.codecs.example import ExampleCodec
 from recprep.codecs.features import Feature
-from recprep.errors import CorruptDataWarning
 
-from ..read.test_arrow_out import assert_rows, equal
-from ..support import DATA, flip_byte
+from ..read.test_arrow_out import (
+    assert_resumed_as_read,
+    assert_rows,
+    assert_skipped_as_read,
+    equal,
+)
+from ..support import DATA
 from .test_example_codec import tfrecord_records
 
 pa = pytest.importorskip("pyarrow")
@@ -189,22 +192,5 @@ def test_example_sets_as_arrow_on_every_reader_option(mem_url, container, option
 def test_an_example_set_resumed_and_damaged_as_arrow(tmp_path):
     convert(str(tmp_path), _example_rows(400), 2, "d", codec="example", chunk_bytes=1500,
             progress=False)
-    read = RecordIO(str(tmp_path / "d-*"), shuffle=True, seed=4)
-    read.set_epoch(0)
-    expected = list(read())
-    passing = read.batches(64, format="arrow")
-    first = [next(passing), next(passing)]
-    state = read.state_dict()
-    passing.close()
-    again = RecordIO(str(tmp_path / "d-*"), shuffle=True)
-    again.load_state_dict(state)
-    assert_rows(pa.Table.from_batches(first), expected[:128])
-    assert_rows(again.to_arrow(), expected[128:])
-    shard = sorted(tmp_path.glob("d-*-of-*"))[0]
-    flip_byte(shard)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CorruptDataWarning)
-        kept = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip")())
-        table = RecordIO(str(tmp_path / "d-*"), on_corrupt="skip").to_arrow()
-    assert 0 < len(kept) < 400
-    assert_rows(table, kept)
+    assert_resumed_as_read(str(tmp_path / "d-*"))
+    assert_skipped_as_read(tmp_path, 400)

@@ -212,14 +212,21 @@ def test_every_reader_option_holds(mem_url, options):
 
 def test_a_loaded_state_continues_the_pass(mem_url):
     convert(mem_url, MIXED, 3, "m", chunk_bytes=2000, progress=False)
-    read = RecordIO(f"{mem_url}/m-*", shuffle=True, seed=4)
+    assert_resumed_as_read(f"{mem_url}/m-*")
+
+
+def assert_resumed_as_read(pattern: str) -> None:
+    """A pass of ``pattern`` (shuffled, epoch 0) stopped after two Arrow batches of 64:
+    those batches hold its first 128 instances, and a reader that loads its state gives
+    the rest as ``to_arrow()``."""
+    read = RecordIO(pattern, shuffle=True, seed=4)
     read.set_epoch(0)
     expected = list(read())
     batches = read.batches(64, format="arrow")
     first = [next(batches), next(batches)]
     state = read.state_dict()
     batches.close()
-    again = RecordIO(f"{mem_url}/m-*", shuffle=True)
+    again = RecordIO(pattern, shuffle=True)
     again.load_state_dict(state)
     rest = again.to_arrow()
     assert_rows(pa.Table.from_batches(first), expected[:128])
@@ -229,14 +236,20 @@ def test_a_loaded_state_continues_the_pass(mem_url):
 def test_damaged_chunks_are_skipped_as_read_skips_them(tmp_path):
     data = [{"i": i, "s": f"s{i}"} for i in range(400)]
     convert(str(tmp_path), data, 2, "d", chunk_bytes=300, progress=False)
-    shard = sorted(tmp_path.glob("d-*-of-*"))[0]
-    flip_byte(shard)
+    assert_skipped_as_read(tmp_path, 400)
+
+
+def assert_skipped_as_read(directory, total: int) -> None:
+    """Damage the first shard of the set ``d-*`` in ``directory`` (``total`` instances):
+    ``to_arrow()`` with ``on_corrupt="skip"`` holds what ``read()`` keeps, and some but
+    not all of the instances are kept."""
+    flip_byte(sorted(directory.glob("d-*-of-*"))[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CorruptDataWarning)
-        expected = list(RecordIO(str(tmp_path / "d-*"), on_corrupt="skip")())
-        table = RecordIO(str(tmp_path / "d-*"), on_corrupt="skip").to_arrow()
-    assert 0 < len(expected) < 400
-    assert_rows(table, expected)
+        kept = list(RecordIO(str(directory / "d-*"), on_corrupt="skip")())
+        table = RecordIO(str(directory / "d-*"), on_corrupt="skip").to_arrow()
+    assert 0 < len(kept) < total
+    assert_rows(table, kept)
 
 
 def test_convert_of_to_arrow_writes_the_same_instances(mem_url):
