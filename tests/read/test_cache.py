@@ -128,7 +128,8 @@ def test_replaced_set_is_not_served_from_cache(s3, s3_url, tmp_path):
     assert list(before()) == old
     make_set(s3, f"{s3_url}/set", new, overwrite=True)
     with pytest.raises(SetChangedError, match="the set was replaced"):
-        list(before())  # the reader built for the old set says so, cached or not
+        for _ in range(2):  # the reader built for the old set says so, cached or not (a
+            list(before())  # pass shorter than the store's answer leaves it to the next)
     assert list(RecordIO(pattern, **options)()) == new
     assert len(ShardCache(tmp_path / "c").entries()) == 8  # both versions, apart
 

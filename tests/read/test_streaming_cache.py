@@ -5,6 +5,7 @@ next reader doesn't clean up; the default bound follows the container's limits."
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -15,8 +16,11 @@ import textwrap
 import pytest
 
 from recprep import FetchOptions, RecordIO, convert
+from recprep.errors import SetChangedError
 from recprep.read.cache import ShardCache
+from recprep.read.cachefill import Partial
 from recprep.storage.fs import checksum
+from recprep.storage.manifest import ShardInfo
 
 from ..support import random_records
 
@@ -227,20 +231,67 @@ def test_a_pass_starts_every_shard_of_its_first_group_at_once(remote_set, link):
     assert reader.stats().most_in_flight == 4
 
 
-def test_a_cached_pass_asks_about_the_manifest_without_waiting(remote_set, link, tmp_path):
+def test_a_cached_pass_asks_about_the_manifest_without_waiting(remote_set, link, s3,
+                                                              s3_url, tmp_path):
     # epoch 2 from the cache: the question "is the set unchanged?" (a HEAD of the manifest)
-    # goes in the background; a held answer holds no instance back, and the pass still
-    # waits for it before it ends
+    # goes in the background; a held answer holds no instance back nor the pass's end,
+    # and the next pass judges it: the set was replaced meanwhile, so it raises
     url, records, _ = remote_set
     options = link.storage_options
     reader = RecordIO(url, storage_options=options, cache_dir=tmp_path / "c")
     expected = list(reader())
+    convert(f"{s3_url}/d", random_records(600, 2000, seed=9), 4, "p", codec="raw",
+            chunk_bytes=16 << 10, storage_options=s3.storage_options, overwrite=True)
     link.reset_stats()
     link.faults.update(delay_one={"kinds": ["HEAD"], "seconds": 2.0})
     stream = reader()
     first = next(stream)
     (answer,) = reader._sources.commits._answers.values()
     assert not answer.done()  # the HEAD is held: the first instance didn't wait for it
-    assert [first, *stream] == expected
-    assert answer.done() and link.stats()["requests"]["HEAD"] == 1
-    assert link.faults.counts["delay_one"] == 1
+    assert [first, *stream] == expected  # the set the reader was built for, from its copies
+    assert not answer.done()  # nor did the pass's end
+    with pytest.raises(SetChangedError, match="the set was replaced"):
+        list(reader())  # the next pass judges the answer
+    assert answer.done() and link.faults.counts["delay_one"] == 1
+
+
+def test_a_cached_pass_claims_and_starts_its_first_group_at_once(remote_set, link, tmp_path):
+    # with a cache_dir too, the first ranges of every shard of the first group are
+    # requested together when the pass starts: each partial is claimed first
+    url, records, _ = remote_set
+    options = {"storage_options": link.storage_options, "cache_dir": tmp_path / "c",
+               "fetch": FetchOptions(range_bytes=1 << 20, initial_requests=8)}
+    expected = list(RecordIO(url, storage_options=link.storage_options)())
+    link.reset_stats()
+    reader = RecordIO(url, **options)
+    assert list(reader()) == expected
+    assert reader.stats().requests == 4
+    assert reader.stats().most_in_flight == 4
+    assert _whole_and_checked(reader.cache, _shards(reader))
+    assert _leftovers(tmp_path / "c") == []
+    assert list(RecordIO(url, **options)()) == expected  # from the cache
+
+
+def test_claims_ahead_are_taken_by_the_open_or_let_go(tmp_path):
+    # a shard claimed ahead is filled by this reader's open of it; claims no open took
+    # are let go (kept for a later pass); a shard another filler holds is not claimed,
+    # and a cached one needs nothing
+    cache = ShardCache(tmp_path / "c")
+    data = bytes(range(256)) * 8
+    crc, size = checksum(io.BytesIO(data))
+    shard = ShardInfo("s-00000-of-00001", 1, size, crc, etag='"e"')
+    url = "s3://b/set/s-00000-of-00001"
+    local = str(tmp_path / "c" / cache.name_for(url, shard))
+    assert cache.claim_ahead(url, shard, None) == "claimed"
+    assert Partial.claim(local, size) is None  # held by the claim
+    cache.release_ahead()
+    assert cache._ahead == {}
+    other = Partial.claim(local, size)  # let go: another filler can take it
+    assert other is not None
+    assert cache.claim_ahead(url, shard, None) == "held"
+    assert cache.claim_ahead(url, shard, (0, 1024)) == "held"  # bytes it holds
+    other.write(0, data)
+    assert other.finish(url, shard)  # whole and checked: renamed into the cache
+    assert cache.claim_ahead(url, shard, None) == "cached"
+    small = ShardCache(tmp_path / "d", max_bytes=size - 1)
+    assert small.claim_ahead(url, shard, None) == "store"

@@ -55,7 +55,7 @@ import posixpath
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import fsspec
 
@@ -153,6 +153,10 @@ class ShardCache:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._verified: dict[str, tuple[int, int, int]] = {}  # name -> (ino, size, mtime)
+        #: partials claimed before their shard's open (see :meth:`claim_ahead`), by
+        #: (cache file, span), with the process that claimed them
+        self._ahead: dict[tuple[str, tuple[int, int] | None], tuple[Partial, str, ShardInfo]]
+        self._ahead, self._ahead_pid = {}, os.getpid()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": self.directory, "max_bytes": self.max_bytes}
@@ -199,6 +203,60 @@ class ShardCache:
                     return None
             return self._local(local, name)
 
+    def claim_ahead(self, url: str, entry: ShardInfo, span: tuple[int, int] | None
+                    ) -> Literal["claimed", "cached", "store", "held"]:
+        """Claim the partial of a shard a pass will open soon, before its first ranges
+        are fetched ahead. ``"claimed"``: this reader fills it now (its :meth:`open`
+        takes the claim); ``"cached"``: it is cached (nothing to fetch); ``"store"``: too
+        large to cache, read from the store; ``"held"``: another filler (in this process
+        or another) holds some of its bytes, or partials can't be held here — its bytes
+        must not be fetched ahead (its open waits for that filler, so that the node
+        downloads each byte once). :meth:`release_ahead` lets go of claims no open took.
+
+        A pass claims its first group in its order and stops at the first shard held:
+        readers starting the same pass at once don't each hold shards the other needs
+        first."""
+        if entry.bytes > self.max_bytes:
+            return "store"
+        local = os.path.join(self.directory, self.name_for(url, entry))
+        if os.path.exists(local):
+            return "cached"
+        if not CAN_FILL:
+            return "held"
+        with _FILLING_LOCK:
+            if any(p.overlaps(span) for p in _FILLING.get(local, [])):
+                return "held"
+            self._evict(room=entry.bytes)
+            partial = Partial.claim(local, entry.bytes, span)
+            if partial is None:
+                return "held"
+            _FILLING.setdefault(local, []).append(partial)
+        with self._lock:
+            if self._ahead_pid != os.getpid():  # forked: the parent's claims aren't ours
+                self._ahead, self._ahead_pid = {}, os.getpid()
+            self._ahead[(local, span)] = (partial, url, entry)
+        return "claimed"
+
+    def release_ahead(self) -> None:
+        """Let go of the partials :meth:`claim_ahead` claimed that no open took (kept
+        with their maps for a later pass)."""
+        with self._lock:
+            claimed = self._ahead if self._ahead_pid == os.getpid() else {}
+            self._ahead, self._ahead_pid = {}, os.getpid()
+        for partial, url, entry in claimed.values():
+            try:
+                partial.finish(url, entry)
+            finally:
+                _let_go(partial)
+
+    def _claimed(self, local: str, span: tuple[int, int] | None) -> Partial | None:
+        """The partial of ``local`` claimed ahead for ``span`` (taken), if any."""
+        with self._lock:
+            if self._ahead_pid != os.getpid():
+                return None
+            found = self._ahead.pop((local, span), None)
+        return None if found is None else found[0]
+
     def _local(self, local: str, name: str) -> PooledFile | None:
         """The cached file ``local`` opened (its use noted for the LRU)."""
         now = time.time_ns()
@@ -210,6 +268,7 @@ class ShardCache:
         except FileNotFoundError:  # evicted by another process just now
             return None
         self._verified[name] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        opened.verified = True  # by _usable, just now or earlier against this identity
         return opened
 
     def _streamed(self, pool: FilePool, path: str, url: str, entry: ShardInfo,
@@ -218,6 +277,9 @@ class ShardCache:
         or (another process filling it) the local copy once renamed into place."""
         name = self.name_for(url, entry)
         local = os.path.join(self.directory, name)
+        claimed = self._claimed(local, span)
+        if claimed is not None:
+            return self._filling(pool, path, url, entry, span, claimed)
         evicted, seen, since = False, None, time.monotonic()
         while True:
             if self._usable(local, name, url, entry):
@@ -251,10 +313,11 @@ class ShardCache:
                  span: tuple[int, int] | None, partial: Partial) -> Any:
         """The store's file, its bytes going into ``partial`` as they are read."""
         try:
-            if os.path.exists(partial.local):  # cached between our look and our claim
-                partial.drop()
-                _let_go(partial)
-                return self._local(partial.local, self.name_for(url, entry))
+            name = self.name_for(url, entry)
+            if os.path.exists(partial.local) and self._usable(partial.local, name, url, entry):
+                partial.drop()  # cached between our look and our claim (a damaged copy
+                _let_go(partial)  # was removed, with a warning: fill it again)
+                return self._local(partial.local, name)
             inner = pool.open(path, size=entry.bytes, etag=entry.etag, span=span)
         except BaseException:
             partial.finish(url, entry)

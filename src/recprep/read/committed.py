@@ -29,7 +29,8 @@ sets). A reader (:class:`CommittedSets`, used by :class:`recprep.read.sources.So
   :class:`~recprep.errors.SetChangedError` when the reader reads it. A pinned set read
   from a ``cache_dir``'s copies (its own bytes, checked against its manifest) asks the
   store in the background, once per pass: the pass waits for no round trip, and raises
-  as soon as the answer says the set changed, at the latest when it ends;
+  as soon as the answer says the set changed — a pass that ends before its answer
+  comes (one shorter than a round trip to the store) leaves it to the next pass;
 * checks the CRC-32C of a shard read whole when its last byte is read
   (:class:`~recprep.errors.CorruptDataError`).
 
@@ -106,6 +107,8 @@ class CommittedSets:
         self._identities: list[tuple[Any, ...] | None] = [None] * len(sources.shard_sets)
         #: sets whose manifest is being asked in the background in this pass: the answer
         self._answers: dict[int, Future[tuple[Any, ...] | None]] = {}
+        #: answers a pass ended before: judged in the next pass, as soon as they come
+        self._late: dict[int, Future[tuple[Any, ...] | None]] = {}
         self._entries: dict[int, dict[str, ShardInfo]] = {}
         #: the sets found by reading their manifest (their shards were never listed)
         self._unlisted_sets = {i for i, s in enumerate(sources.shard_sets)
@@ -193,7 +196,8 @@ class CommittedSets:
         self._answers = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_answers": {}}  # threads' answers stay where they are
+        # threads' answers stay where they are
+        return {**self.__dict__, "_answers": {}, "_late": {}}
 
     def _check_unchanged(self, set_index: int) -> None:
         """Raise unless set ``set_index``'s manifest is the one the reader read."""
@@ -203,6 +207,10 @@ class CommittedSets:
         """:meth:`_check_unchanged` once per pass without waiting for it: the question
         goes in a thread, and its answer is judged at the first call after it came (or
         by :meth:`settle`)."""
+        late = self._late.get(set_index)
+        if late is not None and late.done():
+            del self._late[set_index]
+            self._judge(set_index, late.result())
         answer = self._answers.get(set_index)
         if answer is None:
             answer = self._answers[set_index] = Future()
@@ -219,10 +227,18 @@ class CommittedSets:
             self._judge(set_index, answer.result())
 
     def settle(self) -> None:
-        """A pass read to its end: wait for the questions :meth:`_check_soon` asked and
-        raise if a set changed."""
-        for set_index, answer in list(self._answers.items()):
+        """A pass read to its end: raise if an answer :meth:`_check_soon` got says a set
+        changed. The store holds no cached pass back: an answer still out is judged by
+        the next pass, as soon as it comes (and waited for at that pass's end, a whole
+        pass later)."""
+        late, self._late = self._late, {}
+        for set_index, answer in late.items():
             self._judge(set_index, answer.result())
+        for set_index, answer in self._answers.items():
+            if answer.done():
+                self._judge(set_index, answer.result())
+            else:
+                self._late[set_index] = answer
 
     def _manifest(self, set_index: int) -> str:
         path = self._sources.shard_sets[set_index].manifest_path
@@ -342,7 +358,8 @@ class CommittedSets:
             if pin is None or cached is not None:
                 if entry is not None:
                     self._check_size(opened, entry, file.shown)
-            check = whole and entry is not None and sources.on_corrupt != "skip"
+            check = (whole and entry is not None and sources.on_corrupt != "skip"
+                     and not getattr(opened, "verified", False))  # a checked local copy
             pinned = _Pinned(opened, self._label(index), file.shown, entry if check else None,
                              lambda: self.missing(file))
             yield cast(BinaryIO, pinned)

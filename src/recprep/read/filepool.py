@@ -50,6 +50,9 @@ class PooledFile:
         self._pos = 0
         self._lock = threading.Lock()
         self.closed = False
+        #: its bytes were checked whole against a manifest as it was opened (a cached
+        #: shard's local copy): a pass needn't check them again as it reads them
+        self.verified = False
 
     def _handle(self) -> Any:
         """The real file, opened (and positioned) if it was closed; holds ``_lock``."""

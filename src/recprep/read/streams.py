@@ -115,34 +115,41 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             except GeneratorExit:  # the consumer stopped early: the pass is over
                 sources.pass_ended()
                 raise
-        sources.commits.settle()  # a set found changed meanwhile raises here at the latest
+        sources.commits.settle()  # a set found changed meanwhile raises here
         sources.pass_ended()  # not when the pass failed: its error says what happened
     finally:
         if sources.fetcher is not None:
             sources.fetcher.drop_expected()
+        if sources.cache is not None:
+            sources.cache.release_ahead()
 
 
 def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
     """On an object store, start fetching every piece of the pass's first group at once
     (a set's shards are read round-robin but opened one after another: each would
     otherwise wait a round trip for its first bytes in turn). Only shards pinned by
-    their manifest's ETag, whose open asks the store nothing first; not with a
-    ``cache_dir``, whose shards are claimed as they are opened (a shard another reader
-    on the node is filling is not fetched here: one download per node)."""
-    fetcher = sources.fetcher
+    their manifest's ETag, whose open asks the store nothing first. With a
+    ``cache_dir``, each shard's partial is claimed first, in the pass's order, up to the
+    first one another reader fills (whose bytes that reader fetches: one download per
+    node); cached shards need nothing."""
+    fetcher, cache = sources.fetcher, sources.cache
     if fetcher is None or not plan.pieces:
         return
     fetcher.warm()
-    if sources.cache is not None:
-        return
     expected = []
     for piece, group in zip(plan.pieces, plan.groups, strict=True):
         if group != plan.groups[0]:
             break
-        entry = sources.commits.pinned(sources.files[piece.file])
-        if entry is not None:
-            expected.append((sources.files[piece.file].path, entry.bytes, entry.etag,
-                             sources.span(piece)))
+        file = sources.files[piece.file]
+        entry = sources.commits.pinned(file)
+        if entry is None:
+            continue
+        span = sources.span(piece)
+        claim = "store" if cache is None else cache.claim_ahead(file.shown, entry, span)
+        if claim == "held":
+            break
+        if claim != "cached":
+            expected.append((file.path, entry.bytes, entry.etag, span))
     fetcher.expect(expected)
 
 
