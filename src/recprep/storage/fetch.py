@@ -53,7 +53,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields
 from typing import Any
 
 from ..errors import StoreUnavailableError, ThrottledWarning, warn
@@ -68,6 +68,8 @@ __all__ = ["FetchOptions", "FetchStats", "Fetcher", "ObjectChangedError", "Range
 
 
 _LIVE: weakref.WeakSet[Fetcher] = weakref.WeakSet()
+_ZERO = FetchStats()
+_TALLIED = tuple(f.name for f in fields(FetchStats) if f.name != "concurrency")
 
 
 def _forget_after_fork() -> None:
@@ -96,8 +98,7 @@ class Fetcher:
         self._fs = fs
         self.options = options or FetchOptions()
         self._getter: RangeGetter | None = None
-        self._lock = threading.Lock()
-        self._arrived = threading.Condition(self._lock)
+        self._lock = threading.Lock()  # each open file waits on a condition of this lock
         self._files: dict[int, RangedFile] = {}
         #: files with planned bytes left, least fetched ahead first (a lazy heap of
         #: ``(bytes ahead, order opened, file)``: entries that no longer hold are skipped)
@@ -106,7 +107,8 @@ class Fetcher:
         self._held = 0  # bytes reserved: in flight plus fetched and not yet read
         self._in_flight = 0
         self._concurrency = Concurrency(self.options)
-        self._counts = FetchStats()
+        #: the counts (:class:`FetchStats`' fields but ``concurrency``), added to in place
+        self._tally: dict[str, float] = dict.fromkeys(_TALLIED, 0)
         self._throttled_warned = 0
         self._closed = False
         self._expected: dict[tuple[Any, ...], RangedFile] = {}  # opened ahead, not yet claimed
@@ -173,12 +175,17 @@ class Fetcher:
     def stats(self) -> FetchStats:
         """The counts so far (a snapshot)."""
         with self._lock:
-            return replace(self._counts, concurrency=self._concurrency.limit)
+            return self._snapshot()
+
+    def _snapshot(self) -> FetchStats:
+        tally = self._tally
+        return FetchStats(**{k: type(getattr(_ZERO, k))(v) for k, v in tally.items()},
+                          concurrency=self._concurrency.limit)
 
     def warn_throttled(self, where: str) -> None:
         """Say once, with the counts, that the store pushed back since the last call."""
         with self._lock:
-            counts = self._counts
+            counts = self._snapshot()
             new = counts.throttled - self._throttled_warned
             self._throttled_warned = counts.throttled
             limit = self._concurrency.limit
@@ -199,8 +206,9 @@ class Fetcher:
     # -- scheduling (called with the lock held) -------------------------------------------
 
     def _count(self, **added: int | float) -> None:
-        counts = self._counts
-        self._counts = replace(counts, **{k: getattr(counts, k) + v for k, v in added.items()})
+        tally = self._tally
+        for key, value in added.items():
+            tally[key] += value
 
     def _reserve(self, file: RangedFile, start: int, end: int, demand: bool) -> FetchRange:
         r = FetchRange(file, start, end, demand)
@@ -209,10 +217,9 @@ class Fetcher:
         self._offer(file)
         self._held += self._cost(end - start)
         self._in_flight += 1
-        counts = self._counts
-        if self._held > counts.peak_bytes or self._in_flight > counts.most_in_flight:
-            self._counts = replace(counts, peak_bytes=max(self._held, counts.peak_bytes),
-                                   most_in_flight=max(self._in_flight, counts.most_in_flight))
+        tally = self._tally
+        tally["peak_bytes"] = max(self._held, tally["peak_bytes"])
+        tally["most_in_flight"] = max(self._in_flight, tally["most_in_flight"])
         self._start(r)
         return r
 
@@ -327,7 +334,7 @@ class Fetcher:
                     r.file._ranges.remove(r)
                     self._release(r)
                 self._pump()
-                self._arrived.notify_all()
+                r.file._arrived.notify_all()
 
     async def _attempt(self, r: FetchRange, getter: RangeGetter, left: float) -> bool:
         """One request for what ``r`` still lacks; whether any byte arrived."""
@@ -351,10 +358,10 @@ class Fetcher:
                     piece = bytes(piece[:n]) if n < len(piece) or not isinstance(
                         piece, bytes) else piece
                     r.add(piece)
-                    self._count(bytes=n)
+                    self._tally["bytes"] += n
                     self._concurrency.received(
                         n, time.monotonic(), self._in_flight >= self._concurrency.limit)
-                    self._arrived.notify_all()
+                    r.file._arrived.notify_all()  # its reader, if it waits
                     offset, full = r.start + r.filled - n, r.filled >= r.end - r.start
                 if r.file.on_bytes is not None:
                     r.file.on_bytes(offset, piece)

@@ -7,6 +7,7 @@ they are two halves of one mechanism, kept in two modules.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -28,6 +29,9 @@ class RangedFile:
                  span: tuple[int, int] | None) -> None:
         self._fetcher = fetcher
         self._order = next(fetcher._opened)
+        #: notified (under the fetcher's lock) when bytes of this file arrive or a range
+        #: of it ends: its reader waits on it alone
+        self._arrived = threading.Condition(fetcher._lock)
         self.path = path
         self.size = size
         self.etag = etag
@@ -75,6 +79,15 @@ class RangedFile:
             parts.append(self._read_some(end))
         return b"".join(parts)
 
+    def read1(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes from the position on (all: ``-1``), as many as have
+        arrived (waiting for the first of them): b"" at the end. A copy streams through
+        these without joining what arrived in pieces."""
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.path}")
+        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
+        return self._read_some(end) if self._pos < end else b""
+
     def _read_some(self, end: int) -> bytes:
         """Bytes from the position on (toward ``end``), as many as have arrived of the
         range that holds it (waiting for at least one)."""
@@ -84,7 +97,7 @@ class RangedFile:
             began = None
             while r.start + r.filled <= pos and not r.done:
                 began = began or time.monotonic()
-                fetcher._arrived.wait()
+                self._arrived.wait()
             if began is not None:
                 fetcher._count(waited=time.monotonic() - began)
             if r.start + r.filled <= pos:  # done, and short
@@ -138,7 +151,7 @@ class RangedFile:
                 fetcher._release(r)
             fetcher._files.pop(id(self), None)
             fetcher._pump()
-            fetcher._arrived.notify_all()
+            self._arrived.notify_all()
 
     def __enter__(self) -> RangedFile:
         return self

@@ -185,7 +185,7 @@ class CopySources:
                     yield block
             return
         with self._fetcher(fs).open(path, size=size, span=(0, size)) as source:
-            while block := source.read(COPY_BLOCK):
+            while block := source.read1(COPY_BLOCK):  # as the pieces arrive, unjoined
                 yield block
 
     def stats(self) -> FetchStats:
