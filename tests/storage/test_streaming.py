@@ -209,3 +209,54 @@ def test_a_range_hands_out_its_bytes_across_the_pieces_they_arrived_in():
     assert r.slice(2, 8) == b"234567" and r.slice(4, 6) == b"45"
     whole = r.slice(3, 7)
     assert whole == b"3456" and whole is r.pieces[1]  # a whole piece: not copied
+
+
+def test_a_pass_first_ranges_go_alone_until_bytes_arrive():
+    # when a pass begins, each file gets its first range and no more until the first
+    # bytes arrive: the first chunks don't share the link with second ranges; then the
+    # fetcher fills its requests in flight. (A held getter: the schedule, not a store.)
+    import asyncio
+
+    import fsspec
+
+    from recprep.storage.rangeget import RangeGetter
+
+    class Held(RangeGetter):
+        def __init__(self, loop):
+            self.loop, self.gate, self.asked = loop, asyncio.Event(), []
+
+        async def _get(self, path, start, end):
+            self.asked.append((path, start))
+            await self.gate.wait()
+            yield bytes(end - start)
+
+        def get(self, path, start, end, etag=None):
+            return self._get(path, start, end)
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    fetcher = Fetcher(fsspec.filesystem("memory"),
+                      FetchOptions(range_bytes=256 << 10, initial_requests=8))
+    fetcher._getter = held = Held(loop)
+    size = 1 << 20  # 4 ranges each
+    paths = [f"/f{i}" for i in range(3)]
+    try:
+        fetcher.expect([(p, size, None, (0, size)) for p in paths])
+        assert fetcher._in_flight == 3 and fetcher.stats().most_in_flight == 3
+        loop.call_soon_threadsafe(held.gate.set)
+        with fetcher.open(paths[0], size=size, span=(0, size)) as f:
+            assert f.read() == bytes(size)
+        assert sorted(held.asked[:3]) == [(p, 0) for p in paths]  # the first ranges first
+        assert fetcher.stats().most_in_flight == 8
+    finally:
+        fetcher.close()
+
+        async def drain():
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            await asyncio.gather(*others, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(drain(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

@@ -9,7 +9,8 @@ event loop (:mod:`recprep.storage.rangeget` makes the requests):
 
 * **what comes first**: a read that waits, whatever the budget; then the open file with
   the fewest bytes fetched ahead of its reader (a heap: shards read round-robin move
-  together);
+  together). Until the first bytes of a pass arrive, each file has its first range in
+  flight and no more: the first chunks have the link to themselves;
 * **memory is bounded**: bytes in flight plus fetched and not yet read stay within
   ``budget_bytes`` (a read that waits may add one range more), let go as soon as the
   reader has passed them; a range holds the pieces it arrived in (S3 streams them), and
@@ -112,6 +113,9 @@ class Fetcher:
         self._throttled_warned = 0
         self._closed = False
         self._expected: dict[tuple[Any, ...], RangedFile] = {}  # opened ahead, not yet claimed
+        #: whether bytes arrived since the pass began: until then a file gets its first
+        #: range only (the first chunks don't share the link with second ranges)
+        self._flowing = False
         _LIVE.add(self)
 
     @property
@@ -157,6 +161,7 @@ class Fetcher:
         ranges are in flight by then, shared out among them. :meth:`open` with the same
         arguments takes one; :meth:`drop_expected` lets go of those never taken."""
         with self._lock:
+            self._flowing = False  # a pass begins: its first ranges go first
             for key in files:
                 if key in self._expected or self._closed:
                     continue
@@ -256,7 +261,9 @@ class Fetcher:
                 heapq.heappop(queue)
             if not queue:
                 return
-            best = queue[0][2]
+            ahead, _, best = queue[0]
+            if ahead and not self._flowing:
+                return  # every file has its first range in flight: the rest once bytes flow
             start, end = best._next_range()
             if self._held + self._cost(end - start) > budget:
                 return  # a read that waits still starts its range (see RangedFile)
@@ -359,6 +366,9 @@ class Fetcher:
                         piece, bytes) else piece
                     r.add(piece)
                     self._tally["bytes"] += n
+                    if not self._flowing:
+                        self._flowing = True
+                        self._pump()
                     self._concurrency.received(
                         n, time.monotonic(), self._in_flight >= self._concurrency.limit)
                     r.file._arrived.notify_all()  # its reader, if it waits
