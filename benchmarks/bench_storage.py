@@ -543,6 +543,17 @@ def _cp_part(args: argparse.Namespace) -> str | None:
                   args.baseline)
 
 
+def _rss_part(args: argparse.Namespace) -> str | None:
+    """``--network --part rss`` (benchmarks/rss_shard.py): the report; None in a child."""
+    sys.path.insert(0, str(HERE))
+    from rss_shard import child_main, run_rss
+
+    if args.rss_child:
+        child_main(args.rss_child, args.endpoint, args.source)
+        return None
+    return run_rss(100 if args.quick else (args.size_mb or 1024), args.reps or 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=None,
@@ -554,9 +565,10 @@ def main() -> None:
                         "--network), for a smoke run")
     parser.add_argument("--network", action="store_true",
                         help="read through the link emulator, with litdata and mosaic")
-    parser.add_argument("--part", choices=("read", "cp"), default="read",
-                        help="with --network: reading (default), or cp/convert against s3fs "
-                        "put/get (240 MB, 8 shards, 3 reps)")
+    parser.add_argument("--part", choices=("read", "cp", "rss"), default="read",
+                        help="with --network: reading (default), cp/convert against s3fs "
+                        "put/get (240 MB, 8 shards, 3 reps), or the peak RSS of a pass "
+                        "over one shard (1024 MB, 1 rep)")
     parser.add_argument("--timeline", type=Path, default=None,
                         help="with --part cp: write each contender's request timeline here")
     parser.add_argument("--baseline", type=Path, default=None,
@@ -570,11 +582,16 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--cp-child", help=argparse.SUPPRESS)  # one cp contender, in a child
+    parser.add_argument("--rss-child", help=argparse.SUPPRESS)  # one rss contender, in a child
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--dest", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cp_child or (args.network and args.part == "cp"):
         report = _cp_part(args)
+        if report is None:
+            return
+    elif args.rss_child or (args.network and args.part == "rss"):
+        report = _rss_part(args)
         if report is None:
             return
     elif args.contender:
