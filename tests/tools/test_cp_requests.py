@@ -169,3 +169,23 @@ def test_cp_down_of_a_set_named_costs_its_manifest_once_and_its_ranges(
     for path in local_set.iterdir():
         assert (tmp_path / "back" / path.name).read_bytes() == path.read_bytes() or (
             path.name == "p.manifest.json")
+
+
+def test_cp_down_of_a_directory_lists_it_once_and_reads_its_manifest_once(
+        s3, s3_url, local_set, tmp_path, monkeypatch):
+    copy(str(local_set / "p"), f"{s3_url}/dd", storage_options=s3.storage_options,
+         progress=False)
+    clear_s3fs_cache()
+    timeline = Timeline(monkeypatch)
+    copy(f"{s3_url}/dd", str(tmp_path / "back"), storage_options=s3.storage_options,
+         progress=False)
+    shown = timeline.show()
+    # is it a set prefix (its manifest) and is it a directory, at once; the set's
+    # manifest from that listing; then ranges (before: the two questions asked twice and
+    # the manifest fetched again to be copied: 4 rounds)
+    assert rounds(timeline.before_data()) == 2, shown
+    assert len(timeline.of("ListObjectsV2")) == 1, shown
+    assert timeline.of("GetObject").count("dd/p.manifest.json") == 1, shown
+    assert timeline.of("HeadObject") == [], shown
+    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
+        p.name for p in local_set.iterdir())

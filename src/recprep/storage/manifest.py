@@ -458,6 +458,13 @@ def read_manifest(fs: Any, path: str) -> Manifest | None:
     :data:`MAX_MANIFEST_BYTES` raises before it is parsed (a local one before it is read,
     a remote one after a read bounded by the limit), and so does one that is not a regular
     file (a FIFO, a link to ``/dev/zero``: :func:`~recprep.storage.fs.read_regular`)."""
+    found = read_manifest_bytes(fs, path)
+    return None if found is None else found[0]
+
+
+def read_manifest_bytes(fs: Any, path: str) -> tuple[Manifest, bytes] | None:
+    """:func:`read_manifest`, with the bytes it was parsed from (a copy of the set
+    writes them as they are, without fetching them again)."""
     try:
         data = read_regular(fs, path, MAX_MANIFEST_BYTES, what="a manifest")
     except FileNotFoundError:
@@ -465,4 +472,4 @@ def read_manifest(fs: Any, path: str) -> Manifest | None:
     except CorruptDataError as err:
         raise CorruptDataError(f"not a valid recprep manifest: {err.detail}",
                                path=err.path) from None
-    return Manifest.from_json(data, path=path)
+    return Manifest.from_json(data, path=path), data

@@ -44,7 +44,7 @@ from ..errors import CorruptDataError, NotFoundError
 from ..storage.discovery import committed_set, forget_listings, one_set
 from ..storage.fs import display
 from ..storage.listing import DirectoryEntry, Kind, classify, list_entries
-from ..storage.manifest import Manifest, read_manifest
+from ..storage.manifest import Manifest, read_manifest_bytes
 from ..storage.shardnames import has_magic, manifest_name, parse_shard_name, shard_name
 from ..storage.writers import explained
 
@@ -108,8 +108,10 @@ def _set_of_prefix(
     manifest_path = posixpath.join(directory, manifest_name(prefix))
     if any(e.path == manifest_path for e in entries):  # a directory there is damage too
         found.manifest_path = manifest_path
-        try:
-            found.manifest = read_manifest(fs, manifest_path)
+        try:  # its bytes kept: a copy of the set needn't fetch them again
+            read = read_manifest_bytes(fs, manifest_path)
+            if read is not None:
+                found.manifest, found.manifest_data = read
         except CorruptDataError as err:
             found.manifest_error = err.located(path=display(fs, manifest_path))
     if found.manifest is not None:
@@ -152,6 +154,12 @@ def _sets_of_named(
         chosen = None if whole or prefix in manifests else paths
         result.append(_set_of_prefix(fs, directory, prefix, entries, chosen))
     return result
+
+
+def sets_in(fs: Any, directory: str, entries: Sequence[DirectoryEntry]) -> list[FoundSet]:
+    """The sets of ``directory`` whose listing is ``entries`` (each whole, its manifest
+    read once): a caller that has listed the directory lists nothing again."""
+    return _sets_of_named(fs, directory, entries, entries, whole=True)
 
 
 def _lone(path: str, size: int) -> FoundSet:

@@ -38,7 +38,7 @@ from ..errors import (
 from ..storage.fs import display, is_local, resolve
 from ..storage.listing import SET_KINDS, DirectoryEntry, Kind, classify, list_entries
 from ..storage.shardnames import has_magic, parse_shard_name
-from ._sets import FoundSet, find_all, find_sets, set_by_manifest, visible_files
+from ._sets import FoundSet, find_all, set_by_manifest, sets_in, visible_files
 
 __all__ = ["CopyItem", "is_manifest_or_side_file", "items_by_set", "plan_copy",
            "replaced_files", "replaced_in"]
@@ -120,10 +120,7 @@ def _directory_items(fs: Any, path: str) -> list[CopyItem]:
     listing = visible_files(entries)
     if not listing:
         raise NotFoundError(display(fs, path), "the directory holds no file to copy")
-    try:
-        sets = find_sets(fs, path)
-    except NotFoundError:
-        sets = []
+    sets = sets_in(fs, path, entries)  # from this listing: none asked for again
     items = [it for found in sets for it in _set_items(fs, found, whole_directory=True)]
     taken = {it.path for it in items}
     items += [CopyItem(fs, p, e.size, None, e.kind is Kind.MANIFEST) for p, e in
