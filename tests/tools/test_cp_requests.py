@@ -146,15 +146,27 @@ def test_cp_up_over_a_set_uncommits_it_before_any_upload_completes(
     assert ended[("DeleteObject", "ds/p.manifest.json")] <= min(starts)  # done, not just sent
 
 
-def test_cp_down_of_a_set_named_costs_its_manifest_once_and_its_ranges(
-        s3, s3_url, local_set, tmp_path, monkeypatch):
-    copy(str(local_set / "p"), f"{s3_url}/ds", storage_options=s3.storage_options,
+def _down(s3: Any, s3_url: str, local_set: Path, back: Path, monkeypatch: Any,
+          where: str, source: str) -> tuple[Timeline, str]:
+    """The set ``local_set/p`` put up into ``where``, then copied down from ``source``
+    into ``back`` with every request timed; the copy checked whole."""
+    copy(str(local_set / "p"), f"{s3_url}/{where}", storage_options=s3.storage_options,
          progress=False)
     clear_s3fs_cache()
     timeline = Timeline(monkeypatch)
-    copy(f"{s3_url}/ds/p", str(tmp_path / "back"), storage_options=s3.storage_options,
+    copy(f"{s3_url}/{source}", str(back), storage_options=s3.storage_options,
          progress=False)
-    shown = timeline.show()
+    assert sorted(p.name for p in back.iterdir()) == sorted(p.name for p in local_set.iterdir())
+    for path in local_set.iterdir():
+        assert (back / path.name).read_bytes() == path.read_bytes() or (
+            path.name == "p.manifest.json")
+    return timeline, timeline.show()
+
+
+def test_cp_down_of_a_set_named_costs_its_manifest_once_and_its_ranges(
+        s3, s3_url, local_set, tmp_path, monkeypatch):
+    timeline, shown = _down(s3, s3_url, local_set, tmp_path / "back", monkeypatch, "ds",
+                            "ds/p")
     # the manifest (and, at the same time, whether the path is a directory); then ranges
     # of the shards and the chunk index: no HEAD, the manifest not fetched again (before:
     # a LIST, the manifest's GET, its HEAD; then, after the shards, its GET again)
@@ -164,22 +176,12 @@ def test_cp_down_of_a_set_named_costs_its_manifest_once_and_its_ranges(
     assert set(timeline.ops()) == {"GetObject", "ListObjectsV2"}, shown
     assert len(timeline.of("ListObjectsV2")) == 1, shown
     assert timeline.after_data() == [], shown
-    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
-        p.name for p in local_set.iterdir())
-    for path in local_set.iterdir():
-        assert (tmp_path / "back" / path.name).read_bytes() == path.read_bytes() or (
-            path.name == "p.manifest.json")
 
 
 def test_cp_down_of_a_directory_lists_it_once_and_reads_its_manifest_once(
         s3, s3_url, local_set, tmp_path, monkeypatch):
-    copy(str(local_set / "p"), f"{s3_url}/dd", storage_options=s3.storage_options,
-         progress=False)
-    clear_s3fs_cache()
-    timeline = Timeline(monkeypatch)
-    copy(f"{s3_url}/dd", str(tmp_path / "back"), storage_options=s3.storage_options,
-         progress=False)
-    shown = timeline.show()
+    timeline, shown = _down(s3, s3_url, local_set, tmp_path / "back", monkeypatch, "dd",
+                            "dd")
     # is it a set prefix (its manifest) and is it a directory, at once; the set's
     # manifest from that listing; then ranges (before: the two questions asked twice and
     # the manifest fetched again to be copied: 4 rounds)
@@ -187,5 +189,3 @@ def test_cp_down_of_a_directory_lists_it_once_and_reads_its_manifest_once(
     assert len(timeline.of("ListObjectsV2")) == 1, shown
     assert timeline.of("GetObject").count("dd/p.manifest.json") == 1, shown
     assert timeline.of("HeadObject") == [], shown
-    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
-        p.name for p in local_set.iterdir())
