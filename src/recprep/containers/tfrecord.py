@@ -161,10 +161,10 @@ class TFRecordFormat(Format):
         :meth:`~TFRecordIndex.bounds`, spares the walk from one record's length to the
         next where the file's lengths agree with it (they are checked against it, all
         at once): a hint that never changes what is read, nor what a damaged file
-        raises — a file that doesn't match it is walked as without one. A record over ``max_chunk_bytes`` raises
-        :class:`~recprep.errors.ChunkTooLargeError` before it is read. Damage raises
-        :class:`~recprep.errors.CorruptDataError` (offsets in the uncompressed stream);
-        with ``on_corrupt="skip"`` the damaged bytes are skipped, with a
+        raises — a file that doesn't match it is walked as without one. A record over
+        ``max_chunk_bytes`` raises :class:`~recprep.errors.ChunkTooLargeError` before it
+        is read. Damage raises :class:`~recprep.errors.CorruptDataError` (offsets in the
+        uncompressed stream); with ``on_corrupt="skip"`` the damaged bytes are skipped, with a
         :class:`~recprep.errors.CorruptDataWarning` (also handed to ``on_skip``), up to
         the next valid record (or the end, if the compressed stream itself is damaged or
         the file is cut off).
