@@ -160,3 +160,13 @@ def test_flipped_bytes_raise_at_the_record_through_frames(where):
     assert error is not None and error[2] == start
     assert f"record {kind} CRC mismatch" in error[1]
     assert [r for _, rs in chunks for r in rs] == records[:100]
+
+
+@pytest.mark.parametrize("frames", [[0, 10**9, 5], [0, 50, 30, 80], [0, -4], [7, 3],
+                                    [], [0]])
+def test_any_array_of_frames_reads_as_the_walk(frames):
+    """Offsets out of order, past the file, negative, or too few: nothing but the file's
+    own frames is ever taken from them."""
+    records = [b"x" * 34, b"y" * 14, b"z" * 20] * 3
+    data = write(records)
+    assert outcome(data, frames=np.array(frames, np.int64)) == outcome(data)

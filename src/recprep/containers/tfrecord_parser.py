@@ -224,11 +224,12 @@ class _FrameParser:
             return None
         j = int(np.searchsorted(frames, base + pos + _BATCH))
         heads = frames[i : j + 1] - base  # the frames that start in the batch, the next
+        apart = np.diff(heads) >= _FRAME  # (an index's offsets are; any array may come)
+        heads = heads[: len(heads) if apart.all() else int(np.argmin(apart)) + 1]
         k = int(np.searchsorted(heads[:-1], len(buf) - _FRAME, "right"))  # whole headers
-        steps = heads[1 : k + 1] - heads[:k]
         a = np.frombuffer(buf, np.uint8)
         lengths = a[heads[:k, None] + np.arange(8)].view("<i8")[:, 0]
-        same = (lengths == steps - _FRAME) & (steps >= _FRAME)
+        same = lengths == heads[1 : k + 1] - heads[:k] - _FRAME
         n = len(same) if same.all() else int(np.argmin(same))
         return heads[: n + 1]
 
