@@ -3,7 +3,9 @@
 :class:`_InflatedStream` gives a file's uncompressed bytes a block at a time (inflating a
 gzip or zlib stream with a bounded output size); :class:`_FrameParser` walks its frames,
 verifying both CRCs of each: whole buffers of sound frames at once
-(:meth:`_FrameParser.bulk`), a frame that runs past the buffer or is damaged on its own.
+(:meth:`_FrameParser.bulk`; where a side index's offsets are given, they place the frames
+as far as the frames' own lengths agree, sparing the walk from length to length), a frame
+that runs past the buffer or is damaged on its own.
 Damage raises :class:`_TFRecordDamage`, which says whether and how reading can go on
 (:meth:`_FrameParser.resync` finds the next sound frame, in time linear in the bytes
 passed over). :meth:`recprep.containers.tfrecord.TFRecordFormat.read_chunks` drives it.
