@@ -153,13 +153,18 @@ class TFRecordFormat(Format):
         on_corrupt: str = "raise",
         on_skip: OnSkip | None = None,
         compressor: str | None = None,
+        frames: np.ndarray | None = None,
     ) -> Iterator[Chunk]:
         """Yield the records of ``file`` in batches, verifying both CRCs of each.
 
-        ``compressor`` ``None`` detects it. A record over ``max_chunk_bytes`` raises
-        :class:`~recprep.errors.ChunkTooLargeError` before it is read. Damage raises
-        :class:`~recprep.errors.CorruptDataError` (offsets in the uncompressed stream);
-        with ``on_corrupt="skip"`` the damaged bytes are skipped, with a
+        ``compressor`` ``None`` detects it. ``frames``, the file's side index's
+        :meth:`~TFRecordIndex.bounds`, spares the walk from one record's length to the
+        next where the file's lengths agree with it (they are checked against it, all
+        at once): a hint that never changes what is read, nor what a damaged file
+        raises — a file that doesn't match it is walked as without one. A record over
+        ``max_chunk_bytes`` raises :class:`~recprep.errors.ChunkTooLargeError` before it
+        is read. Damage raises :class:`~recprep.errors.CorruptDataError` (offsets in the
+        uncompressed stream); with ``on_corrupt="skip"`` the damaged bytes are skipped, with a
         :class:`~recprep.errors.CorruptDataWarning` (also handed to ``on_skip``), up to
         the next valid record (or the end, if the compressed stream itself is damaged or
         the file is cut off).
@@ -179,7 +184,7 @@ class TFRecordFormat(Format):
             return
         found = compressor or detect_compression(head)
         stream = _InflatedStream(file, head, found or "none", path)
-        parser = _FrameParser(stream, path, max_chunk_bytes)
+        parser = _FrameParser(stream, path, max_chunk_bytes, frames)
         if (found or "none") == "none":
             parser.base = origin  # offsets in a plain file are file offsets
         while True:
@@ -255,7 +260,7 @@ def read_from(
     file.seek(offset)
     chunks = TFRecordFormat().read_chunks(file, path=path, max_chunk_bytes=max_chunk_bytes,
                                           on_corrupt=on_corrupt, on_skip=on_skip,
-                                          compressor="none")
+                                          compressor="none", frames=expected)
     for chunk in chunks:
         if expected is not None:
             TFRecordIndex.check(expected, chunk.offset, chunk.records, path)

@@ -3,7 +3,9 @@
 :class:`_InflatedStream` gives a file's uncompressed bytes a block at a time (inflating a
 gzip or zlib stream with a bounded output size); :class:`_FrameParser` walks its frames,
 verifying both CRCs of each: whole buffers of sound frames at once
-(:meth:`_FrameParser.bulk`), a frame that runs past the buffer or is damaged on its own.
+(:meth:`_FrameParser.bulk`; where a side index's offsets are given, they place the frames
+as far as the frames' own lengths agree, sparing the walk from length to length), a frame
+that runs past the buffer or is damaged on its own.
 Damage raises :class:`_TFRecordDamage`, which says whether and how reading can go on
 (:meth:`_FrameParser.resync` finds the next sound frame, in time linear in the bytes
 passed over). :meth:`recprep.containers.tfrecord.TFRecordFormat.read_chunks` drives it.
@@ -123,8 +125,12 @@ class _TFRecordDamage(Exception):
 class _FrameParser:
     """Walks the frames of the uncompressed stream, verifying both CRCs of each."""
 
-    def __init__(self, source: _InflatedStream, path: str, limit: int) -> None:
+    def __init__(self, source: _InflatedStream, path: str, limit: int,
+                 frames: np.ndarray | None = None) -> None:
         self.source = source
+        #: the side index's frame offsets in the stream (and where the last frame ends):
+        #: a hint that spares the walk over lengths where the file agrees with it
+        self.frames = frames
         self.path = path
         self.limit = limit
         self.spent = 0  # data bytes checksummed by resync, against its budget
@@ -166,38 +172,68 @@ class _FrameParser:
 
     def bulk(self) -> tuple[int, Records] | None:
         """The whole, sound frames the buffer holds from ``pos`` on (about ``_BATCH``
-        bytes of them), checked all at once — the length CRCs by table lookup, the data
-        CRCs in one pass of C calls — as spans of the buffer; ``pos`` moves past them.
-        None when not even the first frame is whole and sound here: :meth:`records`
-        then reads it the careful way, which says what is wrong."""
+        bytes of them), checked all at once — the lengths against each other and the
+        limit, the length CRCs by table lookup, the data CRCs in one list of C calls —
+        as spans of the buffer; ``pos`` moves past them. None when not even the first
+        frame is whole and sound here: :meth:`records` then reads it the careful way,
+        which says what is wrong."""
         buf, pos = self.buf, self.pos
-        size, limit = len(buf), self.limit
-        starts: list[int] = []
-        ends: list[int] = []
-        at, stop = pos, pos + _BATCH
-        while at + 12 <= size and at < stop:
-            end = at + 12 + _unpack_u64(buf, at)[0]
-            if end + 4 > size or end - at - 12 > limit:
-                break
-            starts.append(at + 12)
-            ends.append(end)
-            at = end + 4
-        if not starts:
+        heads, ends = self._frames(buf, pos)
+        if not len(heads):
             return None
-        first, last = np.array(starts, np.int64), np.array(ends, np.int64)
         a = np.frombuffer(buf, np.uint8)
         tables, c0 = _tables()
-        heads = first - 12
         good = _length_crcs(lambda i: a[heads + i], tables, c0) == _u32_at(
             lambda i: a[heads + i], 8)
-        crcs = np.fromiter(map(_crc, map(buf.__getitem__, map(slice, starts, ends))),
-                           np.uint32, len(starts))
-        good &= _mask(crcs) == _u32_at(lambda i: a[last + i], 0)
-        keep = len(starts) if good.all() else int(np.argmin(good))
+        starts = heads + 12
+        crcs = [_crc(buf[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+        good &= _mask(np.array(crcs, np.uint32)) == _u32_at(lambda i: a[ends + i], 0)
+        keep = len(heads) if good.all() else int(np.argmin(good))
         if not keep:
             return None
-        self.pos = int(last[keep - 1]) + 4
-        return self.base + pos, Records(buf, first[:keep], last[:keep])
+        self.pos = int(ends[keep - 1]) + 4
+        return self.base + pos, Records(buf, starts[:keep], ends[:keep])
+
+    def _frames(self, buf: bytes, pos: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where the frames that start in ``buf[pos:pos + _BATCH]`` start and where their
+        data ends, up to the first that runs past the buffer or over the limit (their
+        CRCs not checked yet): the offsets of the side index as far as the frames'
+        lengths are its steps, then a walk from length to length."""
+        size = len(buf)
+        placed = self._indexed(buf, pos) if self.frames is not None else None
+        at = pos if placed is None else int(placed[-1])
+        found: list[int] = []
+        add, unpack = found.append, _unpack_u64
+        last = min(size - _FRAME, pos + _BATCH - 1)  # the last start a frame can have
+        while at <= last:
+            add(at)
+            at += _FRAME + unpack(buf, at)[0]
+        walked = np.array([*found, min(at, size + 1)], np.int64)
+        heads = walked if placed is None else np.concatenate([placed[:-1], walked])
+        lengths = np.diff(heads) - _FRAME
+        fits = (heads[1:] <= size) & (lengths <= self.limit)
+        n = len(fits) if fits.all() else int(np.argmin(fits))
+        return heads[:n], heads[1 : n + 1] - 4
+
+    def _indexed(self, buf: bytes, pos: int) -> np.ndarray | None:
+        """The frame starts from ``pos`` on that the side index gives (``frames``, in
+        stream offsets) as far as each one's length field in the buffer is the step to
+        the next, then that next one; None when the index places no frame at ``pos``."""
+        frames, base = self.frames, self.base
+        assert frames is not None
+        i = int(np.searchsorted(frames, base + pos))
+        if i >= len(frames) - 1 or frames[i] != base + pos:
+            return None
+        j = int(np.searchsorted(frames, base + pos + _BATCH))
+        heads = frames[i : j + 1] - base  # the frames that start in the batch, the next
+        apart = np.diff(heads) >= _FRAME  # (an index's offsets are; any array may come)
+        heads = heads[: len(heads) if apart.all() else int(np.argmin(apart)) + 1]
+        k = int(np.searchsorted(heads[:-1], len(buf) - _FRAME, "right"))  # whole headers
+        a = np.frombuffer(buf, np.uint8)
+        lengths = a[heads[:k, None] + np.arange(8)].view("<i8")[:, 0]
+        same = lengths == heads[1 : k + 1] - heads[:k] - _FRAME
+        n = len(same) if same.all() else int(np.argmin(same))
+        return heads[: n + 1]
 
     def records(self) -> Iterator[tuple[int, Sequence[bytes]]]:
         """Yield ``(offset of the first, records)`` batches; raise :class:`_TFRecordDamage`

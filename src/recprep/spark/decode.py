@@ -2,9 +2,10 @@
 
 Each file is read by one task (:func:`read_file`): its container is taken from the
 manifest or detected from the bytes (:func:`recprep.containers.sniff`), every checksum
-is verified, and each chunk of records becomes one record batch of the requested
-columns, with the file's partition values added as constant columns: one row per record
-of the chunk, also when no data column is requested (then no record is decoded).
+is verified (a TFRecord file's frames placed by its side index where it has one), and
+each chunk of records becomes one record batch of the requested columns, with the file's
+partition values added as constant columns: one row per record of the chunk, also when
+no data column is requested (then no record is decoded).
 
 How a chunk's records become columns is their codec's: the decoder asks the table of
 :mod:`recprep.spark.codecs` (``example`` and ``recprep`` records are decoded a chunk at
@@ -29,8 +30,10 @@ import pyarrow as pa
 
 from ..codecs import get_codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, sniff
+from ..containers.tfrecord import TFRecordFormat
 from ..errors import DecodeError
 from ..storage.fs import open_regular
+from ..storage.sideindex import load_index
 from .arrays import arrow_type
 from .codecs import spark_codec
 from .columns import ColumnSpec
@@ -97,6 +100,19 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, where: str) -> pa.RecordBa
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _side_index(fs: Any, path: str, container: Format) -> dict[str, Any]:
+    """``read_chunks``' keywords for the file's side index: a TFRecord file's frames where
+    it has a usable ``.tfindex`` (a hint checked against the file's own lengths: an index
+    that doesn't match changes nothing), else none."""
+    if not isinstance(container, TFRecordFormat):
+        return {}
+    try:
+        index = load_index(fs, path, container)
+    except OSError:  # unreadable: the file is walked as without one
+        return {}
+    return {} if index is None else {"frames": index.bounds()}
+
+
 def read_file(
     fs: Any,
     task: FileTask,
@@ -117,7 +133,8 @@ def read_file(
         if container is None:
             return  # an empty file
         chunks = container.read_chunks(handle, path=task.shown, max_chunk_bytes=max_chunk_bytes,
-                                       compressor=task.compressor)
+                                       compressor=task.compressor,
+                                       **_side_index(fs, task.path, container))
         for chunk in chunks:
             try:
                 batch = decoder.decode(chunk.records)
