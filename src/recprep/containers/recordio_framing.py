@@ -205,3 +205,90 @@ def _check_payload(payload: bytes, count: int) -> None:
     raise CorruptDataError(
         f"{end - pos} stray bytes after the chunk's {count} records (expected none)"
     )
+
+
+def record_in_prefix(prefix: bytes | memoryview, p: int) -> tuple[int, int] | None:
+    """``(start, end)`` of record ``p`` of a decompressed payload that begins with
+    ``prefix``, found by the chain of lengths from record 0 — with numpy, as
+    :func:`_split_at_once` finds every record, but over the prefix alone and trusting
+    only the chain up to ``p``: the candidates up to ``p`` must be exactly records 0 to
+    ``p`` (the first at 0, each one's length leading to the next), which makes candidate
+    ``p`` record ``p`` whatever follows. None when ``prefix`` ends before record ``p``
+    does, or the guess doesn't hold (the caller splits the whole payload).
+
+    >>> payload = encode_payload([b"ABCD" + b"x" * n for n in range(70)])
+    >>> start, end = record_in_prefix(payload, 5)
+    >>> payload[start:end]
+    b'ABCDxxxxx'
+    >>> record_in_prefix(payload[:40], 5) is None  # record 5 ends further on
+    True
+    """
+    size = len(prefix)
+    if size < 8 or _u32_unpack_from(prefix, 0)[0] < 4:
+        return None
+    u8 = np.frombuffer(prefix, np.uint8)
+    words = np.ndarray((size - 3,), "<u4", prefix, 0, (1,))
+    mark = bytes(prefix[4:8])
+    key = next((j for j in range(4) if mark[j]), 0)
+    heads = (u8[4 + key:size - 3 + key] == mark[key]).nonzero()[0]
+    heads = heads[words[heads + 4] == int.from_bytes(mark, "little")][:p + 1]
+    if len(heads) <= p or heads[0] != 0:
+        return None
+    ends = heads + 4 + words[heads].astype(np.int64)
+    end = int(ends[-1])
+    if end > size or not (ends[:-1] == heads[1:]).all():
+        return None
+    return int(heads[-1]) + 4, end
+
+
+_SNAPPY_STREAM = b"\xff\x06\x00\x00sNaPpY"
+
+
+def snappy_blocks(payload: bytes, limit: int) -> tuple[list[tuple[int, int, int]], int]:
+    """The blocks of a snappy framing stream, each ``(kind, start, end)`` of its body
+    (0: raw snappy, 1: stored; a masked CRC-32C of its data first), and their data's total
+    size; raises :class:`~recprep.errors.CorruptDataError` at anything else (reserved
+    frame types, a stream past ``limit``...). The careful decoder then says what."""
+    import cramjam
+
+    if not payload.startswith(_SNAPPY_STREAM):
+        raise CorruptDataError("not a snappy framing stream")
+    view = memoryview(payload)
+    blocks: list[tuple[int, int, int]] = []
+    pos, end, total = len(_SNAPPY_STREAM), len(payload), 0
+    while pos < end:
+        kind = payload[pos]
+        body = pos + 4
+        stop = body + int.from_bytes(payload[pos + 1:body], "little")
+        if stop > end or (kind in (0, 1) and stop - body < 4):
+            raise CorruptDataError("snappy frame cut off")
+        if kind == 0:
+            total += cramjam.snappy.decompress_raw_len(view[body + 4:stop])
+        elif kind == 1:
+            total += stop - body - 4
+        elif kind < 0x80 or kind == 0xFF and payload[pos:stop] != _SNAPPY_STREAM:
+            raise CorruptDataError(f"snappy frame of type 0x{kind:02x}")
+        if kind < 2:
+            blocks.append((kind, body, stop))
+        pos = stop
+    if total > limit:
+        raise CorruptDataError(f"snappy stream of {total} bytes, over {limit}")
+    return blocks, total
+
+
+def snappy_block(payload: bytes, block: tuple[int, int, int]) -> bytes:
+    """The data of one block of :func:`snappy_blocks`, its CRC-32C checked (a mismatch
+    raises :class:`~recprep.errors.CorruptDataError`)."""
+    import cramjam
+
+    kind, start, stop = block
+    body = memoryview(payload)[start + 4:stop]
+    try:
+        data = bytes(cramjam.snappy.decompress_raw(body)) if kind == 0 else bytes(body)
+    except Exception as err:  # cramjam's DecompressionError
+        raise CorruptDataError(f"snappy block doesn't decompress: {err}") from None
+    crc = google_crc32c.value(data)
+    masked = ((crc >> 15 | crc << 17) + 0xA282EAD8) & 0xFFFFFFFF
+    if masked != _u32_unpack_from(payload, start)[0]:
+        raise CorruptDataError("snappy block checksum mismatch")
+    return data

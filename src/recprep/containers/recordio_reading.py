@@ -48,6 +48,9 @@ from .recordio_framing import (
     MAGIC,
     MIN_RECORD_BYTES,
     Dialect,
+    record_in_prefix,
+    snappy_block,
+    snappy_blocks,
     split_payload,
 )
 
@@ -450,3 +453,106 @@ def hop_chunk_headers(
         file, path=path, decode=False, on_corrupt=on_corrupt,
         max_chunk_bytes=max_chunk_bytes, on_skip=on_skip)]
     return [i.offset for i in infos], [i.num_records for i in infos]
+
+
+def _sound_payload(data: bytes, count: int, limit: int) -> tuple[bytes, str] | None:
+    """The payload of the chunk ``data`` begins with and its compression, when its header
+    (of either variant) says ``count`` records and a payload within ``data`` and
+    ``limit``, and its checksum holds; else None."""
+    if len(data) < HEADER_SIZE:
+        return None
+    fields = _HEADER.unpack_from(data)
+    if fields[0] != MAGIC:
+        return None
+    stored = len(data) - HEADER_SIZE
+    for dialect in _candidates(fields, None):
+        crc, comp, size, number = dialect.unpack(fields)
+        if size > stored or number != count or size > limit:
+            continue
+        payload = data[HEADER_SIZE:HEADER_SIZE + size] if size < stored else data[HEADER_SIZE:]
+        if dialect.checksum(payload) == crc:
+            return payload, dialect.ids[comp]
+    return None
+
+
+def sound_chunk_records(data: bytes, count: int, limit: int) -> Records | None:
+    """The ``count`` records of the chunk ``data`` begins with (its bytes from the offset
+    an index gives, to the next chunk's), when everything about it is sound — a header of
+    either variant saying ``count`` records and a payload within ``data``, its checksum
+    holding, its payload decompressing within ``limit`` and splitting into ``count``
+    records; else None, and the caller reads the chunk the careful way
+    (:func:`iter_chunks`), which raises or skips what is wrong. One chunk read for one
+    lookup, with nothing but the work on its bytes.
+
+    >>> buf = io.BytesIO()
+    >>> from recprep.containers import get_format
+    >>> w = get_format("recordio").writer(buf, "snappy", chunk_bytes=1 << 20)
+    >>> for r in (b"ab", b"cd", b"e"):
+    ...     w.write(r)
+    >>> w.close()
+    >>> data = buf.getvalue()
+    >>> list(sound_chunk_records(data, 3, 1 << 20))
+    [b'ab', b'cd', b'e']
+    >>> sound_chunk_records(data, 2, 1 << 20) is None  # not the count the index says
+    True
+    >>> sound_chunk_records(data[:-1] + b"?", 3, 1 << 20) is None  # checksum fails
+    True
+    """
+    found = _sound_payload(data, count, limit)
+    if found is None:
+        return None
+    try:
+        return split_payload(get_compression(found[1]).decompress(found[0], limit), count)
+    except LocatedError:
+        return None
+
+
+def sound_record(data: bytes, count: int, p: int, limit: int) -> bytes | None:
+    """Record ``p`` alone of the chunk ``data`` begins with, sound as for
+    :func:`sound_chunk_records` (header, count and checksum), decompressed and cut only as
+    far as record ``p``: a snappy-framed payload (Go RecordIO's) block by block, until
+    the blocks hold it (each block's own CRC-32C checked), and its records found by the
+    chain of lengths from record 0 (:func:`~.recordio_framing.record_in_prefix`). The
+    checksum of the stored payload vouches for the rest, which is neither decompressed
+    nor split. None where that doesn't hold: the caller reads the whole chunk.
+
+    >>> buf = io.BytesIO()
+    >>> from recprep.containers import get_format
+    >>> w = get_format("recordio").writer(buf, "snappy", chunk_bytes=1 << 20)
+    >>> for n in range(100):
+    ...     w.write(b"rec:" + str(n).encode())
+    >>> w.close()
+    >>> sound_record(buf.getvalue(), 100, 42, 1 << 20)
+    b'rec:42'
+    """
+    found = _sound_payload(data, count, limit)
+    if found is None or not 0 <= p < count:
+        return None
+    payload, compression = found
+    try:
+        if compression != "snappy-framed":
+            prefix = get_compression(compression).decompress(payload, limit)
+            want = (p + 1) * len(prefix) // count * 9 // 8 + 64
+            place = record_in_prefix(memoryview(prefix)[:want], p) if want < len(prefix) \
+                else None
+            place = place or record_in_prefix(prefix, p)
+            return None if place is None else prefix[place[0]:place[1]]
+        blocks, total = snappy_blocks(payload, limit)
+        want = (p + 1) * total // count * 9 // 8 + 64  # where record p likely ends
+        parts: list[bytes] = []
+        have = 0
+        for at, block in enumerate(blocks):
+            parts.append(snappy_block(payload, block))
+            have += len(parts[-1])
+            if have >= want or at == len(blocks) - 1:
+                prefix = b"".join(parts)
+                # records are looked for as far as record p likely ends, then further
+                place = record_in_prefix(memoryview(prefix)[:want], p) if want < have \
+                    else None
+                place = place or record_in_prefix(prefix, p)
+                if place is not None:
+                    return prefix[place[0]:place[1]]
+                want = total  # the guess was short: on to the end
+        return None
+    except LocatedError:
+        return None
