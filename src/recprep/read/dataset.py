@@ -37,7 +37,6 @@ memory:///doc/dataset/d-*: no instance 7: the dataset holds 7 instances, so ask 
 
 from __future__ import annotations
 
-import os
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
@@ -47,17 +46,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..containers import Gap, Records, get_format
-from ..containers.recordio import RecordIOFormat
-from ..containers.recordio_reading import sound_chunk_records, sound_record
+from ..containers import Gap, Records
 from ..errors import (
     InstanceIndexError,
     InvalidArgumentError,
-    LocatedError,
     RecordsLostError,
 )
-from ..storage.fs import is_local
-from .heldfiles import HeldFiles, file_identity
+from .heldfiles import ColdReads
 from .mapchunks import DecodedChunk, decode_together
 from .ranks import Piece
 
@@ -173,13 +168,11 @@ class MapDataset:
         self._lock = threading.Lock()
         self._hits = self._misses = 0
         self._firsts: dict[int, list[int]] = {}  # per file: its chunks' first records
-        self._held = HeldFiles()  # local shards kept open between lookups (heldfiles.py)
-        #: per held file: its chunks' offsets, first records, and how its records decode
-        self._plain: dict[int, tuple[list[int], list[int], str, Any, str | None]] = {}
+        self._cold = ColdReads(self.reader)  # chunks read from shards held open
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts", "_held", "_plain"):
+        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts", "_cold"):
             del state[key]
         return state
 
@@ -255,9 +248,11 @@ class MapDataset:
                     if entry is not None:
                         self._cache.move_to_end((number, k))
                         self._hits += 1
-                if entry is None and not self.cache_chunks and number in self._plain:
-                    value = self._quick_one(number, k, position - firsts[k])
+                if entry is None and not self.cache_chunks and number in self._cold:
+                    value = self._cold.instance(number, k, position - firsts[k])
                     if value is not None:
+                        with self._lock:
+                            self._misses += 1
                         return value[0]
                 if entry is None:
                     entry = self._chunks([(number, k)])[(number, k)]
@@ -352,17 +347,17 @@ class MapDataset:
             self._misses += len(missing)
         slow: list[tuple[int, int]] = []
         for key in missing:  # from a held file when it is unchanged and the chunk sound
-            entry = self._quick(*key) if key[0] in self._plain else None
+            entry = self._cold.chunk(*key) if key[0] in self._cold else None
             if entry is None:
                 slow.append(key)
             else:
                 found[key] = entry
         for number in sorted({f for f, _ in slow}):
             wanted = [k for f, k in slow if f == number]
-            before = self._before(number)
+            before = self._cold.before(number)
             found.update(((number, k), v) for k, v in self._load(number, wanted))
             if before is not None:
-                self._hold(number, *before)
+                self._cold.hold(number, *before)
         if not self.cache_chunks:
             for key in missing:
                 found[key].listed = False
@@ -374,92 +369,6 @@ class MapDataset:
                 while len(self._cache) > self.cache_chunks:
                     self._cache.popitem(last=False)
         return found
-
-    def _quick(self, number: int, k: int) -> DecodedChunk | None:
-        """Chunk ``k`` of file ``number`` read from its held file (unchanged, see
-        :mod:`~recprep.read.heldfiles`) with one ``pread``, or None: the file isn't held
-        or changed, or the chunk's bytes aren't exactly sound (read the careful way)."""
-        held = self._held.get(number)
-        if held is None:
-            return None
-        offsets, firsts, shown, codec, written_with = self._plain[number]
-        start = offsets[k]
-        end = offsets[k + 1] if k + 1 < len(offsets) else held.size
-        try:
-            data = os.pread(held.fd, end - start, start)
-        except OSError:
-            self._held.drop(number)
-            return None
-        records = sound_chunk_records(data, firsts[k + 1] - firsts[k],
-                                      self.reader._sources.max_chunk_bytes)
-        if records is None:
-            return None
-        return DecodedChunk(records, start, shown, codec, self.reader.allow_pickle,
-                            firsts[k], written_with)
-
-    def _quick_one(self, number: int, k: int, p: int) -> list[Any] | None:
-        """``[instance]``: record ``p`` of chunk ``k`` of file ``number`` read from its
-        held file, its chunk decompressed and cut only as far as the record (nothing is
-        kept: ``cache_chunks=0``); None when that can't be done or the record doesn't
-        decode (the chunk is then read the careful way, which raises what is wrong)."""
-        held = self._held.get(number)
-        if held is None:
-            return None
-        offsets, firsts, _, codec, _ = self._plain[number]
-        start = offsets[k]
-        end = offsets[k + 1] if k + 1 < len(offsets) else held.size
-        try:
-            data = os.pread(held.fd, end - start, start)
-        except OSError:
-            self._held.drop(number)
-            return None
-        record = sound_record(data, firsts[k + 1] - firsts[k], p,
-                              self.reader._sources.max_chunk_bytes)
-        if record is None:
-            return None
-        try:
-            value = codec.decode_many([record], allow_pickle=self.reader.allow_pickle)
-        except LocatedError:
-            return None
-        with self._lock:
-            self._misses += 1
-        return value
-
-    def _before(self, number: int) -> tuple[str, str | None, Any, int | None] | None:
-        """What :meth:`_hold` needs to hold file ``number`` once it is read the careful
-        way, taken before (its local path, its set's manifest path and identity, the
-        size its manifest lists); None when its chunks are never read from a held file
-        (not a local RecordIO file outside a cache, or held already)."""
-        sources = self.reader._sources
-        if number in self._held or not is_local(sources.fs) or sources.cache is not None:
-            return None
-        file = sources.files[number]
-        manifest = sources.manifests[file.set_index]
-        forced = sources.format or (None if manifest is None else get_format(manifest.format))
-        if not isinstance(forced, RecordIOFormat):
-            return None
-        size = sources.commits.listed_bytes(file)
-        if manifest is not None and size is None:
-            return None  # a manifest whose identity isn't noted, or that doesn't list it
-        strip = sources.fs._strip_protocol
-        path = sources.shard_sets[file.set_index].manifest_path
-        local = None if manifest is None or path is None else strip(path)
-        return strip(file.path), local, None if local is None else file_identity(local), size
-
-    def _hold(self, number: int, path: str, manifest: str | None, identity: Any,
-              size: int | None) -> None:
-        """Hold file ``number`` (just read the careful way) when its index is plain:
-        every chunk where it says, holding the records it says, nothing lost."""
-        sources = self.reader._sources
-        index = sources.index(number)
-        if not index.seekable or index.records is not None or index.unknown or (
-            not index.trusted) or not (index.counts == np.diff(index.firsts)).all():
-            return
-        if self._held.hold(number, path, manifest, identity, size):
-            file = sources.files[number]
-            self._plain[number] = (index.offsets.tolist(), index.firsts.tolist(), file.shown,
-                                   self.reader.codec_for(file.set_index),
-                                   self.reader.written_with(file.set_index))
 
     def _load(self, number: int, wanted: list[int]) -> Iterator[tuple[int, DecodedChunk]]:
         """Chunks ``wanted`` (sorted) of file ``number``: runs of neighbouring chunks read

@@ -37,10 +37,23 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from ..codecs import Codec
+from ..containers import get_format
+from ..containers.recordio import RecordIOFormat
+from ..containers.recordio_lookup import sound_chunk_records, sound_record
+from ..errors import LocatedError
+from ..storage.fs import is_local
 from ..storage.openfiles import default_max_open
+from .mapchunks import DecodedChunk
 
-__all__ = ["MAX_HELD", "HeldFile", "HeldFiles", "file_identity"]
+if TYPE_CHECKING:
+    from .reader import RecordIO
+
+__all__ = ["MAX_HELD", "ColdReads", "HeldFile", "HeldFiles", "file_identity"]
 
 #: shard files a dataset keeps open at most (fewer under a low file limit)
 MAX_HELD = 64
@@ -146,3 +159,107 @@ class HeldFiles:
             while len(self._held) > self.max_held:
                 self._held.popitem(last=False)
         return True
+
+
+#: what :meth:`ColdReads.before` takes before a file is read the careful way
+Before = tuple[str, "str | None", "tuple[int, ...] | None", "int | None"]
+
+
+class ColdReads:
+    """The chunks of ``reader``'s local RecordIO shards read from held files
+    (:class:`HeldFiles`): for each file held, its chunks' offsets and first record
+    numbers, and how its records decode. A file is held only when its index is plain
+    (every chunk where it says, holding the records it says, nothing lost)."""
+
+    def __init__(self, reader: RecordIO) -> None:
+        self.reader = reader
+        self.files = HeldFiles()
+        self._plain: dict[int, tuple[list[int], list[int], str, Codec, str | None]] = {}
+
+    def __contains__(self, number: object) -> bool:
+        return number in self._plain
+
+    def _bytes(self, number: int, k: int) -> tuple[bytes, int, int] | None:
+        """Chunk ``k`` of held file ``number``: the bytes from its offset to the next
+        chunk's, its offset and its record count; None when the file is not held, or
+        changed (let go)."""
+        held = self.files.get(number)
+        if held is None:
+            return None
+        offsets, firsts = self._plain[number][:2]
+        start = offsets[k]
+        end = offsets[k + 1] if k + 1 < len(offsets) else held.size
+        try:
+            return os.pread(held.fd, end - start, start), start, firsts[k + 1] - firsts[k]
+        except OSError:
+            self.files.drop(number)
+            return None
+
+    def chunk(self, number: int, k: int) -> DecodedChunk | None:
+        """Chunk ``k`` of file ``number`` read from its held file with one ``pread``, or
+        None: the file isn't held or changed, or the chunk's bytes aren't exactly sound
+        (the caller reads it the careful way, which raises what is wrong)."""
+        found = self._bytes(number, k)
+        if found is None:
+            return None
+        data, start, count = found
+        records = sound_chunk_records(data, count, self.reader._sources.max_chunk_bytes)
+        if records is None:
+            return None
+        _, firsts, shown, codec, written_with = self._plain[number]
+        return DecodedChunk(records, start, shown, codec, self.reader.allow_pickle,
+                            firsts[k], written_with)
+
+    def instance(self, number: int, k: int, p: int) -> list[Any] | None:
+        """``[instance]``: record ``p`` of chunk ``k`` of file ``number`` read from its
+        held file, its chunk decompressed and cut only as far as the record (for a
+        dataset that keeps no chunk); None as for :meth:`chunk`, or when the record
+        doesn't decode (read the careful way, the error names it)."""
+        found = self._bytes(number, k)
+        if found is None:
+            return None
+        data, _, count = found
+        record = sound_record(data, count, p, self.reader._sources.max_chunk_bytes)
+        if record is None:
+            return None
+        try:
+            return self._plain[number][3].decode_many(
+                [record], allow_pickle=self.reader.allow_pickle)
+        except LocatedError:
+            return None
+
+    def before(self, number: int) -> Before | None:
+        """What :meth:`hold` needs to hold file ``number`` once it is read the careful
+        way, taken before (its local path, its set's manifest path and identity, the
+        size its manifest lists); None when its chunks are never read from a held file
+        (not a local RecordIO file outside a cache, or held already)."""
+        sources = self.reader._sources
+        if number in self.files or not is_local(sources.fs) or sources.cache is not None:
+            return None
+        file = sources.files[number]
+        manifest = sources.manifests[file.set_index]
+        forced = sources.format or (None if manifest is None else get_format(manifest.format))
+        if not isinstance(forced, RecordIOFormat):
+            return None
+        size = sources.commits.listed_bytes(file)
+        if manifest is not None and size is None:
+            return None  # a manifest whose identity isn't noted, or that doesn't list it
+        strip = sources.fs._strip_protocol
+        path = sources.shard_sets[file.set_index].manifest_path
+        local = None if manifest is None or path is None else strip(path)
+        return strip(file.path), local, None if local is None else file_identity(local), size
+
+    def hold(self, number: int, path: str, manifest: str | None,
+             identity: tuple[int, ...] | None, size: int | None) -> None:
+        """Hold file ``number``, just read the careful way (``path`` and the rest: what
+        :meth:`before` took), when its index is plain."""
+        sources = self.reader._sources
+        index = sources.index(number)
+        if not index.seekable or index.records is not None or index.unknown or (
+            not index.trusted) or not (index.counts == np.diff(index.firsts)).all():
+            return
+        if self.files.hold(number, path, manifest, identity, size):
+            file = sources.files[number]
+            self._plain[number] = (index.offsets.tolist(), index.firsts.tolist(), file.shown,
+                                   self.reader.codec_for(file.set_index),
+                                   self.reader.written_with(file.set_index))
