@@ -35,18 +35,16 @@ from ..errors import CorruptDataError, LocatedError
 from .compression import get_compression
 from .recordio_framing import (
     _HEADER,
-    _U32,
     GO,
     HEADER_SIZE,
     LEGACY,
     MAGIC,
+    _u32_unpack_from,
     split_payload,
 )
 
 __all__ = ["record_in_prefix", "snappy_block", "snappy_blocks", "sound_chunk_records",
            "sound_record"]
-
-_u32_unpack_from = _U32.unpack_from
 
 
 def _sound_payload(data: bytes, count: int, limit: int) -> tuple[bytes, str] | None:
@@ -78,6 +76,7 @@ def sound_chunk_records(data: bytes, count: int, limit: int) -> Records | None:
     (:func:`iter_chunks`), which raises or skips what is wrong. One chunk read for one
     lookup, with nothing but the work on its bytes.
 
+    >>> import io
     >>> buf = io.BytesIO()
     >>> from recprep.containers import get_format
     >>> w = get_format("recordio").writer(buf, "snappy", chunk_bytes=1 << 20)
@@ -110,6 +109,7 @@ def sound_record(data: bytes, count: int, p: int, limit: int) -> bytes | None:
     checksum of the stored payload vouches for the rest, which is neither decompressed
     nor split. None where that doesn't hold: the caller reads the whole chunk.
 
+    >>> import io
     >>> buf = io.BytesIO()
     >>> from recprep.containers import get_format
     >>> w = get_format("recordio").writer(buf, "snappy", chunk_bytes=1 << 20)
@@ -161,6 +161,7 @@ def record_in_prefix(prefix: bytes | memoryview, p: int) -> tuple[int, int] | No
     ``p`` record ``p`` whatever follows. None when ``prefix`` ends before record ``p``
     does, or the guess doesn't hold (the caller splits the whole payload).
 
+    >>> from recprep.containers.recordio_framing import encode_payload
     >>> payload = encode_payload([b"ABCD" + b"x" * n for n in range(70)])
     >>> start, end = record_in_prefix(payload, 5)
     >>> payload[start:end]

@@ -120,6 +120,43 @@ class _RoundRobin:
         return shard, position
 
 
+class _ChunkTable:
+    """The chunks of files whose first record numbers are known (``firsts``: per file
+    number, its chunks' first records and its record count), in one sorted array: the
+    chunk of many ``(file, record)`` pairs found with one ``searchsorted``, not one per
+    file. Records are numbered across the files here, each file after the one before."""
+
+    def __init__(self, firsts: dict[int, list[int]], num_files: int) -> None:
+        numbers = sorted(n for n, f in firsts.items() if len(f) > 1)
+        self.files = len(firsts)
+        self.offset = np.full(num_files, -1, np.int64)  # -1: not in the table
+        self.first = np.zeros(num_files, np.int64)  # per file: its first record held
+        self.end = np.zeros(num_files, np.int64)  # and its record count
+        starts, ks, at = [], [], 0
+        for n in numbers:
+            f = np.array(firsts[n], np.int64)
+            self.offset[n], self.first[n], self.end[n] = at - f[0], f[0], f[-1]
+            starts.append(f[:-1] + at - f[0])
+            ks.append(np.arange(len(f) - 1, dtype=np.int64))
+            at += int(f[-1] - f[0])
+        self.starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+        self.chunk = np.concatenate(ks) if ks else np.zeros(0, np.int64)
+
+    def find(self, file: np.ndarray, position: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(chunk, place in it)`` of each record, or None when a file isn't in the
+        table or a record isn't among those its chunks hold."""
+        if not self.files:
+            return None
+        offset = self.offset[file]
+        if (offset < 0).any() or (position < self.first[file]).any() or (
+                position >= self.end[file]).any():
+            return None
+        number = offset + position
+        c = np.searchsorted(self.starts, number, side="right") - 1
+        return self.chunk[c], number - self.starts[c]
+
+
 class MapDataset:
     """Instances of a :class:`~recprep.RecordIO` by index, in the global order.
 
@@ -169,10 +206,11 @@ class MapDataset:
         self._hits = self._misses = 0
         self._firsts: dict[int, list[int]] = {}  # per file: its chunks' first records
         self._cold = ColdReads(self.reader)  # chunks read from shards held open
+        self._table = _ChunkTable({}, 0)  # the chunks of the files in _firsts, at once
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts", "_cold"):
+        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts", "_cold", "_table"):
             del state[key]
         return state
 
@@ -270,28 +308,8 @@ class MapDataset:
             raise InstanceIndexError(self._where, first, self._len, f"no instance {first}")
         indexes = np.where(indexes < 0, indexes + self._len, indexes)
         file, position = self._locate(indexes)
-        sources = self.reader._sources
-        chunk = np.empty_like(indexes)
-        within = np.empty_like(indexes)
-        for number in np.unique(file).tolist():
-            at = file == number
-            firsts = sources.index(number).firsts
-            if position[at].max() >= firsts[-1]:  # with on_corrupt="skip": records lost
-                raise RecordsLostError(
-                    f"record {int(position[at].max())} of the file was asked for (the file "
-                    f"is counted as holding {sources.count(number)}), its chunk index holds "
-                    f"{int(firsts[-1])} records: the file is damaged or changed after it "
-                    "was counted", path=sources.files[number].shown,
-                )
-            if len(firsts) < 2 or position[at].min() < firsts[0]:  # lost before chunk 0
-                raise RecordsLostError(
-                    f"record {int(position[at].min())} of the file was lost to damage "
-                    "(skipped with on_corrupt='skip'): it can't be read",
-                    path=sources.files[number].shown)
-            chunk[at] = np.searchsorted(firsts, position[at], side="right") - 1
-            within[at] = position[at] - firsts[chunk[at]]
-            if number not in self._firsts:
-                self._firsts[number] = firsts.tolist()
+        found = self._table.find(file, position)
+        chunk, within = found if found is not None else self._chunk_of(file, position)
         # the indexes sorted by (file, record): grouped by chunk, each chunk's taken at
         # once, and an index asked twice next to itself (decoded once)
         order = np.argsort((file << 40) | position, kind="stable")
@@ -318,6 +336,38 @@ class MapDataset:
         of_index[order] = of_sorted
         lists = [entry.values for entry in group]
         return [lists[g][p] for g, p in zip(of_index.tolist(), within.tolist(), strict=True)]
+
+    def _chunk_of(self, file: np.ndarray, position: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk holding record ``position`` of each ``file``, and the record's place
+        in it, file by file (a record lost to damage raises); the files' chunks then go
+        in the :class:`_ChunkTable` (rebuilt as their number doubles)."""
+        sources = self.reader._sources
+        chunk = np.empty_like(file)
+        within = np.empty_like(file)
+        for number in np.unique(file).tolist():
+            at = file == number
+            firsts = sources.index(number).firsts
+            if position[at].max() >= firsts[-1]:  # with on_corrupt="skip": records lost
+                raise RecordsLostError(
+                    f"record {int(position[at].max())} of the file was asked for (the file "
+                    f"is counted as holding {sources.count(number)}), its chunk index holds "
+                    f"{int(firsts[-1])} records: the file is damaged or changed after it "
+                    "was counted", path=sources.files[number].shown,
+                )
+            if len(firsts) < 2 or position[at].min() < firsts[0]:  # lost before chunk 0
+                raise RecordsLostError(
+                    f"record {int(position[at].min())} of the file was lost to damage "
+                    "(skipped with on_corrupt='skip'): it can't be read",
+                    path=sources.files[number].shown)
+            chunk[at] = np.searchsorted(firsts, position[at], side="right") - 1
+            within[at] = position[at] - firsts[chunk[at]]
+            if number not in self._firsts:
+                self._firsts[number] = firsts.tolist()
+        known, table = len(self._firsts), self._table.files
+        if known > table and (known >= 2 * table or known == len(sources.files)):
+            self._table = _ChunkTable(self._firsts, len(self.reader._sources.files))
+        return chunk, within
 
     def _locate(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(file number, record number in the file)`` of global ``indexes``."""
