@@ -108,6 +108,9 @@ class _RoundRobin:
         return shards[offset % len(shards)], rounds[m] + offset // len(shards)
 
     def locate(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.active) == 1:  # one segment (all shards as long): no grouping
+            width = len(self.active[0])
+            return self.active[0][local % width], local // width
         shard = np.empty_like(local)
         position = np.empty_like(local)
         segment = np.searchsorted(self.ends, local, side="right")
@@ -312,15 +315,17 @@ class MapDataset:
         chunk, within = found if found is not None else self._chunk_of(file, position)
         # the indexes sorted by (file, record): grouped by chunk, each chunk's taken at
         # once, and an index asked twice next to itself (decoded once)
-        order = np.argsort((file << 40) | position, kind="stable")
+        order = ((file << 40) | position).argsort(kind="stable")
         ordered = (file << 32 | chunk)[order]
-        cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
+        change = ordered[1:] != ordered[:-1]
+        cuts = (change.nonzero()[0] + 1).tolist()
         starts, stops = [0, *cuts], [*cuts, len(order)]
         keys = [(k >> 32, k & 0xFFFFFFFF) for k in ordered[starts].tolist()]
         held = self._chunks(keys)
         group = [held[k] for k in keys]
         # the group (chunk) of each index, in the sorted order and in the asked order
-        of_sorted = np.repeat(np.arange(len(group)), np.diff([*starts, len(order)]))
+        of_sorted = np.zeros(len(order), np.int64)
+        change.cumsum(out=of_sorted[1:])
         places: list[int] | None = None
         if any(entry.lost is not None for entry in group):
             places = within[order].tolist()
@@ -371,6 +376,9 @@ class MapDataset:
 
     def _locate(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(file number, record number in the file)`` of global ``indexes``."""
+        if len(self._sets) == 1:  # one set: no grouping
+            shard, position = self._sets[0].locate(indexes)
+            return self._files[0][shard], position
         which = np.searchsorted(self._ends, indexes, side="right")
         file = np.empty_like(indexes)
         position = np.empty_like(indexes)
