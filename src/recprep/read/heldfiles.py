@@ -1,18 +1,19 @@
 """Local shard files a :class:`~recprep.read.dataset.MapDataset` keeps open between
-lookups, trusted only while their paths still name them.
+lookups, trusted only while their paths still name them (:class:`ColdReads`).
 
 A lookup whose chunk isn't cached used to open its shard through every check that catches
 a replaced set (the manifest asked again, the shard's size compared with the manifest's)
-and read its chunk through the careful walk: about three quarters of its time. A shard
-read that way once is then *held*: its descriptor is kept in a small LRU
-(:class:`HeldFiles`, at most :data:`MAX_HELD` per dataset, a quarter of those a reader's
-file pool may hold), with the identity of the file it is (device, inode, size, mtime in
-ns) and of its set's manifest as it was before those checks passed. A later lookup reads
-its chunk from a held file with one ``os.pread`` only after an ``os.stat`` of the shard's
-path and of the manifest's finds both unchanged (a few microseconds): a set replaced,
-or a shard replaced or changed in place, since is noticed at the lookup that follows,
-which goes the careful way again and raises what it always raised. So does anything
-unexpected in the chunk's bytes (:func:`~recprep.containers.recordio_reading.sound_chunk_records`).
+and read its chunk through the careful walk: about three quarters of its time. A local
+RecordIO shard read that way once is then *held*: its descriptor is kept in a small LRU
+(:class:`HeldFiles`: at most :data:`MAX_HELD` per dataset, and a quarter of what a
+reader's file pool may keep open under a low file limit), with the identity of the file
+(device, inode, size, mtime in ns) and of its set's manifest as they were before those
+checks passed. A later lookup reads its chunk from a held file with one ``os.pread``,
+and only after an ``os.stat`` of the shard's path and one of the manifest's find both
+unchanged (a few microseconds): a set replaced, or a shard replaced or changed in place,
+is noticed at the lookup that follows, which goes the careful way again and raises what
+it always raised. So is anything unexpected in the chunk's bytes
+(:mod:`~recprep.containers.recordio_lookup` takes a chunk only when it is sound).
 
 Example
 -------
@@ -26,7 +27,7 @@ Example
 True
 >>> os.pread(held.get(0).fd, 4, 3)
 b'3456'
->>> os.replace(path + "", path + ".old"); open(path, "wb").close()
+>>> os.replace(path, path + ".old"); open(path, "wb").close()
 >>> held.get(0) is None  # the path names another file now: dropped
 True
 """
@@ -94,8 +95,8 @@ class HeldFile:
             return False
         return self.manifest is None or file_identity(self.manifest) == self.manifest_identity
 
-    def __del__(self) -> None:
-        os.close(self.fd)
+    def __del__(self, _close: Any = os.close) -> None:  # bound: still there at exit
+        _close(self.fd)
 
 
 class HeldFiles:
@@ -234,7 +235,8 @@ class ColdReads:
         size its manifest lists); None when its chunks are never read from a held file
         (not a local RecordIO file outside a cache, or held already)."""
         sources = self.reader._sources
-        if number in self.files or not is_local(sources.fs) or sources.cache is not None:
+        if number in self.files or not is_local(sources.fs) or sources.cache is not None or (
+                not hasattr(os, "pread")):  # (Windows has none)
             return None
         file = sources.files[number]
         manifest = sources.manifests[file.set_index]
