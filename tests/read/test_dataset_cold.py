@@ -224,3 +224,28 @@ def test_records_of_one_layout_are_found_alone():
     assert sound_record(bytes(bad), 5000, 1, 1 << 30) is None  # the checksum covers all
     assert sound_chunk_records(bytes(bad), 5000, 1 << 30) is None
     assert sound_record(data, 5000, 1, 100) is None  # over max_chunk_bytes: the careful way
+
+
+@pytest.mark.parametrize("cache", [0, 3])
+def test_threads_sharing_held_files_get_every_instance_right(tmp_path, cache):
+    import threading
+
+    reader = RecordIO(write(tmp_path, 900, num_shards=6))
+    expected = list(reader())
+    ds = reader.dataset(cache_chunks=cache)
+    ds._cold.files.max_held = 2  # files let go while other threads read them
+    wrong: list[tuple[int, object]] = []
+
+    def ask(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(60):
+            picks = rng.integers(0, 900, 4).tolist()
+            got = [ds[p] for p in picks] + ds[picks]
+            wrong.extend((p, g) for p, g in zip(picks * 2, got, strict=True) if g != expected[p])
+
+    threads = [threading.Thread(target=ask, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong and len(ds._cold.files) <= 2
