@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,6 +67,8 @@ __all__ = [
     "MapDataset",
     "RecordsLostError",
 ]
+
+_PENDING = attrgetter("pending")
 
 #: decoded chunks a :class:`MapDataset` keeps by default (a chunk is about 1 MiB of
 #: records as ``convert`` writes them)
@@ -208,12 +211,13 @@ class MapDataset:
         self._lock = threading.Lock()
         self._hits = self._misses = 0
         self._firsts: dict[int, list[int]] = {}  # per file: its chunks' first records
+        self._lossy = False  # whether a chunk read so far lost records to damage
         self._cold = ColdReads(self.reader)  # chunks read from shards held open
         self._table = _ChunkTable({}, 0)  # the chunks of the files in _firsts, at once
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts", "_cold", "_table"):
+        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts", "_cold", "_table", "_lossy"):
             del state[key]
         return state
 
@@ -296,7 +300,7 @@ class MapDataset:
                             self._misses += 1
                         return value[0]
                 if entry is None:
-                    entry = self._chunks([(number, k)])[(number, k)]
+                    entry = self._chunks([(number, k)])[0]
                 return entry.take([position - firsts[k]])[0]
         return self._fetch(np.array([index], dtype=np.int64))[0]
 
@@ -321,18 +325,17 @@ class MapDataset:
         cuts = (change.nonzero()[0] + 1).tolist()
         starts, stops = [0, *cuts], [*cuts, len(order)]
         keys = [(k >> 32, k & 0xFFFFFFFF) for k in ordered[starts].tolist()]
-        held = self._chunks(keys)
-        group = [held[k] for k in keys]
+        group = self._chunks(keys)
         # the group (chunk) of each index, in the sorted order and in the asked order
         of_sorted = np.zeros(len(order), np.int64)
         change.cumsum(out=of_sorted[1:])
         places: list[int] | None = None
-        if any(entry.lost is not None for entry in group):
+        if self._lossy and any(entry.lost is not None for entry in group):
             places = within[order].tolist()
             for entry, a, b in zip(group, starts, stops, strict=True):
                 if entry.lost is not None:
                     entry.check_lost(places[a:b])
-        if any(entry.pending for entry in group):  # some records not decoded yet
+        if any(map(_PENDING, group)):  # some records not decoded yet
             places = within[order].tolist() if places is None else places
             per = list(map(group.__getitem__, of_sorted.tolist()))
             again = np.flatnonzero(np.diff(indexes[order]) == 0) + 1
@@ -389,22 +392,44 @@ class MapDataset:
             file[at] = self._files[s][shard]
         return file, position
 
-    def _chunks(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], DecodedChunk]:
-        """The chunks ``(file, chunk)`` of ``keys``: cached, or read."""
-        found: dict[tuple[int, int], DecodedChunk] = {}
-        missing: list[tuple[int, int]] = []
+    def _chunks(self, keys: list[tuple[int, int]]) -> list[DecodedChunk]:
+        """The chunks ``(file, chunk)`` of ``keys`` (each once), in that order: cached, or
+        read (:meth:`_read`)."""
         with self._lock:
-            for key in keys:
-                entry = self._cache.get(key)
-                if entry is None:
-                    missing.append(key)
-                else:
-                    self._cache.move_to_end(key)
-                    found[key] = entry
-            self._hits += len(found)
+            cache = self._cache
+            got = list(map(cache.get, keys))
+            if None not in got:  # all cached (a warm batch): no loop in Python
+                deque(map(cache.move_to_end, keys), maxlen=0)
+                self._hits += len(keys)
+                return got  # type: ignore[return-value]
+            missing = [key for key, entry in zip(keys, got, strict=True) if entry is None]
+            for key, entry in zip(keys, got, strict=True):
+                if entry is not None:
+                    cache.move_to_end(key)
+            self._hits += len(keys) - len(missing)
             self._misses += len(missing)
+        found = self._read(missing)
+        if any(entry.lost is not None for entry in found.values()):
+            self._lossy = True
+        if not self.cache_chunks:
+            for key in missing:
+                found[key].listed = False
+        if self.cache_chunks:
+            with self._lock:
+                for key in missing:
+                    self._cache[key] = found[key]
+                    self._cache.move_to_end(key)
+                while len(self._cache) > self.cache_chunks:
+                    self._cache.popitem(last=False)
+        return [found[key] if entry is None else entry for key, entry in zip(keys, got,
+                                                                                strict=True)]
+
+    def _read(self, missing: list[tuple[int, int]]) -> dict[tuple[int, int], DecodedChunk]:
+        """The chunks ``(file, chunk)`` of ``missing``, read: from a held file when it is
+        unchanged and the chunk sound, else the careful way (then the file is held)."""
+        found: dict[tuple[int, int], DecodedChunk] = {}
         slow: list[tuple[int, int]] = []
-        for key in missing:  # from a held file when it is unchanged and the chunk sound
+        for key in missing:
             entry = self._cold.chunk(*key) if key[0] in self._cold else None
             if entry is None:
                 slow.append(key)
@@ -416,16 +441,6 @@ class MapDataset:
             found.update(((number, k), v) for k, v in self._load(number, wanted))
             if before is not None:
                 self._cold.hold(number, *before)
-        if not self.cache_chunks:
-            for key in missing:
-                found[key].listed = False
-        if self.cache_chunks and missing:
-            with self._lock:
-                for key in missing:
-                    self._cache[key] = found[key]
-                    self._cache.move_to_end(key)
-                while len(self._cache) > self.cache_chunks:
-                    self._cache.popitem(last=False)
         return found
 
     def _load(self, number: int, wanted: list[int]) -> Iterator[tuple[int, DecodedChunk]]:
