@@ -12,7 +12,11 @@ and kept with it (decoding a whole chunk for one record made a miss five times s
 One index whose chunk is cached is found with Python arithmetic alone (bisections over
 lists, no numpy call: a few microseconds). Asking for many indexes at once reads each
 chunk they need once, decodes what they need of all the chunks in one call, and gives
-the instances in the order asked.
+the instances in the order asked. A chunk that isn't cached is read from its shard, kept
+open after the first lookup in it when it is a local RecordIO file and trusted only
+while its path and its set's manifest are unchanged (:mod:`~recprep.read.heldfiles`);
+with ``cache_chunks=0`` a lookup decompresses and cuts its chunk only as far as its
+record.
 
 It is a ``torch.utils.data.Dataset`` for any sampler (``__getitems__`` fetches a
 DataLoader batch at once) and a Grain ``RandomAccessDataSource`` (``__len__``,
