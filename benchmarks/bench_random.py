@@ -16,7 +16,8 @@ contender answers the same indexes, repetitions interleaved, median:
 * **single, first touch**: ``ds[i]`` for 20,000 random ``i`` never asked before (recprep:
   the chunks cached, the records not decoded yet);
 * **single, cold**: 2,000 lookups with nothing cached (recprep ``cache_chunks=0``: each
-  lookup reads, checks and decompresses its whole chunk; page cache warm);
+  lookup reads and checks its whole chunk, from its shard held open after the first
+  lookup in it, and decompresses and cuts it as far as the record; page cache warm);
 * **batched**: ``__getitems__`` of 256 random indexes (a DataLoader batch), 400 batches,
   warm (as single, warm) and first touch (as single, first touch).
 """

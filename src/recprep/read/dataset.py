@@ -12,7 +12,11 @@ and kept with it (decoding a whole chunk for one record made a miss five times s
 One index whose chunk is cached is found with Python arithmetic alone (bisections over
 lists, no numpy call: a few microseconds). Asking for many indexes at once reads each
 chunk they need once, decodes what they need of all the chunks in one call, and gives
-the instances in the order asked.
+the instances in the order asked. A chunk that isn't cached is read from its shard, kept
+open after the first lookup in it when it is a local RecordIO file and trusted only
+while its path and its set's manifest are unchanged (:mod:`~recprep.read.heldfiles`);
+with ``cache_chunks=0`` a lookup decompresses and cuts its chunk only as far as its
+record.
 
 It is a ``torch.utils.data.Dataset`` for any sampler (``__getitems__`` fetches a
 DataLoader batch at once) and a Grain ``RandomAccessDataSource`` (``__len__``,
@@ -39,9 +43,10 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,6 +57,7 @@ from ..errors import (
     InvalidArgumentError,
     RecordsLostError,
 )
+from .heldfiles import ColdReads
 from .mapchunks import DecodedChunk, decode_together
 from .ranks import Piece
 
@@ -65,6 +71,8 @@ __all__ = [
     "MapDataset",
     "RecordsLostError",
 ]
+
+_PENDING = attrgetter("pending")
 
 #: decoded chunks a :class:`MapDataset` keeps by default (a chunk is about 1 MiB of
 #: records as ``convert`` writes them)
@@ -107,6 +115,9 @@ class _RoundRobin:
         return shards[offset % len(shards)], rounds[m] + offset // len(shards)
 
     def locate(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.active) == 1:  # one segment (all shards as long): no grouping
+            width = len(self.active[0])
+            return self.active[0][local % width], local // width
         shard = np.empty_like(local)
         position = np.empty_like(local)
         segment = np.searchsorted(self.ends, local, side="right")
@@ -117,6 +128,43 @@ class _RoundRobin:
             shard[at] = self.active[m][offset % width]
             position[at] = self.rounds[m] + offset // width
         return shard, position
+
+
+class _ChunkTable:
+    """The chunks of files whose first record numbers are known (``firsts``: per file
+    number, its chunks' first records and its record count), in one sorted array: the
+    chunk of many ``(file, record)`` pairs found with one ``searchsorted``, not one per
+    file. Records are numbered across the files here, each file after the one before."""
+
+    def __init__(self, firsts: dict[int, list[int]], num_files: int) -> None:
+        numbers = sorted(n for n, f in firsts.items() if len(f) > 1)
+        self.files = len(firsts)
+        self.offset = np.full(num_files, -1, np.int64)  # -1: not in the table
+        self.first = np.zeros(num_files, np.int64)  # per file: its first record held
+        self.end = np.zeros(num_files, np.int64)  # and its record count
+        starts, ks, at = [], [], 0
+        for n in numbers:
+            f = np.array(firsts[n], np.int64)
+            self.offset[n], self.first[n], self.end[n] = at - f[0], f[0], f[-1]
+            starts.append(f[:-1] + at - f[0])
+            ks.append(np.arange(len(f) - 1, dtype=np.int64))
+            at += int(f[-1] - f[0])
+        self.starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+        self.chunk = np.concatenate(ks) if ks else np.zeros(0, np.int64)
+
+    def find(self, file: np.ndarray, position: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(chunk, place in it)`` of each record, or None when a file isn't in the
+        table or a record isn't among those its chunks hold."""
+        if not self.files:
+            return None
+        offset = self.offset[file]
+        if (offset < 0).any() or (position < self.first[file]).any() or (
+                position >= self.end[file]).any():
+            return None
+        number = offset + position
+        c = np.searchsorted(self.starts, number, side="right") - 1
+        return self.chunk[c], number - self.starts[c]
 
 
 class MapDataset:
@@ -167,10 +215,13 @@ class MapDataset:
         self._lock = threading.Lock()
         self._hits = self._misses = 0
         self._firsts: dict[int, list[int]] = {}  # per file: its chunks' first records
+        self._lossy = False  # whether a chunk read so far lost records to damage
+        self._cold = ColdReads(self.reader)  # chunks read from shards held open
+        self._table = _ChunkTable({}, 0)  # the chunks of the files in _firsts, at once
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts"):
+        for key in ("_cache", "_lock", "_hits", "_misses", "_firsts", "_cold", "_table", "_lossy"):
             del state[key]
         return state
 
@@ -246,8 +297,14 @@ class MapDataset:
                     if entry is not None:
                         self._cache.move_to_end((number, k))
                         self._hits += 1
+                if entry is None and not self.cache_chunks and number in self._cold:
+                    value = self._cold.instance(number, k, position - firsts[k])
+                    if value is not None:
+                        with self._lock:
+                            self._misses += 1
+                        return value[0]
                 if entry is None:
-                    entry = self._chunks([(number, k)])[(number, k)]
+                    entry = self._chunks([(number, k)])[0]
                 return entry.take([position - firsts[k]])[0]
         return self._fetch(np.array([index], dtype=np.int64))[0]
 
@@ -262,9 +319,44 @@ class MapDataset:
             raise InstanceIndexError(self._where, first, self._len, f"no instance {first}")
         indexes = np.where(indexes < 0, indexes + self._len, indexes)
         file, position = self._locate(indexes)
+        found = self._table.find(file, position)
+        chunk, within = found if found is not None else self._chunk_of(file, position)
+        # the indexes sorted by (file, record): grouped by chunk, each chunk's taken at
+        # once, and an index asked twice next to itself (decoded once)
+        order = ((file << 40) | position).argsort(kind="stable")
+        ordered = (file << 32 | chunk)[order]
+        change = ordered[1:] != ordered[:-1]
+        cuts = (change.nonzero()[0] + 1).tolist()
+        starts, stops = [0, *cuts], [*cuts, len(order)]
+        keys = [(k >> 32, k & 0xFFFFFFFF) for k in ordered[starts].tolist()]
+        group = self._chunks(keys)
+        # the group (chunk) of each index, in the sorted order and in the asked order
+        of_sorted = np.zeros(len(order), np.int64)
+        change.cumsum(out=of_sorted[1:])
+        places: list[int] | None = None
+        if self._lossy and any(entry.lost is not None for entry in group):
+            places = within[order].tolist()
+            for entry, a, b in zip(group, starts, stops, strict=True):
+                if entry.lost is not None:
+                    entry.check_lost(places[a:b])
+        if any(map(_PENDING, group)):  # some records not decoded yet
+            places = within[order].tolist() if places is None else places
+            per = list(map(group.__getitem__, of_sorted.tolist()))
+            again = np.flatnonzero(np.diff(indexes[order]) == 0) + 1
+            decode_together(per, places, group, set(again.tolist()))
+        of_index = np.empty_like(order)
+        of_index[order] = of_sorted
+        lists = [entry.values for entry in group]
+        return [lists[g][p] for g, p in zip(of_index.tolist(), within.tolist(), strict=True)]
+
+    def _chunk_of(self, file: np.ndarray, position: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk holding record ``position`` of each ``file``, and the record's place
+        in it, file by file (a record lost to damage raises); the files' chunks then go
+        in the :class:`_ChunkTable` (rebuilt as their number doubles)."""
         sources = self.reader._sources
-        chunk = np.empty_like(indexes)
-        within = np.empty_like(indexes)
+        chunk = np.empty_like(file)
+        within = np.empty_like(file)
         for number in np.unique(file).tolist():
             at = file == number
             firsts = sources.index(number).firsts
@@ -284,35 +376,16 @@ class MapDataset:
             within[at] = position[at] - firsts[chunk[at]]
             if number not in self._firsts:
                 self._firsts[number] = firsts.tolist()
-        # the indexes sorted by (file, record): grouped by chunk, each chunk's taken at
-        # once, and an index asked twice next to itself (decoded once)
-        order = np.argsort((file << 40) | position, kind="stable")
-        ordered = (file << 32 | chunk)[order]
-        cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
-        starts, stops = [0, *cuts], [*cuts, len(order)]
-        keys = [(k >> 32, k & 0xFFFFFFFF) for k in ordered[starts].tolist()]
-        held = self._chunks(keys)
-        group = [held[k] for k in keys]
-        # the group (chunk) of each index, in the sorted order and in the asked order
-        of_sorted = np.repeat(np.arange(len(group)), np.diff([*starts, len(order)]))
-        places: list[int] | None = None
-        if any(entry.lost is not None for entry in group):
-            places = within[order].tolist()
-            for entry, a, b in zip(group, starts, stops, strict=True):
-                if entry.lost is not None:
-                    entry.check_lost(places[a:b])
-        if any(entry.pending for entry in group):  # some records not decoded yet
-            places = within[order].tolist() if places is None else places
-            per = list(map(group.__getitem__, of_sorted.tolist()))
-            again = np.flatnonzero(np.diff(indexes[order]) == 0) + 1
-            decode_together(per, places, group, set(again.tolist()))
-        of_index = np.empty_like(order)
-        of_index[order] = of_sorted
-        lists = [entry.values for entry in group]
-        return [lists[g][p] for g, p in zip(of_index.tolist(), within.tolist(), strict=True)]
+        known, table = len(self._firsts), self._table.files
+        if known > table and (known >= 2 * table or known == len(sources.files)):
+            self._table = _ChunkTable(self._firsts, len(self.reader._sources.files))
+        return chunk, within
 
     def _locate(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(file number, record number in the file)`` of global ``indexes``."""
+        if len(self._sets) == 1:  # one set: no grouping
+            shard, position = self._sets[0].locate(indexes)
+            return self._files[0][shard], position
         which = np.searchsorted(self._ends, indexes, side="right")
         file = np.empty_like(indexes)
         position = np.empty_like(indexes)
@@ -323,33 +396,55 @@ class MapDataset:
             file[at] = self._files[s][shard]
         return file, position
 
-    def _chunks(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], DecodedChunk]:
-        """The chunks ``(file, chunk)`` of ``keys``: cached, or read."""
-        found: dict[tuple[int, int], DecodedChunk] = {}
-        missing: list[tuple[int, int]] = []
+    def _chunks(self, keys: list[tuple[int, int]]) -> list[DecodedChunk]:
+        """The chunks ``(file, chunk)`` of ``keys`` (each once), in that order: cached, or
+        read (:meth:`_read`)."""
         with self._lock:
-            for key in keys:
-                entry = self._cache.get(key)
-                if entry is None:
-                    missing.append(key)
-                else:
-                    self._cache.move_to_end(key)
-                    found[key] = entry
-            self._hits += len(found)
+            cache = self._cache
+            got = list(map(cache.get, keys))
+            if None not in got:  # all cached (a warm batch): no loop in Python
+                deque(map(cache.move_to_end, keys), maxlen=0)
+                self._hits += len(keys)
+                return got  # type: ignore[return-value]
+            missing = [key for key, entry in zip(keys, got, strict=True) if entry is None]
+            for key, entry in zip(keys, got, strict=True):
+                if entry is not None:
+                    cache.move_to_end(key)
+            self._hits += len(keys) - len(missing)
             self._misses += len(missing)
-        for number in sorted({f for f, _ in missing}):
-            wanted = [k for f, k in missing if f == number]
-            found.update(((number, k), v) for k, v in self._load(number, wanted))
+        found = self._read(missing)
+        if any(entry.lost is not None for entry in found.values()):
+            self._lossy = True
         if not self.cache_chunks:
             for key in missing:
                 found[key].listed = False
-        if self.cache_chunks and missing:
+        if self.cache_chunks:
             with self._lock:
                 for key in missing:
                     self._cache[key] = found[key]
                     self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_chunks:
                     self._cache.popitem(last=False)
+        return [found[key] if entry is None else entry for key, entry in zip(keys, got,
+                                                                                strict=True)]
+
+    def _read(self, missing: list[tuple[int, int]]) -> dict[tuple[int, int], DecodedChunk]:
+        """The chunks ``(file, chunk)`` of ``missing``, read: from a held file when it is
+        unchanged and the chunk sound, else the careful way (then the file is held)."""
+        found: dict[tuple[int, int], DecodedChunk] = {}
+        slow: list[tuple[int, int]] = []
+        for key in missing:
+            entry = self._cold.chunk(*key) if key[0] in self._cold else None
+            if entry is None:
+                slow.append(key)
+            else:
+                found[key] = entry
+        for number in sorted({f for f, _ in slow}):
+            wanted = [k for f, k in slow if f == number]
+            before = self._cold.before(number)
+            found.update(((number, k), v) for k, v in self._load(number, wanted))
+            if before is not None:
+                self._cold.hold(number, *before)
         return found
 
     def _load(self, number: int, wanted: list[int]) -> Iterator[tuple[int, DecodedChunk]]:
