@@ -35,6 +35,7 @@ numpy columns, collated once per batch), and the DataLoader only turns them into
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
@@ -252,6 +253,7 @@ class _Stream:
 
 
 _SWEPT: list[bool] = []  # this process swept /dev/shm (see recprep.storage.shmsweep)
+_FROZEN: list[bool] = []  # this DataLoader worker froze what it held (see _freeze_once)
 
 
 def _sweep_once() -> None:
@@ -318,12 +320,29 @@ def _worker_share(dataset: Any, info: Any) -> tuple[RecordIO, tuple[int, int] | 
     key = (info.id, info.num_workers)
     cached = dataset.__dict__.get("_worker_reader")
     if cached is None or cached[0] != key:
+        _freeze_once()
         copy = dataset.reader.for_worker(*key, batch_size=dataset.batch_size)
         cached = dataset._worker_reader = (key, copy)
         dataset._worker_passes = 0
     identity = (info.seed - info.id, dataset._worker_passes)
     dataset._worker_passes += 1
     return cached[1], identity, info.num_workers
+
+
+def _freeze_once() -> None:
+    """Once per DataLoader worker process, before its first pass: ``gc.freeze()``.
+
+    What the worker holds then (the reader it was handed: a set's paths and manifest
+    entries, 100,000 of each at 100,000 shards, and a forked worker's copy of the
+    trainer) is left out of the garbage collector's full collections, which would
+    otherwise walk all of it again and again as the pass allocates — seconds of a
+    worker's start at 100,000 shards — and, in a forked worker, write to each inherited
+    object's header, copying the trainer's pages into the worker's own. Those objects
+    are still freed when nothing refers to them; only reference cycles among them are
+    not collected (``benchmarks/RESULTS-memory.md``)."""
+    if not _FROZEN:
+        _FROZEN.append(True)
+        gc.freeze()
 
 
 def _publish_from(board: StatsBoard, worker: int, reader: RecordIO) -> None:

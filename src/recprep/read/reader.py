@@ -370,7 +370,7 @@ class RecordIO(ArrowOut, StatsOut):
     def _layout(self) -> Blocks:
         """The files cut into the blocks of a shuffled pass (from record counts; once)."""
         if self._blocks is None:
-            self._blocks = layout(len(self._sources.files), self._sources.count, self.share)
+            self._blocks = layout(self._sources.all_counts(), self.share)
         return self._blocks
 
     # -- checkpoints ------------------------------------------------------------------------

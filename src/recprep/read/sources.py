@@ -28,6 +28,9 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO
 
+import numpy as np
+from fsspec.implementations.local import LocalFileSystem
+
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Chunk, Format, Gap, get_format, sniff
 from ..containers.base import Quietly, report_skip
 from ..containers.fileindex import FileIndex, build_index
@@ -47,7 +50,7 @@ from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
-from .filetable import Counts, FileTable, Marks, SourceFile
+from .filetable import Counts, FileTable, Marks, SourceFile, checked_counts
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
@@ -268,6 +271,12 @@ class Sources:
                     count = self._counts[number] = self.index(number).num_records
             checked.add(number)
         return count
+
+    def all_counts(self) -> np.ndarray:
+        """Every file's records as :meth:`count` gives them, in one array (local files'
+        manifest counts checked together: :func:`~recprep.read.filetable.checked_counts`)."""
+        return checked_counts(self._counts, self._counts_checked, self.files, self.manifests,
+                              self.count, local=isinstance(self.fs, LocalFileSystem))
 
     def proven_count(self, number: int) -> int:
         """The records of file ``number``, proven: a count its manifest vouches for, or
