@@ -16,6 +16,7 @@ import dataclasses
 import gc
 import itertools
 import json
+import os
 import pickle
 import tracemalloc
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_a_plan_holds_no_permutation_per_block() -> None:
     counts = [8] * 20_000  # 20,000 blocks of 8 records
     share = Share(shuffle=True, seed=3, shuffle_buffer=8, worker=1, num_workers=3)
     blocks = layout(counts, share)
-    plan = shuffled(blocks, counts.__getitem__, share, epoch=2, skip=5)
+    plan = shuffled(blocks, share, epoch=2, skip=5)
     assert isinstance(plan.picks, Picks) and len(plan.picks) == len(plan.pieces)
     first, second = plan.picks[0], plan.picks[1]
     assert first is not None and second is not None
@@ -103,7 +104,7 @@ def test_a_plan_holds_no_permutation_per_block() -> None:
                                           ).tolist()
     gc.collect()
     tracemalloc.start()
-    plan = shuffled(blocks, counts.__getitem__, share, epoch=2, skip=5)
+    plan = shuffled(blocks, share, epoch=2, skip=5)
     with_picks = tracemalloc.get_traced_memory()[0]
     plan.picks = None
     gc.collect()
@@ -130,19 +131,53 @@ def test_local_counts_are_checked_without_a_filesystem_call_per_shard(
     assert sorted(int(i) for i, _ in reader()) == list(range(400)) and asked == []
 
 
-def test_a_shard_cut_short_still_fails_its_count_check(tmp_path: Path) -> None:
-    convert(str(tmp_path), [bytes(200)] * 40, 4, "s", codec="raw", compressor="none",
-            progress=False)
+def test_a_shard_cut_short_fails_before_any_of_its_records(tmp_path: Path) -> None:
+    convert(str(tmp_path), [bytes([k]) * 200 for k in range(40)], 4, "s", codec="raw",
+            compressor="none", progress=False)
     cut = tmp_path / "s-00002-of-00003"
+    held = set(RecordIO(str(cut), codec="raw"))
     cut.write_bytes(cut.read_bytes()[:30])  # 10 records of 200 bytes can't fit in 30
-    reader = RecordIO(str(tmp_path / "s"), codec="raw", shuffle=True, seed=1)
+    # counts of more than a block's records are checked up front, each against its size
+    reader = RecordIO(str(tmp_path / "s"), codec="raw", shuffle=True, seed=1,
+                      shuffle_buffer=4)
     with pytest.raises(CorruptDataError, match=r"holds 10 records, but its 30 bytes can "
                                                r"hold at most 7") as info:
         len(reader)
     assert info.value.path.endswith("s-00002-of-00003")
-    cut.unlink()  # a shard missing: the error says so, as before
+    # a count of one block lays the file out alike whatever it says: checked as the
+    # shard is opened (against the size its manifest lists), before any record of it
+    reader = RecordIO(str(tmp_path / "s"), codec="raw", shuffle=True, seed=1)
+    assert len(reader) == 40
+    seen: list[bytes] = []
+    with pytest.raises(CorruptDataError, match="manifest says 2[0-9]+ bytes, the file has "
+                                               "30 .cut off.") as info:
+        seen.extend(reader())
+    assert info.value.path.endswith("s-00002-of-00003")
+    assert not held & set(seen) and len(held) == 10
+    cut.unlink()  # a shard missing: the error says so, up front or as it is opened
     with pytest.raises(Exception, match="missing"):
-        len(RecordIO(str(tmp_path / "s"), codec="raw", shuffle=True, seed=1))
+        len(RecordIO(str(tmp_path / "s"), codec="raw", shuffle=True, seed=1,
+                     shuffle_buffer=4))
+    with pytest.raises(Exception, match="missing"):
+        list(RecordIO(str(tmp_path / "s"), codec="raw", shuffle=True, seed=1)())
+
+
+def test_one_block_files_are_not_stat_ed_before_the_pass_opens_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    convert(str(tmp_path), [(i, float(i)) for i in range(80)], 20, "s", progress=False)
+    stats: list[str] = []
+    stat = os.stat
+
+    def counted(path: object, *args: object, **kw: object) -> os.stat_result:
+        if "s-000" in str(path):
+            stats.append(str(path))
+        return stat(path, *args, **kw)  # type: ignore[arg-type]
+
+    reader = RecordIO(str(tmp_path / "s"), shuffle=True, seed=1)
+    monkeypatch.setattr(os, "stat", counted)
+    assert len(reader) == 80 and stats == []  # 4 records a file: one block each
+    many = RecordIO(str(tmp_path / "s"), shuffle=True, seed=1, shuffle_buffer=2)
+    assert len(many) == 80 and len(stats) == 20  # blocks of 2 records: each checked now
 
 
 def test_manifest_entries_unpickle_without_looking_their_fields_up(

@@ -158,14 +158,19 @@ class Marks:
 
 def checked_counts(counts: Counts, checked: Marks, table: FileTable,
                    manifests: Sequence[Manifest | None], count: Callable[[int], int],
-                   local: bool) -> np.ndarray:
+                   local: bool, later_up_to: int = 0) -> np.ndarray:
     """Every file's record count, as ``count(number)`` gives it (a manifest's count
     checked against what the file's size can hold), in one array.
 
-    With ``local`` files, the manifest counts not checked yet are checked together: a
-    ``stat`` each (no filesystem layer per file) and one comparison for all, marked in
-    ``checked``; a file that fails (or can't be ``stat``-ed) goes through ``count`` like
-    every other file, which raises or reports what is wrong with it as it always does.
+    A manifest's count of 1 to ``later_up_to`` records is left to be checked when the
+    file is opened (:meth:`~recprep.read.committed.CommittedSets.open` checks its size
+    against the manifest's, which was checked to hold the count when the manifest was
+    read): what is sized by it — a shuffled pass's layout, one block a file — is sized
+    the same whatever such a count says. With ``local`` files, the other manifest counts
+    not checked yet are checked together: a ``stat`` each (no filesystem layer per file)
+    and one comparison for all, marked in ``checked``; a file that fails (or can't be
+    ``stat``-ed) goes through ``count`` like every other file, which raises or reports
+    what is wrong with it as it always does.
 
     >>> from recprep.storage.discovery import ShardSet
     >>> table = FileTable(str, [ShardSet("/d", None, ["/d/a", "/d/b"])])
@@ -173,22 +178,25 @@ def checked_counts(counts: Counts, checked: Marks, table: FileTable,
     >>> checked_counts(counts, checked, table, [None], lambda n: 3 + n, local=True).tolist()
     [3, 4]
     """
+    known, marked = counts._counts, checked._marked
+    later = (known > 0) & (known <= later_up_to)
     if local:
         for set_index, manifest in enumerate(manifests):
             if manifest is not None:
-                _check_sizes(counts, checked, table, set_index, manifest)
-    known, marked = counts._counts, checked._marked
-    for number in np.flatnonzero((known < 0) | ~marked).tolist():
-        count(number)  # counted, or checked, one by one
-    return known.copy()
+                _check_sizes(counts, checked, table, set_index, manifest, later)
+    out = known.copy()
+    for number in np.flatnonzero(((known < 0) | ~marked) & ~later).tolist():
+        out[number] = count(number)  # counted, or checked, one by one
+    return out
 
 
 def _check_sizes(counts: Counts, checked: Marks, table: FileTable, set_index: int,
-                 manifest: Manifest) -> None:
-    """Mark the files of set ``set_index`` whose manifest count their size can hold."""
+                 manifest: Manifest, later: np.ndarray) -> None:
+    """Mark the files of set ``set_index`` whose manifest count their size can hold
+    (not those checked ``later``)."""
     first, end = table.span(set_index)
     claimed = counts._counts[first:end]
-    todo = np.flatnonzero((claimed >= 0) & ~checked._marked[first:end])
+    todo = np.flatnonzero((claimed >= 0) & ~checked._marked[first:end] & ~later[first:end])
     if not todo.size:
         return
     paths = table._sets[set_index].paths

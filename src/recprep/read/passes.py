@@ -19,7 +19,7 @@ Piece(file=2, start=0, end=None)], [0, 0, 1])
 [Piece(file=1, start=1, end=5), Piece(file=0, start=2, end=5), Piece(file=2, start=0, end=None)]
 >>> share = Share(shuffle=True, seed=7, shuffle_buffer=4)
 >>> blocks = layout([5, 5, 2], share)
->>> plan = shuffled(blocks, counts, share, epoch=0)  # blocks of at most 4, each picked
+>>> plan = shuffled(blocks, share, epoch=0)  # blocks of at most 4, each picked
 >>> len(plan.pieces), sum(len(rows) for rows in plan.picks)
 (5, 12)
 """
@@ -97,7 +97,7 @@ class PassPlan:
     piece's records, in order; None: all of them, in order)."""
 
     pieces: list[Piece]
-    groups: list[int]
+    groups: Sequence[int]
     picks: Sequence[np.ndarray | None] | None = None
 
 
@@ -157,8 +157,8 @@ def share_size(num_files: int, count: Count, share: Share, blocks: Blocks | None
     return sum(p.size(count) for p in share_pieces(num_files, count, share))
 
 
-def shuffled(blocks: Blocks, count: Count, share: Share, epoch: int,
-             base: Sequence[Interval] = (), skip: int = 0) -> PassPlan:
+def shuffled(blocks: Blocks, share: Share, epoch: int, base: Sequence[Interval] = (),
+             skip: int = 0) -> PassPlan:
     """The plan of a shuffled pass: this slot's slice of the epoch order, without the
     positions ``base``, from its ``skip``-th instance on — the blocks it touches, each
     read once (only the records wanted of it, as one record range), each permuted by its
@@ -181,23 +181,21 @@ def shuffled(blocks: Blocks, count: Count, share: Share, epoch: int,
     picks = Picks(share.seed, epoch)
     for j, run in groupby(segments, key=lambda s: s[0]):
         block, size = int(order[j]), int(sizes[j])
-        file, start = int(blocks.file[block]), int(blocks.start[block])
         cuts = [(a, b) for _, a, b in run]
         if not share.permuted:
             for a, b in cuts:
-                pieces.append(_whole_or_range(file, start + a, start + b, count))
+                pieces.append(_piece(blocks, block, a, b))
                 picks.add(None)
         elif _whole(cuts, size):  # all of it: its permutation, made when it is read
-            pieces.append(_whole_or_range(file, start, start + size, count))
+            pieces.append(_piece(blocks, block, 0, size))
             picks.later(block, size)
         else:
             scrambled = permutation(size, share.seed, epoch, BUFFER_STREAM, block)
             wanted = np.concatenate([scrambled[a:b] for a, b in cuts])
             first_record = int(wanted.min())
-            pieces.append(_whole_or_range(file, start + first_record,
-                                          start + int(wanted.max()) + 1, count))
+            pieces.append(_piece(blocks, block, first_record, int(wanted.max()) + 1))
             picks.add(wanted - first_record)
-    return PassPlan(pieces, list(range(len(pieces))), picks)
+    return PassPlan(pieces, range(len(pieces)), picks)  # a group a piece
 
 
 def _whole(cuts: list[tuple[int, int]], size: int) -> bool:
@@ -259,7 +257,11 @@ class Picks(Sequence["np.ndarray | None"]):
         return permutation(self._size[k], seed, epoch, stream, block)
 
 
-def _whole_or_range(file: int, start: int, end: int, count: Count) -> Piece:
-    if start == 0 and end == count(file):
-        return Piece(file)  # read front to back, without an index
-    return Piece(file, start, end)
+def _piece(blocks: Blocks, block: int, start: int, end: int) -> Piece:
+    """Records ``start:end`` of ``block``: the whole file when that is all of it (read
+    front to back, without an index), told from the layout (no file's count asked)."""
+    file, first = int(blocks.file[block]), int(blocks.start[block])
+    if first == 0 and start == 0 and end == int(blocks.records[block]) and (
+            block + 1 == len(blocks.file) or int(blocks.file[block + 1]) != file):
+        return Piece(file)
+    return Piece(file, first + start, first + end)

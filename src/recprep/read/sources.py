@@ -272,11 +272,13 @@ class Sources:
             checked.add(number)
         return count
 
-    def all_counts(self) -> np.ndarray:
-        """Every file's records as :meth:`count` gives them, in one array (local files'
-        manifest counts checked together: :func:`~recprep.read.filetable.checked_counts`)."""
+    def all_counts(self, later_up_to: int = 0) -> np.ndarray:
+        """Every file's records as :meth:`count` gives them, in one array: local files'
+        manifest counts checked together, counts of 1 to ``later_up_to`` records when
+        their file is opened (:func:`~recprep.read.filetable.checked_counts`)."""
         return checked_counts(self._counts, self._counts_checked, self.files, self.manifests,
-                              self.count, local=isinstance(self.fs, LocalFileSystem))
+                              self.count, local=isinstance(self.fs, LocalFileSystem),
+                              later_up_to=later_up_to)
 
     def proven_count(self, number: int) -> int:
         """The records of file ``number``, proven: a count its manifest vouches for, or

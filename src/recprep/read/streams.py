@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from .decoding import BATCH_BYTES, decoded
 from .options import ReadOptions
 from .passes import PassPlan
 from .prefetch import prefetched
+from .ranks import Piece
 from .readstats import PassWatch, ReadCounter, Setup
 from .sources import Sources
 
@@ -97,19 +98,26 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
     gate = CpuGate(usable_cores() - 1) if threads else None
     wrap = gate.wrap if gate is not None and storage_waits(sources.fs) else None
     decoding = threading.Lock() if threads > 1 else None
-    streams = []
-    for piece in plan.pieces:
+    codecs = {n: reading.codec(n) for n in {sources.files.set_of(p.file) for p in plan.pieces}}
+
+    def stream(piece: Piece) -> Iterator[Block]:
         file = sources.files[piece.file]
-        streams.append(decoded(
-            sources.chunks(piece, wrap), reading.codec(file.set_index), file.shown,
+        return decoded(
+            sources.chunks(piece, wrap), codecs[file.set_index], file.shown,
             allow_pickle=reading.options.allow_pickle, batch_bytes=batch_bytes,
             decoding=decoding, columnar=columnar,
             written_with=reading.written_with(file.set_index), counter=reading.counter,
-        ))
+        )
+
+    # a shuffled pass without threads reads its pieces one after the other: each one's
+    # stack is made as the pass reaches it (not 25,000 at once for 100,000 shards)
+    lazy = plan.picks is not None and not threads
+    streams = _OneByOne(plan.pieces, stream) if lazy else list(map(stream, plan.pieces))
     sources.commits.new_pass()
     _expect_first_group(plan, sources)
     try:
-        with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
+        with closing(streams) if isinstance(streams, _OneByOne) else prefetched(
+                streams, plan.groups, threads, gate=gate) as prefetching:
             try:
                 yield prefetching
             except GeneratorExit:  # the consumer stopped early: the pass is over
@@ -120,6 +128,35 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
     finally:
         if sources.fetcher is not None:
             sources.fetcher.drop_expected()
+
+
+class _OneByOne(Sequence[Iterator[Block]]):
+    """The streams of ``pieces``, made one at a time as they are iterated (each earlier
+    one closed then): a sequence to iterate once, not to index; ``close()`` closes the
+    one in use."""
+
+    def __init__(self, pieces: Sequence[Piece], make: Callable[[Piece], Iterator[Block]]
+                 ) -> None:
+        self._pieces, self._make = pieces, make
+        self._current: Iterator[Block] | None = None
+
+    def __iter__(self) -> Iterator[Iterator[Block]]:
+        for piece in self._pieces:
+            self.close()
+            self._current = self._make(piece)
+            yield self._current
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self._pieces)
+
+    def __getitem__(self, k: Any) -> Any:
+        raise TypeError("the streams of a pass read one after the other are iterated")
+
+    def close(self) -> None:
+        current, self._current = self._current, None
+        if current is not None:
+            current.close()  # type: ignore[attr-defined]
 
 
 def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
