@@ -23,9 +23,12 @@ from pathlib import Path
 
 import fsspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recprep import RecordIO, convert
 from recprep.errors import CorruptDataError
+from recprep.read.blocks import flatten, interleave
 from recprep.read.passes import BUFFER_STREAM, Picks, Share, layout, shuffled
 from recprep.read.shuffling import permutation
 from recprep.storage.manifest import ShardInfo
@@ -189,3 +192,60 @@ def test_manifest_entries_unpickle_without_looking_their_fields_up(
     monkeypatch.setattr(dataclasses, "fields", lambda x: looked.append(x) or fields(x))
     assert pickle.loads(blob) == entries
     assert looked == []  # a frozen dataclass's __setstate__ calls fields() per entry
+
+
+# -- shards read round-robin -----------------------------------------------------------
+
+
+def _stream(blocks: list[list[int]], fail: bool, log: list[str], name: str):
+    try:
+        yield from blocks
+        if fail:
+            raise CorruptDataError(f"{name} holds more than counted", path=name)
+    finally:
+        log.append(f"{name} closed")
+
+
+def _woven(streams: list[tuple[list[list[int]], bool]], sizes: list[int | None] | None
+           ) -> tuple[list[int], str | None]:
+    log: list[str] = []
+    made = [_stream(blocks, fail, log, f"s{k}") for k, (blocks, fail) in enumerate(streams)]
+    got: list[int] = []
+    try:
+        for run in interleave(made, sizes):
+            got.extend(flatten(run))
+    except CorruptDataError as err:
+        return got, str(err)
+    return got, None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.lists(st.integers(0, 99), min_size=1, max_size=3),
+                                   max_size=3), st.booleans()), min_size=2, max_size=4),
+       st.data())
+def test_streams_finished_early_give_what_they_gave_where_they_gave_it(streams, data):
+    sizes = [data.draw(st.sampled_from([None, sum(map(len, b)), max(0, sum(map(len, b)) - 1),
+                                        sum(map(len, b)) + 1])) for b, _ in streams]
+    assert _woven(streams, sizes) == _woven(streams, None)
+
+
+def test_a_stream_that_gave_its_places_is_closed_before_its_last_block_is_read():
+    log: list[str] = []
+    streams = [_stream([[1, 2], [3]], False, log, "a"), _stream([[10], [20, 30]], False,
+                                                              log, "b")]
+    runs = interleave(streams, [3, 3])
+    assert flatten(next(runs)) == [1, 10] and log == []
+    assert flatten(next(runs)) == [2, 20] and log == ["b closed"]  # [20, 30]: b's last
+    assert flatten(next(runs)) == [3, 30] and log == ["b closed", "a closed"]
+
+
+def test_shards_read_round_robin_close_once_read_and_keep_their_order(tmp_path: Path
+                                                                      ) -> None:
+    convert(str(tmp_path), [(i, float(i)) for i in range(2000)], 1000, "s", progress=False)
+    reader = RecordIO(str(tmp_path / "s"))
+    pass_ = reader()
+    assert int(next(pass_)[0]) == 0
+    # every shard gave its only chunk in the first round: each one's file is closed and
+    # its stack let go, not held open (or in the file pool) until its turn comes again
+    assert reader._sources.files_open.num_open == 0
+    assert [int(i) for i, _ in pass_] == list(range(1, 2000))  # the order convert saw

@@ -272,6 +272,11 @@ class Sources:
             checked.add(number)
         return count
 
+    def known_count(self, number: int) -> int | None:
+        """The records file ``number`` is counted as holding — its manifest's count, or
+        its index's once made — without asking storage (None: not known yet)."""
+        return self._counts.get(number)
+
     def all_counts(self, later_up_to: int = 0) -> np.ndarray:
         """Every file's records as :meth:`count` gives them, in one array: local files'
         manifest counts checked together, counts of 1 to ``later_up_to`` records when

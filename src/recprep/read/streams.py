@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +77,8 @@ def blocks(plan: PassPlan, reading: Reading, columnar: bool | str = False
             groups = plan.groups
             for end in range(1, len(plan.pieces) + 1):
                 if end == len(plan.pieces) or groups[end] != groups[start]:
-                    yield from interleave(streams[start:end])
+                    yield from interleave(streams[start:end], _places(
+                        plan.pieces[start:end], reading.sources) if end - start > 1 else None)
                     start = end
             return
         for stream, rows in zip(streams, plan.picks, strict=True):
@@ -109,15 +110,13 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             written_with=reading.written_with(file.set_index), counter=reading.counter,
         )
 
-    # a shuffled pass without threads reads its pieces one after the other: each one's
-    # stack is made as the pass reaches it (not 25,000 at once for 100,000 shards)
-    lazy = plan.picks is not None and not threads
-    streams = _OneByOne(plan.pieces, stream) if lazy else list(map(stream, plan.pieces))
+    # each piece's stack made when the pass reaches it, freed when it ends (not 25,000
+    # at once, each kept to the pass's end, for a worker's share of 100,000 shards)
+    streams = [_Made(stream, piece) for piece in plan.pieces]
     sources.commits.new_pass()
     _expect_first_group(plan, sources)
     try:
-        with closing(streams) if isinstance(streams, _OneByOne) else prefetched(
-                streams, plan.groups, threads, gate=gate) as prefetching:
+        with prefetched(streams, plan.groups, threads, gate=gate) as prefetching:
             try:
                 yield prefetching
             except GeneratorExit:  # the consumer stopped early: the pass is over
@@ -130,33 +129,43 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             sources.fetcher.drop_expected()
 
 
-class _OneByOne(Sequence[Iterator[Block]]):
-    """The streams of ``pieces``, made one at a time as they are iterated (each earlier
-    one closed then): a sequence to iterate once, not to index; ``close()`` closes the
-    one in use."""
+def _places(pieces: Sequence[Piece], sources: Sources) -> list[int | None]:
+    """The places each of ``pieces`` gives, where they are known without asking storage
+    (a shard read round-robin that gave them all is finished at once:
+    :func:`~recprep.read.blocks.interleave`)."""
+    places: list[int | None] = []
+    for piece in pieces:
+        count = sources.known_count(piece.file) if piece.end is None else piece.end
+        places.append(None if count is None else count - piece.start)
+    return places
 
-    def __init__(self, pieces: Sequence[Piece], make: Callable[[Piece], Iterator[Block]]
-                 ) -> None:
-        self._pieces, self._make = pieces, make
-        self._current: Iterator[Block] | None = None
 
-    def __iter__(self) -> Iterator[Iterator[Block]]:
-        for piece in self._pieces:
-            self.close()
-            self._current = self._make(piece)
-            yield self._current
-        self.close()
+class _Made(Iterator[Block]):
+    """The blocks of ``make(piece)``, made when first asked for and let go when they end
+    (an ended generator still holds its frame's room)."""
 
-    def __len__(self) -> int:
-        return len(self._pieces)
+    __slots__ = ("_make", "_piece", "_blocks")
 
-    def __getitem__(self, k: Any) -> Any:
-        raise TypeError("the streams of a pass read one after the other are iterated")
+    def __init__(self, make: Callable[[Piece], Iterator[Block]], piece: Piece) -> None:
+        self._make: Callable[[Piece], Iterator[Block]] | None = make
+        self._piece = piece
+        self._blocks: Iterator[Block] | None = None
+
+    def __next__(self) -> Block:
+        if self._blocks is None:
+            if self._make is None:
+                raise StopIteration
+            self._blocks, self._make = self._make(self._piece), None
+        try:
+            return next(self._blocks)
+        except StopIteration:
+            self._blocks = None
+            raise
 
     def close(self) -> None:
-        current, self._current = self._current, None
-        if current is not None:
-            current.close()  # type: ignore[attr-defined]
+        blocks, self._blocks, self._make = self._blocks, None, None
+        if blocks is not None:
+            blocks.close()  # type: ignore[attr-defined]
 
 
 def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
