@@ -35,10 +35,12 @@ numpy columns, collated once per batch), and the DataLoader only turns them into
 
 from __future__ import annotations
 
+import copy
 import gc
 import hashlib
 import json
 import math
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -345,6 +347,24 @@ def _freeze_once() -> None:
         gc.freeze()
 
 
+def _unpickled(fields: bytes) -> Any:
+    """A :class:`RecordIODataset` from its pickled attributes, unpickled with the garbage
+    collector paused: a spawned worker unpickles a reader of 100,000 shards as some
+    300,000 objects, and the collections their making set off (each walking all that
+    was made so far) took more of its start than the making itself."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        state = pickle.loads(fields)
+    finally:
+        if paused:
+            gc.enable()
+    cls: Any = globals().get("RecordIODataset") or __getattr__("RecordIODataset")
+    dataset = cls.__new__(cls)
+    dataset.__dict__.update(state)
+    return dataset
+
+
 def _publish_from(board: StatsBoard, worker: int, reader: RecordIO) -> None:
     """In a DataLoader worker: publish ``reader``'s figures on ``board`` as passes go."""
     publish = board.attach(worker, reader.stats)
@@ -458,6 +478,20 @@ def _build_dataset_class() -> type:
             the worker processes of that id read since this dataset was made, published
             twice a second and when a pass ends (:mod:`recprep.read.statsboard`)."""
             return self._board.read()
+
+        def __reduce__(self) -> tuple[Any, ...]:
+            # what a spawned DataLoader worker unpickles: see _unpickled
+            return _unpickled, (pickle.dumps(self.__dict__, pickle.HIGHEST_PROTOCOL),)
+
+        def __copy__(self) -> Any:
+            other = type(self).__new__(type(self))
+            other.__dict__.update(self.__dict__)
+            return other
+
+        def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+            other = memo[id(self)] = type(self).__new__(type(self))
+            other.__dict__.update(copy.deepcopy(self.__dict__, memo))
+            return other
 
         def __len__(self) -> int:
             instances = len(self.reader)
