@@ -35,12 +35,9 @@ numpy columns, collated once per batch), and the DataLoader only turns them into
 
 from __future__ import annotations
 
-import copy
-import gc
 import hashlib
 import json
 import math
-import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -52,6 +49,7 @@ from .read.epochclock import EpochClock
 from .read.reader import RecordIO
 from .read.readstats import ReadStats
 from .read.statsboard import PUBLISH_SECONDS, StatsBoard
+from .read.workerstart import PausedPickle, freeze_once
 from .storage.shmsweep import SHM_DIRECTORY, sweep_torch_shm
 
 __all__ = [  # noqa: F822 (RecordIODataset: built lazily)
@@ -255,7 +253,6 @@ class _Stream:
 
 
 _SWEPT: list[bool] = []  # this process swept /dev/shm (see recprep.storage.shmsweep)
-_FROZEN: list[bool] = []  # this DataLoader worker froze what it held (see _freeze_once)
 
 
 def _sweep_once() -> None:
@@ -322,47 +319,13 @@ def _worker_share(dataset: Any, info: Any) -> tuple[RecordIO, tuple[int, int] | 
     key = (info.id, info.num_workers)
     cached = dataset.__dict__.get("_worker_reader")
     if cached is None or cached[0] != key:
-        _freeze_once()
+        freeze_once()  # what the worker holds: see read/workerstart.py
         copy = dataset.reader.for_worker(*key, batch_size=dataset.batch_size)
         cached = dataset._worker_reader = (key, copy)
         dataset._worker_passes = 0
     identity = (info.seed - info.id, dataset._worker_passes)
     dataset._worker_passes += 1
     return cached[1], identity, info.num_workers
-
-
-def _freeze_once() -> None:
-    """Once per DataLoader worker process, before its first pass: ``gc.freeze()``.
-
-    What the worker holds then (the reader it was handed: a set's paths and manifest
-    entries, 100,000 of each at 100,000 shards, and a forked worker's copy of the
-    trainer) is left out of the garbage collector's full collections, which would
-    otherwise walk all of it again and again as the pass allocates — seconds of a
-    worker's start at 100,000 shards — and, in a forked worker, write to each inherited
-    object's header, copying the trainer's pages into the worker's own. Those objects
-    are still freed when nothing refers to them; only reference cycles among them are
-    not collected (``benchmarks/RESULTS-memory.md``)."""
-    if not _FROZEN:
-        _FROZEN.append(True)
-        gc.freeze()
-
-
-def _unpickled(fields: bytes) -> Any:
-    """A :class:`RecordIODataset` from its pickled attributes, unpickled with the garbage
-    collector paused: a spawned worker unpickles a reader of 100,000 shards as some
-    300,000 objects, and the collections their making set off (each walking all that
-    was made so far) took more of its start than the making itself."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        state = pickle.loads(fields)
-    finally:
-        if paused:
-            gc.enable()
-    cls: Any = globals().get("RecordIODataset") or __getattr__("RecordIODataset")
-    dataset = cls.__new__(cls)
-    dataset.__dict__.update(state)
-    return dataset
 
 
 def _publish_from(board: StatsBoard, worker: int, reader: RecordIO) -> None:
@@ -377,7 +340,9 @@ def _build_dataset_class() -> type:
     imported here, on first use)."""
     torch = _import_torch()
 
-    class RecordIODataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
+    iterable: Any = torch.utils.data.IterableDataset
+
+    class RecordIODataset(PausedPickle, iterable):
         """An ``IterableDataset`` over RecordIO shard sets.
 
         Parameters
@@ -478,20 +443,6 @@ def _build_dataset_class() -> type:
             the worker processes of that id read since this dataset was made, published
             twice a second and when a pass ends (:mod:`recprep.read.statsboard`)."""
             return self._board.read()
-
-        def __reduce__(self) -> tuple[Any, ...]:
-            # what a spawned DataLoader worker unpickles: see _unpickled
-            return _unpickled, (pickle.dumps(self.__dict__, pickle.HIGHEST_PROTOCOL),)
-
-        def __copy__(self) -> Any:
-            other = type(self).__new__(type(self))
-            other.__dict__.update(self.__dict__)
-            return other
-
-        def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-            other = memo[id(self)] = type(self).__new__(type(self))
-            other.__dict__.update(copy.deepcopy(self.__dict__, memo))
-            return other
 
         def __len__(self) -> int:
             instances = len(self.reader)

@@ -42,7 +42,7 @@ import numpy as np
 from ..storage.discovery import ShardSet
 from ..storage.manifest import Manifest
 
-__all__ = ["Counts", "FileTable", "Marks", "SourceFile", "checked_counts"]
+__all__ = ["CountArray", "Counts", "FileTable", "Marks", "SourceFile", "checked_counts"]
 
 
 @dataclass(frozen=True)
@@ -156,9 +156,13 @@ class Marks:
         self._marked[number] = True
 
 
+#: a reader's record counts, by file number
+CountArray = np.ndarray
+
+
 def checked_counts(counts: Counts, checked: Marks, table: FileTable,
                    manifests: Sequence[Manifest | None], count: Callable[[int], int],
-                   local: bool, later_up_to: int = 0) -> np.ndarray:
+                   local: bool, later_up_to: int = 0) -> CountArray:
     """Every file's record count, as ``count(number)`` gives it (a manifest's count
     checked against what the file's size can hold), in one array.
 
@@ -200,14 +204,14 @@ def _check_sizes(counts: Counts, checked: Marks, table: FileTable, set_index: in
     if not todo.size:
         return
     paths = table._sets[set_index].paths
-    sizes = np.fromiter((_size(paths[k]) for k in todo.tolist()), np.int64, len(todo))
+    sizes = np.fromiter((_local_size(paths[k]) for k in todo.tolist()), np.int64, len(todo))
     claimed = claimed[todo]
     most = manifest.max_records(sizes)  # type: ignore[arg-type]
     holds = (sizes >= 0) & (claimed <= most) & ((claimed > 0) | (sizes == 0))
     checked._marked[first + todo[holds]] = True
 
 
-def _size(path: str) -> int:
+def _local_size(path: str) -> int:
     """The size of the local file ``path`` (-1: it can't be ``stat``-ed here)."""
     try:
         return os.stat(path).st_size

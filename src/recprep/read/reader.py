@@ -370,10 +370,8 @@ class RecordIO(ArrowOut, StatsOut):
     def _layout(self) -> Blocks:
         """The files cut into the blocks of a shuffled pass (from record counts; once)."""
         if self._blocks is None:
-            # a file of one block is laid out alike whatever its count says: its count is
-            # checked when it is opened, not with a stat of every file up front
-            counts = self._sources.all_counts(later_up_to=self.share.block_size)
-            self._blocks = layout(counts, self.share)
+            counts = self._sources.all_counts(later_up_to=self.share.block_size)  # a file
+            self._blocks = layout(counts, self.share)  # of a block: checked as it is opened
         return self._blocks
 
     # -- checkpoints ------------------------------------------------------------------------

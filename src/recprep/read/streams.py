@@ -77,7 +77,7 @@ def blocks(plan: PassPlan, reading: Reading, columnar: bool | str = False
             groups = plan.groups
             for end in range(1, len(plan.pieces) + 1):
                 if end == len(plan.pieces) or groups[end] != groups[start]:
-                    yield from interleave(streams[start:end], _places(
+                    yield from interleave(streams[start:end], _expected_places(
                         plan.pieces[start:end], reading.sources) if end - start > 1 else None)
                     start = end
             return
@@ -129,7 +129,7 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             sources.fetcher.drop_expected()
 
 
-def _places(pieces: Sequence[Piece], sources: Sources) -> list[int | None]:
+def _expected_places(pieces: Sequence[Piece], sources: Sources) -> list[int | None]:
     """The places each of ``pieces`` gives, where they are known without asking storage
     (a shard read round-robin that gave them all is finished at once:
     :func:`~recprep.read.blocks.interleave`)."""
