@@ -49,7 +49,7 @@ from .read.epochclock import EpochClock
 from .read.reader import RecordIO
 from .read.readstats import ReadStats
 from .read.statsboard import PUBLISH_SECONDS, StatsBoard
-from .read.workerstart import PausedPickle, freeze_once
+from .read.workerstart import freeze_once
 from .storage.shmsweep import SHM_DIRECTORY, sweep_torch_shm
 
 __all__ = [  # noqa: F822 (RecordIODataset: built lazily)
@@ -340,9 +340,7 @@ def _build_dataset_class() -> type:
     imported here, on first use)."""
     torch = _import_torch()
 
-    iterable: Any = torch.utils.data.IterableDataset
-
-    class RecordIODataset(PausedPickle, iterable):
+    class RecordIODataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
         """An ``IterableDataset`` over RecordIO shard sets.
 
         Parameters
