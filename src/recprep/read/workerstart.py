@@ -10,9 +10,8 @@ collections; they are still freed when nothing refers to them (only reference cy
 among them are not collected).
 
 >>> import gc
->>> freeze_once(); frozen = gc.get_freeze_count()
->>> freeze_once(); gc.get_freeze_count() == frozen   # once a process
-True
+>>> freeze_once(); freeze_once(); _FROZEN   # frozen once a process
+[True]
 >>> gc.unfreeze(); _FROZEN.clear()   # (this process is not a worker: as it was)
 """
 
