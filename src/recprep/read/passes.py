@@ -27,7 +27,7 @@ Piece(file=2, start=0, end=None)], [0, 0, 1])
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import Any, overload
@@ -171,12 +171,7 @@ def shuffled(blocks: Blocks, share: Share, epoch: int, base: Sequence[Interval] 
     total = int(ends[-1]) if len(ends) else 0
     starts = ends - sizes
     lo, hi = share.slot(total - covered(list(base)))
-    segments: list[tuple[int, int, int]] = []  # (position in order, from, to)
-    for a, b in remaining(list(base), total, lo + skip, hi):
-        first, last = np.searchsorted(ends, [a, b - 1], side="right").tolist()
-        for j in range(first, last + 1):
-            at = int(starts[j])
-            segments.append((j, max(a, at) - at, min(b, int(ends[j])) - at))
+    segments = _segments(remaining(list(base), total, lo + skip, hi), starts, ends)
     pieces: list[Piece] = []
     picks = Picks(share.seed, epoch)
     for j, run in groupby(segments, key=lambda s: s[0]):
@@ -196,6 +191,18 @@ def shuffled(blocks: Blocks, share: Share, epoch: int, base: Sequence[Interval] 
             pieces.append(_piece(blocks, block, first_record, int(wanted.max()) + 1))
             picks.add(wanted - first_record)
     return PassPlan(pieces, range(len(pieces)), picks)  # a group a piece
+
+
+def _segments(intervals: list[Interval], starts: np.ndarray, ends: np.ndarray
+              ) -> Iterator[tuple[int, int, int]]:
+    """``(j, a, b)``: records ``a:b`` of the ``j``-th block of the order (which starts at
+    position ``starts[j]`` and ends before ``ends[j]``), for each block the positions
+    ``intervals`` touch, in order (one at a time: not a tuple a block held at once)."""
+    for a, b in intervals:
+        first, last = np.searchsorted(ends, [a, b - 1], side="right").tolist()
+        for j in range(first, last + 1):
+            at = int(starts[j])
+            yield j, max(a, at) - at, min(b, int(ends[j])) - at
 
 
 def _whole(cuts: list[tuple[int, int]], size: int) -> bool:
