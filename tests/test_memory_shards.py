@@ -79,6 +79,30 @@ def test_a_reader_holds_and_pickles_little_per_shard(tmp_path: Path) -> None:
     assert per_shard["pickled"] <= path + PICKLED_OVERHEAD, (per_shard, path)
 
 
+def _frozen(item: object) -> int:
+    """A transform: how many objects the process it runs in has frozen (``gc.freeze``)."""
+    return gc.get_freeze_count()
+
+
+def test_a_worker_freezes_what_it_holds_before_its_first_pass(tmp_path: Path) -> None:
+    # a full collection walks every object a worker holds (100,000 paths and manifest
+    # entries at 100,000 shards) again and again while its pass starts, and in a forked
+    # worker copies the trainer's pages it writes the objects' headers in
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from recprep.torch import RecordIODataset
+
+    convert(str(tmp_path), [(i, float(i)) for i in range(8)], 4, "s", progress=False)
+    from recprep.read import workerstart
+
+    dataset = RecordIODataset(str(tmp_path / "s"), shuffle=True, seed=1, transform=_frozen)
+    assert workerstart._FROZEN == []
+    counts = [int(c) for c in DataLoader(dataset, batch_size=None, num_workers=2)]
+    assert len(counts) == 8 and min(counts) > 1000, counts  # the reader, torch, ...
+    assert workerstart._FROZEN == []  # not in the trainer: only in its workers
+
+
 def _state_size(out: Path, instances: int) -> int:
     """The JSON size of the state of a shuffled pass over ``instances`` records, read
     partway by 4 workers, combined, resumed by 3 and read partway again."""

@@ -49,6 +49,7 @@ from .read.epochclock import EpochClock
 from .read.reader import RecordIO
 from .read.readstats import ReadStats
 from .read.statsboard import PUBLISH_SECONDS, StatsBoard
+from .read.workerstart import freeze_once
 from .storage.shmsweep import SHM_DIRECTORY, sweep_torch_shm
 
 __all__ = [  # noqa: F822 (RecordIODataset: built lazily)
@@ -318,6 +319,7 @@ def _worker_share(dataset: Any, info: Any) -> tuple[RecordIO, tuple[int, int] | 
     key = (info.id, info.num_workers)
     cached = dataset.__dict__.get("_worker_reader")
     if cached is None or cached[0] != key:
+        freeze_once()  # what the worker holds: see read/workerstart.py
         copy = dataset.reader.for_worker(*key, batch_size=dataset.batch_size)
         cached = dataset._worker_reader = (key, copy)
         dataset._worker_passes = 0

@@ -149,7 +149,8 @@ def _one_signature(blocks: Sequence[Block]) -> bool:
 # --------------------------------------------------------------------------- round-robin
 
 
-def interleave(streams: Sequence[Iterator[Block]]) -> Iterator[Block]:
+def interleave(streams: Sequence[Iterator[Block]],
+               sizes: Sequence[int | None] | None = None) -> Iterator[Block]:
     """One instance of each stream in turn, exhausted streams dropping out — as runs.
 
     At the start of a round every stream holds a block with instances left (a stream
@@ -158,10 +159,18 @@ def interleave(streams: Sequence[Iterator[Block]]) -> Iterator[Block]:
     left in any of them, are then one run: ``m`` instances of each stream, woven. A
     stream that raises does so after the instances of the streams before it in that
     round, as instance by instance.
+
+    ``sizes``: the places each stream is expected to give (None: not known). A stream
+    that gave them all is asked for its end at once (:class:`_Finishing`): its file is
+    closed and its generators freed while its last block is still being read
+    round-robin — with a set's shards all in flight, that is most of what each costs.
     """
     if len(streams) == 1:
         yield from (block for block in streams[0] if len(block))
         return
+    if sizes is not None:
+        streams = [s if n is None else _Finishing(s, n) for s, n in zip(streams, sizes,
+                                                                         strict=True)]
     held: list[Block | None] = [None] * len(streams)
     offset = [0] * len(streams)
     live = list(range(len(streams)))
@@ -187,6 +196,59 @@ def interleave(streams: Sequence[Iterator[Block]]) -> Iterator[Block]:
         yield from _woven([(held[s], offset[s], m) for s in live])  # type: ignore[misc]
         for s in live:
             offset[s] += m
+
+
+class _Finishing(Iterator[Block]):
+    """The blocks of ``stream``, expected to be ``size`` places: once they are all given,
+    the stream is asked for what comes next at once — its end, normally, which closes
+    its file and frees it — and that (the end, a block more, or the error it raised) is
+    handed on when it is asked for, where the stream itself would have given it.
+
+    >>> def blocks():
+    ...     yield [1, 2]
+    ...     print("the stream ends")
+    >>> finishing = _Finishing(blocks(), 2)
+    >>> next(finishing)
+    the stream ends
+    [1, 2]
+    >>> next(finishing, None) is None
+    True
+    """
+
+    def __init__(self, stream: Iterator[Block], size: int) -> None:
+        self._stream: Iterator[Block] | None = stream
+        self._left = size
+        self._next: tuple[Block | None, BaseException | None] | None = None
+
+    def __next__(self) -> Block:
+        if self._next is not None:  # what the stream gave when it was finished
+            block, error = self._next
+            self._next = None
+            if error is not None:
+                raise error
+            if block is None:
+                raise StopIteration
+            return block
+        if self._stream is None:
+            raise StopIteration
+        block = next(self._stream)
+        self._left -= len(block)
+        if self._left <= 0 and self._next is None:
+            self._left = 1 << 62  # asked once
+            try:
+                after = next(self._stream, None)
+            except Exception as err:  # handed on when it is asked for
+                self._next, self._stream = (None, err), None
+            else:
+                self._next = (after, None)
+                if after is None:
+                    self._stream = None  # ended: its file closed, its frames freed
+        return block
+
+    def close(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()  # type: ignore[attr-defined]
 
 
 def _woven(parts: list[tuple[Block, int, int]]) -> Iterator[Block]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -39,8 +40,9 @@ from typing import overload
 import numpy as np
 
 from ..storage.discovery import ShardSet
+from ..storage.manifest import Manifest
 
-__all__ = ["Counts", "FileTable", "Marks", "SourceFile"]
+__all__ = ["CountArray", "Counts", "FileTable", "Marks", "SourceFile", "checked_counts"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,10 @@ class FileTable(Sequence[SourceFile]):
         """The shard set of file ``number``."""
         return 0 if len(self._sets) == 1 else bisect.bisect_right(self._starts, number) - 1
 
+    def span(self, set_index: int) -> tuple[int, int]:
+        """The file numbers of set ``set_index``: ``first``, and one past its last."""
+        return self._starts[set_index], self._starts[set_index + 1]
+
     def set_indexes(self) -> np.ndarray:
         """Each file's shard set, by file number (one array)."""
         return np.repeat(np.arange(len(self._sets)), np.diff(self._starts))
@@ -148,3 +154,66 @@ class Marks:
 
     def add(self, number: int) -> None:
         self._marked[number] = True
+
+
+#: a reader's record counts, by file number
+CountArray = np.ndarray
+
+
+def checked_counts(counts: Counts, checked: Marks, table: FileTable,
+                   manifests: Sequence[Manifest | None], count: Callable[[int], int],
+                   local: bool, later_up_to: int = 0) -> CountArray:
+    """Every file's record count, as ``count(number)`` gives it (a manifest's count
+    checked against what the file's size can hold), in one array.
+
+    A manifest's count of 1 to ``later_up_to`` records is left to be checked when the
+    file is opened (:meth:`~recprep.read.committed.CommittedSets.open` checks its size
+    against the manifest's, which was checked to hold the count when the manifest was
+    read): what is sized by it — a shuffled pass's layout, one block a file — is sized
+    the same whatever such a count says. With ``local`` files, the other manifest counts
+    not checked yet are checked together: a ``stat`` each (no filesystem layer per file)
+    and one comparison for all, marked in ``checked``; a file that fails (or can't be
+    ``stat``-ed) goes through ``count`` like every other file, which raises or reports
+    what is wrong with it as it always does.
+
+    >>> from recprep.storage.discovery import ShardSet
+    >>> table = FileTable(str, [ShardSet("/d", None, ["/d/a", "/d/b"])])
+    >>> counts, checked = Counts(2), Marks(2)
+    >>> checked_counts(counts, checked, table, [None], lambda n: 3 + n, local=True).tolist()
+    [3, 4]
+    """
+    known, marked = counts._counts, checked._marked
+    later = (known > 0) & (known <= later_up_to)
+    if local:
+        for set_index, manifest in enumerate(manifests):
+            if manifest is not None:
+                _check_sizes(counts, checked, table, set_index, manifest, later)
+    out = known.copy()
+    for number in np.flatnonzero(((known < 0) | ~marked) & ~later).tolist():
+        out[number] = count(number)  # counted, or checked, one by one
+    return out
+
+
+def _check_sizes(counts: Counts, checked: Marks, table: FileTable, set_index: int,
+                 manifest: Manifest, later: np.ndarray) -> None:
+    """Mark the files of set ``set_index`` whose manifest count their size can hold
+    (not those checked ``later``)."""
+    first, end = table.span(set_index)
+    claimed = counts._counts[first:end]
+    todo = np.flatnonzero((claimed >= 0) & ~checked._marked[first:end] & ~later[first:end])
+    if not todo.size:
+        return
+    paths = table._sets[set_index].paths
+    sizes = np.fromiter((_local_size(paths[k]) for k in todo.tolist()), np.int64, len(todo))
+    claimed = claimed[todo]
+    most = manifest.max_records(sizes)  # type: ignore[arg-type]
+    holds = (sizes >= 0) & (claimed <= most) & ((claimed > 0) | (sizes == 0))
+    checked._marked[first + todo[holds]] = True
+
+
+def _local_size(path: str) -> int:
+    """The size of the local file ``path`` (-1: it can't be ``stat``-ed here)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1

@@ -18,17 +18,19 @@ Piece(file=2, start=0, end=None)], [0, 0, 1])
 >>> resumed.pieces                            # 3 handed out: 0 and 1 of shard 0, 0 of 1
 [Piece(file=1, start=1, end=5), Piece(file=0, start=2, end=5), Piece(file=2, start=0, end=None)]
 >>> share = Share(shuffle=True, seed=7, shuffle_buffer=4)
->>> blocks = layout(3, counts, share)
->>> plan = shuffled(blocks, counts, share, epoch=0)  # blocks of at most 4, each picked
+>>> blocks = layout([5, 5, 2], share)
+>>> plan = shuffled(blocks, share, epoch=0)  # blocks of at most 4, each picked
 >>> len(plan.pieces), sum(len(rows) for rows in plan.picks)
 (5, 12)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import groupby
+from typing import Any, overload
 
 import numpy as np
 
@@ -37,8 +39,8 @@ from .ranks import Blocks, Count, Piece, skip_pieces, split
 from .shuffling import permutation
 
 __all__ = [
-    "DEFAULT_SHUFFLE_BUFFER", "PassPlan", "Share", "TASKS_STREAM", "groups_of", "layout",
-    "share_size", "shuffled", "unshuffled",
+    "DEFAULT_SHUFFLE_BUFFER", "PassPlan", "Picks", "Share", "TASKS_STREAM", "groups_of",
+    "layout", "share_size", "shuffled", "unshuffled",
 ]
 
 #: records permuted together by default (``shuffle_buffer``)
@@ -95,8 +97,8 @@ class PassPlan:
     piece's records, in order; None: all of them, in order)."""
 
     pieces: list[Piece]
-    groups: list[int]
-    picks: list[np.ndarray | None] | None = None
+    groups: Sequence[int]
+    picks: Sequence[np.ndarray | None] | None = None
 
 
 def groups_of(sets: Sequence[int], interleave: bool) -> list[int]:
@@ -139,9 +141,10 @@ def unshuffled(num_files: int, sets: Sequence[int], count: Count, share: Share,
                   skip=skip)
 
 
-def layout(num_files: int, count: Count, share: Share) -> Blocks:
-    """The files cut into the blocks of a shuffled pass's order (from record counts)."""
-    return Blocks.cut([count(n) for n in range(num_files)], share.block_size)
+def layout(counts: Sequence[int] | np.ndarray, share: Share) -> Blocks:
+    """The files cut into the blocks of a shuffled pass's order (from each file's record
+    count, by file number)."""
+    return Blocks.cut(counts, share.block_size)
 
 
 def share_size(num_files: int, count: Count, share: Share, blocks: Blocks | None = None
@@ -154,44 +157,118 @@ def share_size(num_files: int, count: Count, share: Share, blocks: Blocks | None
     return sum(p.size(count) for p in share_pieces(num_files, count, share))
 
 
-def shuffled(blocks: Blocks, count: Count, share: Share, epoch: int,
-             base: Sequence[Interval] = (), skip: int = 0) -> PassPlan:
+def shuffled(blocks: Blocks, share: Share, epoch: int, base: Sequence[Interval] = (),
+             skip: int = 0) -> PassPlan:
     """The plan of a shuffled pass: this slot's slice of the epoch order, without the
     positions ``base``, from its ``skip``-th instance on — the blocks it touches, each
     read once (only the records wanted of it, as one record range), each permuted by its
-    own seeded stream (see :mod:`recprep.read.checkpoint`)."""
+    own seeded stream (see :mod:`recprep.read.checkpoint`). A block read whole is
+    permuted when the pass reaches it (:class:`Picks`): the plan holds a few ints per
+    block, not its permutation."""
     order = permutation(len(blocks.file), share.seed, epoch, ORDER_STREAM)
     sizes = blocks.records[order]
     ends = np.cumsum(sizes)
     total = int(ends[-1]) if len(ends) else 0
     starts = ends - sizes
     lo, hi = share.slot(total - covered(list(base)))
-    segments: list[tuple[int, int, int]] = []  # (position in order, from, to)
-    for a, b in remaining(list(base), total, lo + skip, hi):
+    segments = _segments(remaining(list(base), total, lo + skip, hi), starts, ends)
+    pieces: list[Piece] = []
+    picks = Picks(share.seed, epoch)
+    for j, run in groupby(segments, key=lambda s: s[0]):
+        block, size = int(order[j]), int(sizes[j])
+        cuts = [(a, b) for _, a, b in run]
+        if not share.permuted:
+            for a, b in cuts:
+                pieces.append(_piece(blocks, block, a, b))
+                picks.add(None)
+        elif _whole(cuts, size):  # all of it: its permutation, made when it is read
+            pieces.append(_piece(blocks, block, 0, size))
+            picks.later(block, size)
+        else:
+            scrambled = permutation(size, share.seed, epoch, BUFFER_STREAM, block)
+            wanted = np.concatenate([scrambled[a:b] for a, b in cuts])
+            first_record = int(wanted.min())
+            pieces.append(_piece(blocks, block, first_record, int(wanted.max()) + 1))
+            picks.add(wanted - first_record)
+    return PassPlan(pieces, range(len(pieces)), picks)  # a group a piece
+
+
+def _segments(intervals: list[Interval], starts: np.ndarray, ends: np.ndarray
+              ) -> Iterator[tuple[int, int, int]]:
+    """``(j, a, b)``: records ``a:b`` of the ``j``-th block of the order (which starts at
+    position ``starts[j]`` and ends before ``ends[j]``), for each block the positions
+    ``intervals`` touch, in order (one at a time: not a tuple a block held at once)."""
+    for a, b in intervals:
         first, last = np.searchsorted(ends, [a, b - 1], side="right").tolist()
         for j in range(first, last + 1):
             at = int(starts[j])
-            segments.append((j, max(a, at) - at, min(b, int(ends[j])) - at))
-    pieces: list[Piece] = []
-    picks: list[np.ndarray | None] = []
-    for j, run in groupby(segments, key=lambda s: s[0]):
-        block = int(order[j])
-        file, start = int(blocks.file[block]), int(blocks.start[block])
-        if share.permuted:
-            scrambled = permutation(int(sizes[j]), share.seed, epoch, BUFFER_STREAM, block)
-            wanted = np.concatenate([scrambled[a:b] for _, a, b in run])
-            first_record = int(wanted.min())
-            pieces.append(_whole_or_range(file, start + first_record,
-                                          start + int(wanted.max()) + 1, count))
-            picks.append(wanted - first_record)
-        else:
-            for _, a, b in run:
-                pieces.append(_whole_or_range(file, start + a, start + b, count))
-                picks.append(None)
-    return PassPlan(pieces, list(range(len(pieces))), picks)
+            yield j, max(a, at) - at, min(b, int(ends[j])) - at
 
 
-def _whole_or_range(file: int, start: int, end: int, count: Count) -> Piece:
-    if start == 0 and end == count(file):
-        return Piece(file)  # read front to back, without an index
-    return Piece(file, start, end)
+def _whole(cuts: list[tuple[int, int]], size: int) -> bool:
+    """Whether the runs ``cuts`` of a block of ``size`` records are all of it, in order."""
+    at = 0
+    for a, b in cuts:
+        if a != at:
+            return False
+        at = b
+    return at == size
+
+
+class Picks(Sequence["np.ndarray | None"]):
+    """The picks of a shuffled pass's pieces (see :class:`PassPlan`), each made when it is
+    asked for: a block read whole is permuted then by its seeded stream — the same rows
+    as made up front, without a pass holding an array per block from its start.
+
+    >>> picks = Picks(7, 0)
+    >>> picks.later(3, 4); picks.add(None); picks.add(np.array([1, 0]))
+    >>> [None if p is None else p.tolist() for p in picks] == [
+    ...     permutation(4, 7, 0, BUFFER_STREAM, 3).tolist(), None, [1, 0]]
+    True
+    """
+
+    def __init__(self, seed: int, epoch: int) -> None:
+        self._keys = (seed, epoch, BUFFER_STREAM)
+        #: per piece: the block permuted when asked for (-1: the pick is in ``_made``)
+        self._block = array("q")
+        self._size = array("q")
+        self._made: dict[int, np.ndarray | None] = {}
+
+    def later(self, block: int, size: int) -> None:
+        """Add a piece: all of ``block`` (``size`` records), in its permuted order."""
+        self._block.append(block)
+        self._size.append(size)
+
+    def add(self, rows: np.ndarray | None) -> None:
+        """Add a piece whose picks are ``rows`` (None: all its records, in order)."""
+        self._made[len(self._block)] = rows
+        self._block.append(-1)
+        self._size.append(0)
+
+    def __len__(self) -> int:
+        return len(self._block)
+
+    @overload
+    def __getitem__(self, k: int) -> np.ndarray | None: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[np.ndarray | None]: ...
+
+    def __getitem__(self, k: int | slice) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        block = self._block[k]
+        if block < 0:
+            return self._made[k % len(self)]
+        seed, epoch, stream = self._keys
+        return permutation(self._size[k], seed, epoch, stream, block)
+
+
+def _piece(blocks: Blocks, block: int, start: int, end: int) -> Piece:
+    """Records ``start:end`` of ``block``: the whole file when that is all of it (read
+    front to back, without an index), told from the layout (no file's count asked)."""
+    file, first = int(blocks.file[block]), int(blocks.start[block])
+    if first == 0 and start == 0 and end == int(blocks.records[block]) and (
+            block + 1 == len(blocks.file) or int(blocks.file[block + 1]) != file):
+        return Piece(file)
+    return Piece(file, first + start, first + end)

@@ -180,7 +180,7 @@ class Blocks(NamedTuple):
     records: np.ndarray
 
     @classmethod
-    def cut(cls, counts: Sequence[int], size: int) -> Blocks:
+    def cut(cls, counts: Sequence[int] | np.ndarray, size: int) -> Blocks:
         counts_ = np.asarray(counts, dtype=np.int64)
         per_file = -(-counts_ // size)
         file = np.repeat(np.arange(len(counts_), dtype=np.int64), per_file)

@@ -349,7 +349,7 @@ class RecordIO(ArrowOut, StatsOut):
         """The pass's instances as blocks (see :mod:`recprep.read.streams`)."""
         sources = self._sources
         if self.share.shuffle:
-            plan = shuffled(self._layout(), sources.count, self.share, epoch, base, skip)
+            plan = shuffled(self._layout(), self.share, epoch, base, skip)
         else:
             plan = unshuffled(len(sources.files), sources.set_of, sources.count, self.share,
                               skip)
@@ -370,7 +370,8 @@ class RecordIO(ArrowOut, StatsOut):
     def _layout(self) -> Blocks:
         """The files cut into the blocks of a shuffled pass (from record counts; once)."""
         if self._blocks is None:
-            self._blocks = layout(len(self._sources.files), self._sources.count, self.share)
+            counts = self._sources.all_counts(later_up_to=self.share.block_size)  # a file
+            self._blocks = layout(counts, self.share)  # of a block: checked as it is opened
         return self._blocks
 
     # -- checkpoints ------------------------------------------------------------------------

@@ -42,12 +42,12 @@ from ..errors import (
 )
 from ..storage.discovery import ShardSet
 from ..storage.fetch import Fetcher, FetchOptions, streams_ranges
-from ..storage.fs import display, in_this_process
+from ..storage.fs import display, in_this_process, is_local
 from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
-from .filetable import Counts, FileTable, Marks, SourceFile
+from .filetable import CountArray, Counts, FileTable, Marks, SourceFile, checked_counts
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
@@ -108,6 +108,7 @@ class Sources:
         #: the files, numbered: made on demand from the sets' paths (read/filetable.py)
         self.files = FileTable(self._display, self.shard_sets)
         self._counts = Counts(len(self.files))
+        self.known_count = self._counts.get  # a count known without asking storage
         self._indexes: dict[int, FileIndex] = {}
         self._chunk_tables: dict[int, Any] = {}  # per set: its chunk side file, if usable
         self._counts_checked = Marks(len(self.files))  # manifest counts checked against files
@@ -268,6 +269,11 @@ class Sources:
                     count = self._counts[number] = self.index(number).num_records
             checked.add(number)
         return count
+
+    def all_counts(self, later_up_to: int = 0) -> CountArray:
+        """:meth:`count` of every file, in one array (:func:`.filetable.checked_counts`)."""
+        return checked_counts(self._counts, self._counts_checked, self.files, self.manifests,
+                              self.count, is_local(self.fs), later_up_to)
 
     def proven_count(self, number: int) -> int:
         """The records of file ``number``, proven: a count its manifest vouches for, or

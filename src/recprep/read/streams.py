@@ -42,6 +42,7 @@ from .decoding import BATCH_BYTES, decoded
 from .options import ReadOptions
 from .passes import PassPlan
 from .prefetch import prefetched
+from .ranks import Piece
 from .readstats import PassWatch, ReadCounter, Setup
 from .sources import Sources
 
@@ -76,7 +77,8 @@ def blocks(plan: PassPlan, reading: Reading, columnar: bool | str = False
             groups = plan.groups
             for end in range(1, len(plan.pieces) + 1):
                 if end == len(plan.pieces) or groups[end] != groups[start]:
-                    yield from interleave(streams[start:end])
+                    yield from interleave(streams[start:end], _expected_places(
+                        plan.pieces[start:end], reading.sources) if end - start > 1 else None)
                     start = end
             return
         for stream, rows in zip(streams, plan.picks, strict=True):
@@ -97,15 +99,20 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
     gate = CpuGate(usable_cores() - 1) if threads else None
     wrap = gate.wrap if gate is not None and storage_waits(sources.fs) else None
     decoding = threading.Lock() if threads > 1 else None
-    streams = []
-    for piece in plan.pieces:
+    codecs = {n: reading.codec(n) for n in {sources.files.set_of(p.file) for p in plan.pieces}}
+
+    def stream(piece: Piece) -> Iterator[Block]:
         file = sources.files[piece.file]
-        streams.append(decoded(
-            sources.chunks(piece, wrap), reading.codec(file.set_index), file.shown,
+        return decoded(
+            sources.chunks(piece, wrap), codecs[file.set_index], file.shown,
             allow_pickle=reading.options.allow_pickle, batch_bytes=batch_bytes,
             decoding=decoding, columnar=columnar,
             written_with=reading.written_with(file.set_index), counter=reading.counter,
-        ))
+        )
+
+    # each piece's stack made when the pass reaches it, freed when it ends (not 25,000
+    # at once, each kept to the pass's end, for a worker's share of 100,000 shards)
+    streams = [_Made(stream, piece) for piece in plan.pieces]
     sources.commits.new_pass()
     _expect_first_group(plan, sources)
     try:
@@ -122,6 +129,45 @@ def _opened(plan: PassPlan, reading: Reading, columnar: bool | str
             sources.fetcher.drop_expected()
         if sources.cache is not None:
             sources.cache.release_ahead()
+
+
+def _expected_places(pieces: Sequence[Piece], sources: Sources) -> list[int | None]:
+    """The places each of ``pieces`` gives, where they are known without asking storage
+    (a shard read round-robin that gave them all is finished at once:
+    :func:`~recprep.read.blocks.interleave`)."""
+    places: list[int | None] = []
+    for piece in pieces:
+        count = sources.known_count(piece.file) if piece.end is None else piece.end
+        places.append(None if count is None else count - piece.start)
+    return places
+
+
+class _Made(Iterator[Block]):
+    """The blocks of ``make(piece)``, made when first asked for and let go when they end
+    (an ended generator still holds its frame's room)."""
+
+    __slots__ = ("_make", "_piece", "_blocks")
+
+    def __init__(self, make: Callable[[Piece], Iterator[Block]], piece: Piece) -> None:
+        self._make: Callable[[Piece], Iterator[Block]] | None = make
+        self._piece = piece
+        self._blocks: Iterator[Block] | None = None
+
+    def __next__(self) -> Block:
+        if self._blocks is None:
+            if self._make is None:
+                raise StopIteration
+            self._blocks, self._make = self._make(self._piece), None
+        try:
+            return next(self._blocks)
+        except StopIteration:
+            self._blocks = None
+            raise
+
+    def close(self) -> None:
+        blocks, self._blocks, self._make = self._blocks, None, None
+        if blocks is not None:
+            blocks.close()  # type: ignore[attr-defined]
 
 
 def _expect_first_group(plan: PassPlan, sources: Sources) -> None:
