@@ -162,25 +162,42 @@ def _split_at_once(payload: bytes, count: int) -> Records | None:
     >>> _split_at_once(encode_payload([b"ABCD" + b"ABCD" * n for n in range(70)]), 70)
     >>> # ^ None: marks inside values (the walk cuts that one)
     """
+    found = record_heads(payload)
+    if found is None:
+        return None
+    heads, words = found
+    if len(heads) != count or heads[0] != 0:
+        return None
+    ends = heads + 4 + words[heads].astype(np.int64)
+    if int(ends[-1]) != len(payload) or not (ends[:-1] == heads[1:]).all():
+        return None
+    return Records(payload, heads + 4, ends)
+
+
+def record_heads(payload: bytes | memoryview) -> tuple[np.ndarray, np.ndarray] | None:
+    """The candidate record starts of a decompressed payload (sorted: every place where
+    the first record's first four bytes follow a 4-byte word) and the little-endian word
+    at every byte offset; None when the payload can't begin with a record of at least
+    four bytes. What :func:`_split_at_once` and
+    :func:`~.recordio_lookup.record_in_prefix` check as a chain of lengths from 0.
+
+    >>> heads, words = record_heads(encode_payload([b"ABCD", b"ABCDx"]))
+    >>> heads.tolist(), int(words[0]), int(words[8])
+    ([0, 8], 4, 5)
+    """
     size = len(payload)
     if size < 8 or _u32_unpack_from(payload, 0)[0] < 4:
         return None
     u8 = np.frombuffer(payload, np.uint8)
     # the little-endian word at every byte offset (unaligned, nothing copied)
     words = np.ndarray((size - 3,), "<u4", payload, 0, (1,))
-    mark = payload[4:8]
+    mark = bytes(payload[4:8])
     # one byte of the mark compared over the payload (its first non-zero one: zeros are
     # common in lengths and numbers), then the whole word at those places alone: the
     # candidates come out sorted, at a quarter of comparing words at 4 alignments
     key = next((j for j in range(4) if mark[j]), 0)
     heads = (u8[4 + key:size - 3 + key] == mark[key]).nonzero()[0]
-    heads = heads[words[heads + 4] == int.from_bytes(mark, "little")]
-    if len(heads) != count or heads[0] != 0:
-        return None
-    ends = heads + 4 + words[heads].astype(np.int64)
-    if int(ends[-1]) != size or not (ends[:-1] == heads[1:]).all():
-        return None
-    return Records(payload, heads + 4, ends)
+    return heads[words[heads + 4] == int.from_bytes(mark, "little")], words
 
 
 def _check_payload(payload: bytes, count: int) -> None:

@@ -40,6 +40,7 @@ from .recordio_framing import (
     LEGACY,
     MAGIC,
     _u32_unpack_from,
+    record_heads,
     split_payload,
 )
 
@@ -173,20 +174,16 @@ def record_in_prefix(prefix: bytes | memoryview, p: int) -> tuple[int, int] | No
     >>> record_in_prefix(payload[:40], 5) is None  # record 5 ends further on
     True
     """
-    size = len(prefix)
-    if size < 8 or _u32_unpack_from(prefix, 0)[0] < 4:
+    found = record_heads(prefix)
+    if found is None:
         return None
-    u8 = np.frombuffer(prefix, np.uint8)
-    words = np.ndarray((size - 3,), "<u4", prefix, 0, (1,))
-    mark = bytes(prefix[4:8])
-    key = next((j for j in range(4) if mark[j]), 0)
-    heads = (u8[4 + key:size - 3 + key] == mark[key]).nonzero()[0]
-    heads = heads[words[heads + 4] == int.from_bytes(mark, "little")][:p + 1]
+    heads, words = found
+    heads = heads[:p + 1]
     if len(heads) <= p or heads[0] != 0:
         return None
     ends = heads + 4 + words[heads].astype(np.int64)
     end = int(ends[-1])
-    if end > size or not (ends[:-1] == heads[1:]).all():
+    if end > len(prefix) or not (ends[:-1] == heads[1:]).all():
         return None
     return int(heads[-1]) + 4, end
 
