@@ -83,14 +83,15 @@ def _flat_batch(tree: Any, n: int, lay: Layout) -> Any:
                 None, pa.py_buffer(np.ascontiguousarray(leaf))]))
         else:
             return None
-    schema = lay.arrow_schema
-    if schema is None or schema.types != [a.type for a in arrays]:
+    kinds = tuple(a.type.id for a in arrays)  # numbers, string / binary (large or not)
+    known = lay.arrow_schema  # (kinds, schema) of the layout's chunk before, replaced whole
+    if known is None or known[0] != kinds:
         names = ([f"f{i}" for i in range(len(arrays))] if template[0] == "tuple"
                  else list(template[1]))
-        schema = lay.arrow_schema = pa.schema(
+        known = lay.arrow_schema = (kinds, pa.schema(
             [pa.field(k, a.type) for k, a in zip(names, arrays, strict=True)],
-            metadata={INSTANCE_KEY: template[0].encode()})
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+            metadata={INSTANCE_KEY: template[0].encode()}))
+    return pa.RecordBatch.from_arrays(arrays, schema=known[1])
 
 
 def _has_strings(tree: Any) -> bool:
@@ -98,6 +99,25 @@ def _has_strings(tree: Any) -> bool:
     if isinstance(tree, (tuple, dict)):
         return any(map(_has_strings, tree.values() if isinstance(tree, dict) else tree))
     return is_arrow(tree)
+
+
+#: the take indexes :func:`_every_other` made last, as one ``((n, wide), array)`` (a
+#: thread that decodes another chunk meanwhile replaces it whole)
+_EVERY_OTHER: list[tuple[tuple[int, bool], Any]] = [((-1, False), None)]
+
+
+def _every_other(n: int, wide: bool) -> Any:
+    """The Arrow array ``0, 2, …, 2n - 2`` (int64 if ``wide``, else int32): kept for the
+    next chunk, which most often has as many records.
+
+    >>> _every_other(3, False).to_pylist(), _every_other(3, False) is _every_other(3, False)
+    ([0, 2, 4], True)
+    """
+    key, index = _EVERY_OTHER[0]
+    if key != (n, wide):
+        index = arrow().array(np.arange(0, 2 * n, 2, dtype=np.int64 if wide else np.int32))
+        _EVERY_OTHER[0] = ((n, wide), index)
+    return index
 
 
 def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bool,
@@ -119,12 +139,12 @@ def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
         return pa.array([], pa.string() if is_str else pa.binary())
     wide = len(u8) > _OFFSETS_MAX
     index: Any = np.int64 if wide else np.int32
-    bounds = np.empty(2 * n, index)
-    bounds[0::2] = pos
-    bounds[1::2] = ends
+    bounds = np.empty((n, 2), index)
+    bounds[:, 0] = pos
+    bounds[:, 1] = ends
     spaced = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
                                    [None, pa.py_buffer(bounds), pa.py_buffer(u8)])
-    out = spaced.take(pa.array(np.arange(0, 2 * n, 2, dtype=index)))
+    out = spaced.take(_every_other(n, wide))
     if total > _OFFSETS_MAX:
         out = out.cast(pa.large_binary())
     elif wide:

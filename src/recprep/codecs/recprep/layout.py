@@ -73,7 +73,7 @@ class Layout:
         self.signature: Any = None
         self.segments: list[tuple[int, list, list, tuple | None]] | None = None
         self.rowwise: bool | None = None
-        self.arrow_schema: Any = None  # the record batch schema of its chunks, once seen
+        self.arrow_schema: Any = None  # (type ids, record batch schema) of its chunks
 
     def const(self, b: bytes) -> None:
         if self.ops and self.ops[-1][0] == "const":
