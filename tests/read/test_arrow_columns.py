@@ -250,3 +250,23 @@ def test_flat_chunks_are_the_record_batch_of_their_columns(make):
         batch = codec.decode_arrow_columns(records).tree
         want = record_batch(codec.decode_columns(records).tree)
         assert batch.equals(want) and batch.schema.equals(want.schema, check_metadata=True)
+
+
+@pytest.mark.parametrize(("width", "solid"), [(8, True), (400, False)])
+def test_a_round_of_arrow_chunks_is_woven_at_once_only_when_its_rows_are_small(width, solid):
+    from recprep.read.blocks import SMALL_ROW_BYTES, Mosaic, _row_bytes, _weave, assemble
+
+    codec = get_codec("recprep")
+    chunks = [codec.decode_arrow_columns([codec.encode((s * 100 + i, "x" * width))
+                                          for i in range(20)]) for s in range(3)]
+    assert all(isinstance(c.tree, pa.RecordBatch) for c in chunks)
+    per_row = _row_bytes(chunks[0].tree)  # a chunk's buffers whole, by its rows
+    assert per_row == chunks[0].tree.get_total_buffer_size() // 20
+    assert (per_row < SMALL_ROW_BYTES) is solid
+    woven = _weave([(c, 0, 20) for c in chunks])
+    if solid:  # copied into a record batch of its own at once: a batch is its slice
+        assert isinstance(woven, Columns) and isinstance(woven.tree, pa.RecordBatch)
+    else:  # rows placed, copied once when a batch is assembled
+        assert isinstance(woven, Mosaic)
+    got = woven.tree if solid else assemble([woven])
+    assert got.column(0).to_pylist() == [s * 100 + i for i in range(20) for s in range(3)]

@@ -166,13 +166,15 @@ def _one_schema(trees: Iterator[Any], schema: Any, given: bool | None = None
     """Record batches of one schema (``schema``, else the first batch's); ``given``
     (default: whether there is a schema): cast to it, safely, not only nulls."""
     given = schema is not None if given is None else given
+    batch_type = arrow().RecordBatch
     at = 0
     try:
         for tree in trees:
-            got = record_batch(tree, at)
+            got = tree if type(tree) is batch_type else record_batch(tree, at)
             if schema is None:
                 schema = got.schema
-            got = conformed(got, schema, at, given)
+            elif not got.schema.equals(schema, check_metadata=True):  # else: as it is
+                got = conformed(got, schema, at, given)
             at += got.num_rows
             yield got
             del tree, got  # not held while the next batch is made: its memory is reused

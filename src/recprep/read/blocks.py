@@ -294,8 +294,8 @@ SMALL_ROW_BYTES = 256
 
 def _row_bytes(tree: Any) -> int:
     """About how many bytes one row of ``tree``'s leaves holds."""
-    if is_arrow(tree):  # a record batch
-        return tree.nbytes // max(tree.num_rows, 1)
+    if is_arrow(tree):  # a chunk's record batch: its buffers whole (nbytes costs 30x)
+        return tree.get_total_buffer_size() // max(tree.num_rows, 1)
     if isinstance(tree, np.ndarray):
         return tree[:1].nbytes if len(tree) else 0
     if isinstance(tree, list):
