@@ -28,11 +28,14 @@ interleaved with the others, median of ``--reps``: ``batches(256, format="arrow"
 against ``batches(256)`` (numpy) and the pickle floor of ``bench_reading.py`` (a bare
 file read + ``pickle.loads`` per instance), on 200k small ``(int, float, str)`` tuples
 and on 20k MNIST-like instances; ``to_arrow()`` against ``pyarrow.parquet.read_table`` of
-the same rows (snappy both); and DuckDB's ``SELECT count(*), avg(f1)`` over a reader
-(the Arrow stream) against the same query over a Parquet file of the same rows
-(``--duckdb-rows``, default 1M). Two parts of the Arrow batches are timed alone, in the
-same interleaving: the set's chunks read (CRC, decompress, split), and read then decoded
-to Arrow a chunk at a time (the rest is the round-robin weave and the batches).
+the same rows (snappy both; pyarrow's threads on, its default, and off); and DuckDB's
+``SELECT count(*), avg(f1)`` over a reader (the Arrow stream) against the same query over
+a Parquet file of the same rows (``--duckdb-rows``, default 1M). Parts of the Arrow
+batches are timed in the same interleaving: ``batches(8192, format="arrow")`` (the
+difference is what 256-row batches cost), the set's chunks read alone (CRC, decompress,
+split), and read then decoded to Arrow a chunk at a time (the rest is the reader's path,
+the round-robin weave and the batches). Wall and CPU time (``time.process_time``) are
+taken of the same runs, with the load average.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import os
 import shutil
 import statistics
 import sys
@@ -201,17 +205,25 @@ def render(rows: int, reps: int, times: dict[str, list[float]], load: str, same:
 ARROW_SECTION = "## A set out as Arrow"
 
 
-def interleaved(contenders: dict[str, Callable[[], int]], count: int, reps: int
-                ) -> dict[str, list[float]]:
-    """Seconds of each contender, repetitions interleaved; each must count ``count``."""
+#: CPU seconds of each contender of the Arrow part (``time.process_time``: this process's
+#: threads together), keyed like the wall seconds of :func:`interleaved`'s result
+CPU: dict[str, dict[str, list[float]]] = {}
+
+
+def interleaved(contenders: dict[str, Callable[[], int]], count: int, reps: int,
+                part: str = "") -> dict[str, list[float]]:
+    """Seconds of each contender, repetitions interleaved; each must count ``count``.
+    With ``part``, their CPU seconds go to ``CPU[part]``."""
     times: dict[str, list[float]] = {k: [] for k in contenders}
+    cpu: dict[str, list[float]] = CPU.setdefault(part, {k: [] for k in contenders})
     for rep in range(reps):
         for key, fn in contenders.items():
             log(f"rep {rep + 1}/{reps}: {key}")
             gc.collect()
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             got = fn()
             times[key].append(time.perf_counter() - t)
+            cpu[key].append(time.process_time() - c)
             if got != count:
                 raise SystemExit(f"{key} counted {got} of {count}")
     return times
@@ -229,8 +241,8 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
     root = Path(tempfile.mkdtemp(prefix="bench-arrow-"))
     out: dict[str, dict[str, list[float]]] = {}
 
-    def batches(pattern: str, **kw: object) -> int:
-        return sum(len(b) if kw else len(b[1]) for b in RecordIO(pattern).batches(256, **kw))
+    def batches(pattern: str, size: int = 256, **kw: object) -> int:
+        return sum(len(b) if kw else len(b[1]) for b in RecordIO(pattern).batches(size, **kw))
 
     def chunks(directory: Path, decode: bool) -> int:
         """The set's chunks read (CRC, decompress, split) — and decoded to Arrow — alone,
@@ -258,16 +270,19 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
                     "floor": lambda k=key: floor_read(root / f"{k}.bin"),
                     "numpy": lambda p=pattern: batches(p),
                     "arrow": lambda p=pattern: batches(p, format="arrow"),
+                    "arrow8k": lambda p=pattern: batches(p, 8192, format="arrow"),
                     "chunks": lambda k=key: chunks(root / k, False),
                     "decoded": lambda k=key: chunks(root / k, True),
-                }, len(data), reps)
+                }, len(data), reps, key)
                 if key == "small":
                     table = RecordIO(pattern).to_arrow()
                     pq.write_table(table, root / "small.parquet", compression="snappy")
                     out["table"] = interleaved({
                         "to_arrow": lambda p=pattern: RecordIO(p).to_arrow().num_rows,
                         "read_table": lambda: pq.read_table(root / "small.parquet").num_rows,
-                    }, len(data), reps)
+                        "read_table_1": lambda: pq.read_table(root / "small.parquet",
+                                                              use_threads=False).num_rows,
+                    }, len(data), reps, "table")
                 del data
             big = small_tuples(duckdb_rows)
             convert(str(root / "big"), big, NUM_SHARDS, "b", progress=False)
@@ -286,7 +301,7 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
 
             out["duckdb"] = interleaved({"reader": over_reader, "parquet": over_parquet,
                                          "chunks": lambda: chunks(root / "big", False)},
-                                        duckdb_rows, reps)
+                                        duckdb_rows, reps, "duckdb")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return out, watch.describe()
@@ -296,27 +311,37 @@ def render_arrow(reps: int, duckdb_rows: int, got: dict[str, dict[str, list[floa
                  load: str) -> str:
     med = {part: {k: statistics.median(v) for k, v in times.items()}
            for part, times in got.items()}
+    cpu = {part: {k: statistics.median(v) for k, v in times.items()}
+           for part, times in CPU.items()}
     lines = [
         ARROW_SECTION, "",
         f"`python benchmarks/bench_columnar.py --part arrow --reps {reps} --duckdb-rows "
-        f"{duckdb_rows}` ({_machine()}; {load}). Medians of {reps} interleaved "
-        "repetitions, local files, 10 shards, snappy, 0 threads.", "",
-        "| set | contender | ms | instances/s | x floor |", "|---|---|---:|---:|---:|",
+        f"{duckdb_rows}` ({_machine()}; {load}; load average {_loads()}). Medians of "
+        f"{reps} interleaved repetitions, local files, 10 shards, snappy, 0 threads; wall "
+        "and CPU time (`time.process_time`) of the same runs.", "",
+        "| set | contender | ms | instances/s | x floor | CPU ms | x floor (CPU) |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for key, label, n in (("small", "small tuples", 200_000), ("mnist", "MNIST-like", 20_000)):
         for name, what in (("floor", "floor (`pickle.loads`)"), ("numpy", "`batches(256)`"),
                            ("arrow", '`batches(256, format="arrow")`'),
+                           ("arrow8k", '`batches(8192, format="arrow")`'),
                            ("chunks", "part: chunks read alone (CRC, decompress, split)"),
                            ("decoded", "part: chunks read and decoded to Arrow")):
-            s = med[key][name]
+            s, c = med[key][name], cpu[key][name]
             lines.append(f"| {label} | {what} | {s * 1e3:.0f} | {n / s:,.0f} | "
-                         f"{med[key]['floor'] / s:.2f} |")
-    table, duck = med["table"], med["duckdb"]
+                         f"{med[key]['floor'] / s:.2f} | {c * 1e3:.0f} | "
+                         f"{cpu[key]['floor'] / c:.2f} |")
+    table, duck, tcpu = med["table"], med["duckdb"], cpu["table"]
     lines += [
         "",
         f"- `to_arrow()` of the small tuples: {table['to_arrow'] * 1e3:.0f} ms; "
         f"`pyarrow.parquet.read_table` of the same rows: {table['read_table'] * 1e3:.0f} ms "
-        f"— **{table['read_table'] / table['to_arrow']:.2f}x** its speed (target >= 0.5x).",
+        f"— **{table['read_table'] / table['to_arrow']:.2f}x** its speed (target >= 0.5x); "
+        f"in CPU time {tcpu['to_arrow'] * 1e3:.0f} ms against "
+        f"{tcpu['read_table'] * 1e3:.0f} ms ({tcpu['read_table'] / tcpu['to_arrow']:.2f}x). "
+        f"`read_table(use_threads=False)`: {table['read_table_1'] * 1e3:.0f} ms "
+        f"({table['read_table_1'] / table['to_arrow']:.2f}x).",
         f"- DuckDB `SELECT count(*), avg(f1)` over {duckdb_rows:,} small tuples: through "
         f"the reader's Arrow stream {duck['reader'] * 1e3:.0f} ms, over Parquet "
         f"{duck['parquet'] * 1e3:.0f} ms — **{duck['reader'] / duck['parquet']:.2f}x** "
@@ -325,10 +350,17 @@ def render_arrow(reps: int, duckdb_rows: int, got: dict[str, dict[str, list[floa
         f"({duck['chunks'] / duck['parquet']:.1f}x the Parquet query).",
         f"- `batches(256, format=\"arrow\")`: small tuples **"
         f"{med['small']['floor'] / med['small']['arrow']:.2f}x** the floor (target >= 5x), "
-        f"MNIST-like **{med['mnist']['floor'] / med['mnist']['arrow']:.2f}x** (target >= 2x).",
+        f"MNIST-like **{med['mnist']['floor'] / med['mnist']['arrow']:.2f}x** (target >= 2x); "
+        f"in CPU time {cpu['small']['floor'] / cpu['small']['arrow']:.2f}x and "
+        f"{cpu['mnist']['floor'] / cpu['mnist']['arrow']:.2f}x.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _loads() -> str:
+    """The load averages (1, 5, 15 minutes) now."""
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> None:
