@@ -271,6 +271,8 @@ def _prepare_remote(job: _Job, stack: contextlib.ExitStack
         for staging, future in created:
             _again_if_missing(future, functools.partial(staging.create, keep=False))
         dest = _again_if_missing(destination, functools.partial(Destination.of, dfs, dpath))
+    settle_probes()  # its delete is sent at once: gone before any write, so that a copy
+    # killed later leaves no probe behind (a probe's name is hidden, but hidden isn't gone)
     _remove_leftovers(dfs, [e.path for e in entries])
     return replaced, stagings, dest
 
