@@ -13,7 +13,9 @@ imports done, its filesystem made inside the timing):
 * **cp down**: ``copy("s3://bench/src/p", local)`` against ``S3FileSystem.get`` of the same
   objects;
 * **convert**: ``convert("s3://bench/conv-N", instances, 8, ...)`` of the same instances
-  (held in memory), for the commit path it shares with ``cp``.
+  (held in memory), for the commit path it shares with ``cp``; and the same as a plain
+  TFRecord set (``format="tfrecord"``), whose commit scans its staged shards for their
+  ``.tfindex`` record indexes.
 
 Each child records its CPU seconds and a request timeline: every S3 API call's start and
 end (``AioBaseClient._make_api_call``; a GET ends when its head arrives) with its
@@ -47,7 +49,7 @@ INSTANCE_BYTES = 100_000
 LINK = ("25 ms, 10 MB/s per connection, 80 MB/s link", 0.025, 10e6, 80e6)
 #: contender -> what it does (the child's dispatch) and what it is compared with
 PAIRS = [("recprep cp up", "s3fs.put"), ("recprep cp down", "s3fs.get"),
-         ("recprep convert", "s3fs.put")]
+         ("recprep convert", "s3fs.put"), ("recprep convert (tfrecord)", "s3fs.put")]
 DATA_OPS = {"UploadPart", "PutObject", "GetObject"}
 
 
@@ -84,7 +86,7 @@ def child(name: str, endpoint: str, source: str, dest: str, count: int) -> dict:
     from recprep.tools import copy
 
     options = {"endpoint_url": endpoint}
-    data = instances(count) if name == "recprep convert" else []
+    data = instances(count) if name.startswith("recprep convert") else []
     calls = _timeline()
     files = sorted(str(p) for p in Path(source).iterdir()) if name == "s3fs.put" else []
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -93,9 +95,10 @@ def child(name: str, endpoint: str, source: str, dest: str, count: int) -> dict:
         copy(f"{source}/{PREFIX}", f"s3://{dest}", storage_options=options, progress=False)
     elif name == "recprep cp down":
         copy(f"s3://{source}/{PREFIX}", dest, storage_options=options, progress=False)
-    elif name == "recprep convert":
-        recprep.convert(f"s3://{dest}", data, 8, PREFIX, codec="raw", compressor="none",
-                        storage_options=options, progress=False)
+    elif name.startswith("recprep convert"):
+        fmt = "tfrecord" if name.endswith("(tfrecord)") else "recordio"
+        recprep.convert(f"s3://{dest}", data, 8, PREFIX, format=fmt, codec="raw",
+                        compressor="none", storage_options=options, progress=False)
     elif name == "s3fs.put":
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
         fs.put(files, f"{dest}/")

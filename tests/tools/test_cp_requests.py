@@ -105,8 +105,13 @@ def test_cp_up_asks_its_questions_at_once_and_commits_in_four_rounds(
     shown = timeline.show()
     # before the first shard's bytes: is the destination a file, its listing, the bucket,
     # the checksum probe, the staging's listing and open uploads, all at once; then the
-    # probe's delete; the uploads' creation (before: 11 rounds, one after another)
+    # probe's delete; every upload's creation, at once, with the manifest's staging
+    # (before: 11 rounds, one after another; then the last shards' uploads were created
+    # a round later, once the manifest and chunk index freed a worker)
     assert rounds(timeline.before_data()) <= 3, shown
+    created = [c for c in timeline.calls if c[2] == "CreateMultipartUpload"]
+    first = [c for c in timeline.calls if c[1] <= min(c[0] for c in created)]
+    assert rounds(first + created) == rounds(first) + 1, shown
     # after the last: the journal; the uploads completed, all at once; the manifest, and
     # staging listed; staging removed (before: 12 rounds — the manifest uploaded to a
     # temporary, read back, removed, staged, then the journal, each shard's HEAD...)

@@ -26,7 +26,8 @@ Example
 >>> fs = fsspec.filesystem("memory")
 >>> m = Manifest(name_prefix="s", format="recordio", codec="raw", compressor="none",
 ...              shards=[ShardInfo("s-00000-of-00001", 5, 400, 7)], schema=None)
->>> write_table(fs, "/doc/ci/.s.chunks", m, {"s-00000-of-00001": ([0, 120, 300], [2, 2, 1])})
+>>> data = write_table(fs, "/doc/ci/.s.chunks", m,
+...                    {"s-00000-of-00001": ([0, 120, 300], [2, 2, 1])})
 >>> load_table(fs, "/doc/ci", m) is None  # the manifest doesn't vouch for it (yet)
 True
 >>> m.side_files.append(binding(fs, "/doc/ci/.s.chunks"))
@@ -93,11 +94,13 @@ def encode(manifest: Manifest, chunks: Mapping[str, tuple[Sequence[int], Sequenc
 def write_table(
     fs: Any, path: str, manifest: Manifest,
     chunks: Mapping[str, tuple[Sequence[int], Sequence[int]]],
-) -> None:
-    """Write the side file of ``manifest``'s set at ``path`` (see :func:`encode`)."""
+) -> bytes:
+    """Write the side file of ``manifest``'s set at ``path`` (see :func:`encode`); the
+    bytes written."""
     data = encode(manifest, chunks)
     with fs.open(path, "wb") as f:
         f.write(data)
+    return data
 
 
 @dataclass

@@ -94,6 +94,11 @@ log = logging.getLogger("recprep")
 #: temporaries are named ``{TEMP_PREFIX}{token}-{name}`` in the destination directory
 TEMP_PREFIX = ".recprep-cp-"
 
+#: files of at most this many bytes (a set's manifest and chunk index, side files) are
+#: copied beside the ``num_workers`` files in transfer, not instead of one: each is a
+#: request or two, and a shard waiting for them would start its upload a round later
+SMALL_FILE = 1 << 20
+
 
 @dataclass
 class CopyResult:
@@ -149,7 +154,8 @@ def copy(
         being replaced first). Without it, any such file raises
         :class:`~recprep.errors.OutputExistsError` before anything is copied.
     num_workers
-        Files transferred at the same time (threads).
+        Files transferred at the same time (threads); small files (up to 1 MiB: a set's
+        manifest and chunk index) travel beside them.
     progress
         ``None`` (a bar of bytes when stderr is a terminal), ``True``, ``False``, or
         ``callback(bytes_done, files_checked)``.
@@ -265,7 +271,8 @@ def _prepare_remote(job: _Job, stack: contextlib.ExitStack
         for staging, future in created:
             _again_if_missing(future, functools.partial(staging.create, keep=False))
         dest = _again_if_missing(destination, functools.partial(Destination.of, dfs, dpath))
-    settle_probes()  # (its delete went while the rest was asked: gone before any write)
+    settle_probes()  # its delete is sent at once: gone before any write, so that a copy
+    # killed later leaves no probe behind (a probe's name is hidden, but hidden isn't gone)
     _remove_leftovers(dfs, [e.path for e in entries])
     return replaced, stagings, dest
 
@@ -356,7 +363,9 @@ def _copy_and_commit(
             dest = Destination.of(dfs, dpath)
         whole = {n for p, ms in groups.items() if p is not None
                  and any(m.is_manifest for m in ms) for n in (m.name for m in ms)}
-        with cf.ThreadPoolExecutor(num_workers, thread_name_prefix="recprep-cp") as pool:
+        small = sum(it.is_manifest or it.size <= SMALL_FILE for it in job.items)
+        threads = num_workers + min(small, num_workers)  # (a small file: a request or two)
+        with cf.ThreadPoolExecutor(threads, thread_name_prefix="recprep-cp") as pool:
             calls: list[tuple[Any, ...]] = [  # the manifests first: small, staged at once
                 (_manifest_copy, it, sources, job.finals[it.name], stagings[p], bar)
                 for it, p in manifests]

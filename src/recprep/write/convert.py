@@ -21,7 +21,7 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from ..errors import (
 from ..executors import Backend, get_backend
 from ..storage.discovery import Kind, set_files
 from ..storage.fs import display, resolve
+from ..storage.listing import DirectoryEntry
 from ..storage.locking import ShardSetLock
 from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardnames import check_prefix, manifest_name
@@ -311,12 +312,13 @@ def _write_and_commit(
         if not replace:
             refuse_existing(job)  # a set may have appeared meanwhile
         # replace: the old set's files; else only a side file of the set left alone
-        replaced = [e.path for e in set_files(job.fs, job.output, job.prefix)
-                    if replace or e.kind is Kind.SET_SIDE]
+        listed = set_files(job.fs, job.output, job.prefix)
+        replaced = [e.path for e in listed if replace or e.kind is Kind.SET_SIDE]
         shards = dict(zip(job.names, facts, strict=True))
         staged = {name: f.path for name, f in shards.items()}
         staged.update(side_files(job, shards, manifest))
-        staging.commit(staged, manifest.to_json(), replaced=replaced)
+        staging.commit(staged, manifest.to_json(), replaced=replaced,
+                       old_manifest=_old_manifest(job, listed, replace))
     except BaseException as err:
         if not staging.committing:  # else the journal says how to finish: keep it all
             staging.clear(err)  # cleanup failures are notes on err, never hide it
@@ -324,6 +326,17 @@ def _write_and_commit(
     finally:
         bar.close()
     return manifest, notes
+
+
+def _old_manifest(job: ConvertJob, listed: Sequence[DirectoryEntry], replace: bool
+                  ) -> bool | None:
+    """Whether the commit finds a manifest of the prefix to remove first: yes when the
+    listing holds one; no when it doesn't and nothing is replaced (the listing just
+    refused any set there); else not known (the commit removes one if it is there)."""
+    name = manifest_name(job.prefix)
+    if any(posixpath.basename(e.path) == name for e in listed):
+        return True
+    return None if replace else False
 
 
 def _new_manifest(job: ConvertJob, facts: list[FileFacts], pickled: Mapping[str, int]

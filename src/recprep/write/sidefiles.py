@@ -17,7 +17,9 @@ uses a side file only when it is exactly the one the manifest vouches for.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -25,66 +27,79 @@ import numpy as np
 from ..containers import Format
 from ..containers.fileindex import build_index
 from ..errors import WriteError
-from ..storage.chunkindex import binding, chunks_name, write_table
+from ..storage.chunkindex import chunks_name, write_table
 from ..storage.fs import display
-from ..storage.manifest import Manifest
+from ..storage.manifest import Manifest, SideFileInfo
 from ..storage.sideindex import build_side_index
 from ..storage.staging import FileFacts
 from .job import ConvertJob
 
-__all__ = ["chunk_index", "record_indexes", "side_files"]
+__all__ = ["SCANS_AT_ONCE", "chunk_index", "record_indexes", "side_files"]
+
+#: staged shards scanned for their record index at once
+SCANS_AT_ONCE = 8
 
 
 def side_files(
     job: ConvertJob, shards: Mapping[str, FileFacts], manifest: Manifest
 ) -> dict[str, str]:
     """The side files of the staged ``shards`` (final name -> facts), built in staging:
-    final name -> staged path; ``manifest`` now lists them (``side_files``)."""
+    final name -> staged path; ``manifest`` now lists them (``side_files``), each vouched
+    for by the bytes written (nothing is read back)."""
     sides = record_indexes(job, shards)
     sides.update(chunk_index(job, shards, manifest))
-    manifest.side_files = [binding(job.fs, path) for path in sides.values()]  # vouched for
-    return sides
+    manifest.side_files = [info for _, info in sides.values()]
+    return {name: path for name, (path, _) in sides.items()}
 
 
-def record_indexes(job: ConvertJob, shards: Mapping[str, FileFacts]) -> dict[str, str]:
+def record_indexes(job: ConvertJob, shards: Mapping[str, FileFacts]
+                   ) -> dict[str, tuple[str, SideFileInfo]]:
     """Record index side files of the shards, when the format keeps one and it gives
     random access with this compressor (a plain TFRecord shard's ``.{shard}.tfindex``):
-    counts and ranges without a scan; hidden names, committed with the shards."""
-    options, fs = job.options, job.fs
+    counts and ranges without a scan; hidden names, committed with the shards. Final
+    name -> (staged path, the manifest's entry). Each staged shard is scanned for its
+    frames, several at once (on an object store each scan is a stream of its own)."""
+    options = job.options
     container = options.container()
     kind = container.record_index
     if kind is None or not kind.seeks(options.compressor):
         return {}
-    indexes = {}
-    for name, facts in shards.items():
-        side = job.staging.file(kind.name_for(name))
+
+    def build(name: str) -> tuple[str, tuple[str, SideFileInfo]]:
+        facts, side = shards[name], job.staging.file(kind.name_for(name))
         try:
-            build_side_index(fs, facts.path, container=container, index_file=side,
-                             compressor=options.compressor)
+            index = build_side_index(job.fs, facts.path, container=container,
+                                     index_file=side, compressor=options.compressor)
         except WriteError:
             raise
         except OSError as err:
-            raise WriteError(display(fs, side), err) from err
-        indexes[kind.name_for(name)] = side
-    return indexes
+            raise WriteError(display(job.fs, side), err) from err
+        info = SideFileInfo.of(posixpath.basename(side), index.to_bytes())
+        return kind.name_for(name), (side, info)
+
+    with ThreadPoolExecutor(max(1, min(SCANS_AT_ONCE, len(shards))),
+                            thread_name_prefix="recprep-index") as pool:
+        return dict(pool.map(build, list(shards)))
 
 
 def chunk_index(
     job: ConvertJob, shards: Mapping[str, FileFacts], manifest: Manifest
-) -> dict[str, str]:
+) -> dict[str, tuple[str, SideFileInfo]]:
     """The side file of a set of a format with chunk headers (``.{prefix}.chunks``: every
     shard's chunk offsets and counts, :mod:`recprep.storage.chunkindex`), from the chunks
-    the shards' writers reported; committed with the shards, before the manifest."""
+    the shards' writers reported; committed with the shards, before the manifest. Final
+    name -> (staged path, the manifest's entry)."""
     container = job.options.container()
     if not container.chunk_header_bytes:
         return {}
     chunks = {name: _chunks_of(job.fs, facts, container) for name, facts in shards.items()}
     side = job.staging.file(chunks_name(manifest.name_prefix))
     try:
-        write_table(job.fs, side, manifest, chunks)
+        data = write_table(job.fs, side, manifest, chunks)
     except OSError as err:
         raise WriteError(display(job.fs, side), err) from err
-    return {chunks_name(manifest.name_prefix): side}
+    return {chunks_name(manifest.name_prefix):
+            (side, SideFileInfo.of(posixpath.basename(side), data))}
 
 
 def _chunks_of(fs: Any, facts: FileFacts, container: Format) -> tuple[list[int], list[int]]:
