@@ -616,3 +616,14 @@ def test_staging_records_carry_names_not_paths(tmp_path):
     (tmp_path / ".recprep-staging-k" / "done-stream.json").write_text(json.dumps(doc))
     with pytest.raises(UntrustedFileError):
         staging.recorded("stream")
+
+
+def test_a_seal_of_any_text_is_refused_as_untrusted(tmp_path):
+    """A planted side file whose ``mac`` is not ASCII is an untrusted file, not a
+    ``TypeError`` out of ``hmac`` (found by ``test_fuzz``)."""
+    from recprep.storage.seals import unseal
+
+    for mac in ("é" * 64, "\u2603", ""):
+        data = json.dumps({"kind": "run", "staging": "s", "mac": mac}).encode()
+        with pytest.raises(UntrustedFileError, match="seal doesn't match"):
+            unseal(data, kind="run", staging="s", shown="options.json")

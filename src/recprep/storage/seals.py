@@ -106,7 +106,7 @@ def unseal(data: bytes, *, kind: str, staging: str, shown: str) -> dict[str, Any
         doc = None
     if not isinstance(doc, dict) or not isinstance(doc.get("mac"), str):
         raise UntrustedFileError(shown, "not a side file recprep wrote (no valid seal)")
-    if not hmac.compare_digest(doc["mac"], _mac(doc)):
+    if not hmac.compare_digest(doc["mac"].encode(), _mac(doc).encode()):  # (any text)
         raise UntrustedFileError(
             shown, "its seal doesn't match: it was changed, planted, or written with another "
             f"resume key (set {KEY_ENV} to the same secret on every machine that resumes)"
