@@ -308,17 +308,17 @@ def test_a_chunks_later_lookups_decompress_the_block_of_their_record(monkeypatch
     records = [b"HEAD" + bytes([i % 7]) * (20 + i % 40) for i in range(10_000)]
     chunk = chunk_of(records, "snappy")
     counted = {"blocks": 0, "walked": 0}
-    inner_block, inner_walk = lookup.snappy_block, lookup._walk
+    inner_block, inner_walk = lookup._snappy_block_into, lookup._walk
 
-    def block(*args: object) -> bytes:
+    def block(*args: object) -> None:
         counted["blocks"] += 1
-        return inner_block(*args)
+        inner_block(*args)
 
     def walk(prefix: object, base: int, m: int) -> object:
         counted["walked"] = max(counted["walked"], m)
         return inner_walk(prefix, base, m)
 
-    monkeypatch.setattr(lookup, "snappy_block", block)
+    monkeypatch.setattr(lookup, "_snappy_block_into", block)
     monkeypatch.setattr(lookup, "_walk", walk)
     marks = ChunkMarks()
     assert sound_record(chunk, 10_000, 3, 1 << 30, marks) == records[3]

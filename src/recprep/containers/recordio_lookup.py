@@ -26,6 +26,7 @@ True
 
 from __future__ import annotations
 
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -235,45 +236,82 @@ def _walk(prefix: _Prefix, base: int, m: int) -> tuple[memoryview, int, list[int
 
 class _Prefix:
     """A payload decompressed from the block holding an offset on, as far as asked:
-    blocks of a :data:`_Layout` decompressed one at a time (:func:`_block_data`)."""
+    blocks of a :data:`_Layout` decompressed one at a time, each into its place in a
+    buffer the thread reuses (:func:`_scratch`: a fresh buffer of some 100 kB a lookup
+    costs more in page faults than decompressing into it)."""
 
-    __slots__ = ("_layout", "_next", "_parts", "_source", "data", "start", "total")
+    __slots__ = ("_buffer", "_layout", "_next", "_source", "data", "start", "total")
 
     def __init__(self, source: bytes, layout: _Layout, at: int) -> None:
         self._source, self._layout = source, layout
         b = bisect_right(layout[1], at) - 1
         self.start, self.total, self._next = layout[1][b], layout[2], b
-        self._parts: list[bytes | memoryview] = []
         self.data = memoryview(b"")
+        self._buffer: np.ndarray | None = None
 
     def upto(self, end: int) -> memoryview:
         """The data from :attr:`start` on, to offset ``end`` of the payload at least
         (or its end)."""
-        blocks = self._layout[0]
+        blocks, starts, total = self._layout
         if self.start + len(self.data) >= end or self._next >= len(blocks):
             return self.data
-        parts = self._parts
-        while self._next < len(blocks):
-            parts.append(_block_data(self._source, self._layout, self._next))
-            self._next += 1
-            if self.start + sum(map(len, parts)) >= end:
+        if blocks[0][0] == 2:  # decompressed whole
+            self._next, self.data = 1, memoryview(self._source)
+            return self.data
+        if self._buffer is None:
+            self._buffer = _scratch(total - self.start)
+        n = self._next
+        while n < len(blocks):
+            stop = (starts[n + 1] if n + 1 < len(starts) else total) - self.start
+            _snappy_block_into(self._source, blocks[n], self._buffer[starts[n] - self.start:stop])
+            n += 1
+            if self.start + stop >= end:
                 break
-        self.data = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))
+        self._next = n
+        self.data = memoryview(self._buffer)[:stop]  # type: ignore[arg-type]
         return self.data
 
 
-def _block_data(source: bytes, layout: _Layout, n: int) -> bytes | memoryview:
-    """The data of block ``n`` of ``layout``: a snappy block's (:func:`snappy_block`:
-    its checksum checked, and its size the one its header says), or the decompressed
-    payload (kind 2)."""
-    blocks, starts, total = layout
-    block = blocks[n]
-    if block[0] == 2:
-        return memoryview(source)
-    data = snappy_block(source, block)
-    if len(data) != (starts[n + 1] if n + 1 < len(starts) else total) - starts[n]:
+#: the largest buffer :func:`_scratch` keeps for a thread (a larger one is made anew)
+SCRATCH_BYTES = 4 << 20
+_scratches = threading.local()
+
+
+def _scratch(size: int) -> np.ndarray:
+    """A buffer of at least ``size`` bytes that this thread reuses (no more than
+    :data:`SCRATCH_BYTES` kept), for data copied out of it before the next use."""
+    buffer: np.ndarray | None = getattr(_scratches, "buffer", None)
+    if buffer is not None and len(buffer) >= size:
+        return buffer
+    buffer = np.empty(max(size, 1 << 18), np.uint8)
+    if size <= SCRATCH_BYTES:
+        _scratches.buffer = buffer
+    return buffer
+
+
+def _snappy_block_into(payload: bytes, block: tuple[int, int, int], out: np.ndarray) -> None:
+    """The data of one block of :func:`snappy_blocks`, decompressed (or copied) into
+    ``out``, which the header of a snappy block says it fills, its CRC-32C checked;
+    anything else raises :class:`~recprep.errors.CorruptDataError`."""
+    kind, start, stop = block
+    body = memoryview(payload)[start + 4:stop]
+    if kind == 0:
+        try:
+            filled = cramjam.snappy.decompress_raw_into(body, out)
+        except Exception as err:  # cramjam's DecompressionError
+            raise CorruptDataError(f"snappy block doesn't decompress: {err}") from None
+    else:
+        filled = len(body)
+        if filled == len(out):
+            out[:] = np.frombuffer(body, np.uint8)
+    if filled != len(out):
         raise CorruptDataError("snappy block of another size than its header says")
-    return data
+    view = out.view()
+    view.flags.writeable = False  # (google_crc32c takes read-only buffers alone)
+    crc = google_crc32c.value(view)
+    masked = ((crc >> 15 | crc << 17) + 0xA282EAD8) & 0xFFFFFFFF
+    if masked != _u32_unpack_from(payload, start)[0]:
+        raise CorruptDataError("snappy block checksum mismatch")
 
 
 #: lookups note a record start every this many bytes of a decompressed payload (and at
