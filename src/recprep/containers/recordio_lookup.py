@@ -297,7 +297,7 @@ def _snappy_block_into(payload: bytes, block: tuple[int, int, int], out: np.ndar
     body = memoryview(payload)[start + 4:stop]
     if kind == 0:
         try:
-            filled = cramjam.snappy.decompress_raw_into(body, out)
+            filled = cramjam.snappy.decompress_raw_into(body, out)  # type: ignore[arg-type]
         except Exception as err:  # cramjam's DecompressionError
             raise CorruptDataError(f"snappy block doesn't decompress: {err}") from None
     else:
