@@ -308,7 +308,7 @@ def test_a_chunks_later_lookups_decompress_the_block_of_their_record(monkeypatch
     records = [b"HEAD" + bytes([i % 7]) * (20 + i % 40) for i in range(10_000)]
     chunk = chunk_of(records, "snappy")
     counted = {"blocks": 0, "walked": 0}
-    inner_block, inner_walk = lookup._snappy_block_into, lookup._walk
+    inner_block, inner_walk = lookup._snappy_block_into, lookup._walk_chain
 
     def block(*args: object) -> None:
         counted["blocks"] += 1
@@ -319,7 +319,7 @@ def test_a_chunks_later_lookups_decompress_the_block_of_their_record(monkeypatch
         return inner_walk(prefix, base, m)
 
     monkeypatch.setattr(lookup, "_snappy_block_into", block)
-    monkeypatch.setattr(lookup, "_walk", walk)
+    monkeypatch.setattr(lookup, "_walk_chain", walk)
     marks = ChunkMarks()
     assert sound_record(chunk, 10_000, 3, 1 << 30, marks) == records[3]
     assert counted["blocks"] == len(lookup.snappy_blocks(chunk[HEADER_SIZE:], 1 << 30)[0]) == 8

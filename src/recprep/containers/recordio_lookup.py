@@ -213,10 +213,10 @@ def _from_mark(prefix: _Prefix, at: int, m: int, count: int, walk: bool = True
             heads = _chain(data[base:], m)
         if heads is not None:
             return data, base, heads
-    return _walk(prefix, base, m) if walk else None
+    return _walk_chain(prefix, base, m) if walk else None
 
 
-def _walk(prefix: _Prefix, base: int, m: int) -> tuple[memoryview, int, list[int]] | None:
+def _walk_chain(prefix: _Prefix, base: int, m: int) -> tuple[memoryview, int, list[int]] | None:
     """:func:`_from_mark` record by record: each record's length leads to the next."""
     data = prefix.upto(prefix.start + base + 4)
     pos, heads = base, []

@@ -29,7 +29,6 @@ import builtins
 import hashlib
 import json
 import re
-import secrets
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,6 +37,7 @@ from .._version import __version__
 from ..containers import get_format
 from ..errors import CorruptDataError, InvalidArgumentError, RecprepError
 from .fs import read_regular
+from .shardlist import ShardListText, cut_shard_list
 from .shardnames import check_prefix, shard_name
 
 MANIFEST_VERSION = 1
@@ -208,8 +208,7 @@ class Manifest:
             if len(data) > MAX_MANIFEST_BYTES:
                 raise _Invalid(f"{len(data)} bytes, more than a manifest may have "
                                f"({MAX_MANIFEST_BYTES})")
-            lean = _lean_parse(cls, data) if isinstance(data, builtins.bytes) else None
-            if lean is not None:
+            if (lean := _lean_parse(cls, data)) is not None:
                 return lean
             try:
                 doc = json.loads(data, parse_constant=_no_constant)
@@ -287,14 +286,12 @@ def _parse_manifest(cls: type[Manifest], doc: Any) -> Manifest:
         recprep_version=_text(doc, "recprep_version", "unknown"),
     )
     listed = doc.get("shards")
-    if isinstance(listed, _LeanShards):
-        manifest.shards = listed.infos(manifest)
-        listed = manifest.shards
+    if isinstance(listed, ShardListText):  # (_lean_parse)
+        listed = listed.infos(prefix, manifest.max_records, _ETAG.fullmatch, ShardInfo)
     elif not isinstance(listed, list):
         raise _Invalid(f"shards must be a list, found {_shown_value(listed)}")
-    else:
-        manifest.shards = [_shard_entry(manifest, entry, i, len(listed))
-                           for i, entry in enumerate(listed)]
+    manifest.shards = [s if isinstance(s, ShardInfo) else
+                       _shard_entry(manifest, s, i, len(listed)) for i, s in enumerate(listed)]
     # the totals are informative (the properties add the shards up): checked for type,
     # and num_shards for agreement with the list, as always
     for key, value in (("num_shards", manifest.num_shards),
@@ -375,79 +372,15 @@ def _shard_entry(manifest: Manifest, entry: Any, index: int, count: int) -> Shar
     return ShardInfo(name, records, size, int(crc, 16), etag)
 
 
-#: a shard entry as ``to_json`` writes it (names of characters a JSON string holds as
-#: they are: no quote, backslash or control character; ETags the same, or ``\"``
-#: and ``\\``)
-_LEAN_ENTRY = re.compile(
-    rb'\n    \{\n      "name": "([ !#-\[\]-~]{1,1024})",\n      "records": (0|[1-9][0-9]{0,18}),'
-    rb'\n      "bytes": (0|[1-9][0-9]{0,18}),\n      "crc32c": "([0-9a-fA-F]{8})"'
-    rb'(?:,\n      "etag": "((?:[ !#-\[\]-~]|\\["\\])*)")?\n    \}(,?)')
-_LEAN_ESCAPE = re.compile(rb'\\(["\\])')
-_LEAN_START = b'\n  "shards": [\n    {'
-
-
-class _LeanShards:
-    """The shard list of a manifest as ``to_json`` writes it, read entry by entry from
-    the file's bytes (:func:`_lean_parse`): no JSON object per entry is made."""
-
-    def __init__(self, data: builtins.bytes, start: int, end: int, count: int) -> None:
-        self.data, self.start, self.end, self.count = data, start, end, count
-
-    def infos(self, manifest: Manifest) -> list[ShardInfo]:
-        """The entries as :func:`_shard_entry` makes them; :class:`_Invalid` at the first
-        one it would refuse (the caller then parses the careful way, which says why)."""
-        prefix, count, data = manifest.name_prefix, self.count, self.data
-        ratio = _EXPANSION.get(manifest.compressor, _EXPANSION["gzip"])
-        least = _min_record_bytes(manifest.format)
-        shards: list[ShardInfo] = []
-        pos = self.start
-        match = _LEAN_ENTRY.match
-        for index in range(count):
-            found = match(data, pos)
-            name = shard_name(prefix, index, count)
-            if found is None or found[1] != name.encode() or (
-                    found[6] != (b"," if index + 1 < count else b"")):
-                raise _Invalid(f"shards[{index}]")
-            records, size = int(found[2]), int(found[3])
-            etag = None if found[5] is None else _LEAN_ESCAPE.sub(rb"\1", found[5]).decode()
-            if size >= _MANIFEST_INT_LIMIT or records >= _MANIFEST_INT_LIMIT or (
-                    records > size * ratio // least) or (
-                    etag is not None and not _ETAG.fullmatch(etag)):
-                raise _Invalid(f"shards[{index}]")
-            shards.append(ShardInfo(name, records, size, int(found[4], 16), etag))
-            pos = found.end()
-        if pos != self.end:
-            raise _Invalid("shards")
-        return shards
-
-
-def _lean_parse(cls: type[Manifest], data: builtins.bytes) -> Manifest | None:
-    """The manifest ``data`` holds, its shard list read entry by entry (no JSON object
-    made per entry: at 100,000 shards the careful parse's dicts take some 40 MB at once,
-    left behind in the allocator) when it is laid out as :meth:`Manifest.to_json` writes
-    it; None for anything else, or anything :func:`_parse_manifest` would refuse: the
-    caller then parses it the careful way, which accepts and refuses as ever.
-
-    The list is cut out of the bytes and the rest parsed by ``json``, the list's place
-    holding a string no file can foresee: the result is the careful parse's only when
-    that string is the document's ``shards`` (the last of its keys so named, as ``json``
-    takes), the entries are the list's whole text, and each entry is one JSON reads as
-    the same values (no escapes, ints of at most 19 digits)."""
-    start = data.rfind(_LEAN_START)
-    if start < 0:
-        return None
-    start += len(_LEAN_START) - 6  # the list's first entry: its newline
-    end = data.find(b"\n  ]", start)
-    if end < 0:
-        return None
-    count = data.count(b"\n    {", start, end)
-    token = f"recprep-shards-{secrets.token_hex(16)}"
-    rest = data[:start - 1] + json.dumps(token).encode() + data[end + 4:]
+def _lean_parse(cls: type[Manifest], data: bytes | str) -> Manifest | None:
+    """The manifest of ``data``, its shard list read entry by entry (:mod:`.shardlist`);
+    None when it isn't as ``to_json`` writes it, or is refused (the careful parse says why)."""
+    cut = cut_shard_list(data) if isinstance(data, builtins.bytes) else None
     try:
-        doc = json.loads(rest, parse_constant=_no_constant)
-        if not isinstance(doc, dict) or doc.get("shards") != token:
+        doc = None if cut is None else json.loads(cut[0], parse_constant=_no_constant)
+        if cut is None or not isinstance(doc, dict) or doc.get("shards") != cut[1]:
             return None
-        doc["shards"] = _LeanShards(data, start, end, count)
+        doc["shards"] = cut[2]
         return _parse_manifest(cls, doc)
     except (_Invalid, ValueError, RecursionError):
         return None
