@@ -59,8 +59,9 @@ __all__ = ["MAX_HELD", "MAX_MARKED", "ColdReads", "HeldFile", "HeldFiles", "file
 #: shard files a dataset keeps open at most (fewer under a low file limit)
 MAX_HELD = 64
 #: chunks whose :class:`~recprep.containers.recordio_lookup.ChunkMarks` a dataset keeps
-#: at most (a few hundred bytes each), least recently used let go first
-MAX_MARKED = 4096
+#: at most, least recently used let go first (2.3 kB each for a default chunk of small
+#: records, some 5 kB at most: 5 to 10 MB per dataset, or per DataLoader worker)
+MAX_MARKED = 2048
 
 
 def file_identity(path: str) -> tuple[int, int, int, int] | None:
