@@ -20,6 +20,10 @@ contender answers the same indexes, repetitions interleaved, median:
   lookup in it, and decompresses and cuts it as far as the record; page cache warm);
 * **batched**: ``__getitems__`` of 256 random indexes (a DataLoader batch), 400 batches,
   warm (as single, warm) and first touch (as single, first touch).
+
+``--cold-only`` measures single cold lookups alone (each repetition a new dataset, so
+nothing learned by the one before), in wall and in CPU time of the process: run it
+alternately under two checkouts of recprep to compare them at the same load.
 """
 
 from __future__ import annotations
@@ -97,8 +101,21 @@ def _per_second(count: int, fn: Callable[[], object]) -> float:
     return count / (time.perf_counter() - started)
 
 
-def _measure(make: Callable[[int], object], n: int, rng: np.random.Generator
-             ) -> dict[str, float]:
+def _measure(make: Callable[[int], object], n: int, rng: np.random.Generator,
+             cold_only: bool = False) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if not cold_only:
+        out.update(_cached(make, n, rng))
+    cold = make(0)
+    picks = rng.integers(0, n, 2_000).tolist()
+    cpu = time.process_time()
+    out["cold"] = _per_second(len(picks), lambda: [cold[i] for i in picks])
+    out["cold cpu"] = len(picks) / (time.process_time() - cpu)
+    return out
+
+
+def _cached(make: Callable[[int], object], n: int, rng: np.random.Generator
+            ) -> dict[str, float]:
     warm = make(1 << 20)
     for start in range(0, n, 4096):  # every row read once: all cached and decoded
         warm.__getitems__(list(range(start, min(n, start + 4096))))
@@ -114,9 +131,6 @@ def _measure(make: Callable[[int], object], n: int, rng: np.random.Generator
     batches = [rng.integers(0, n, 256).tolist() for _ in range(400)]
     out["batched"] = _per_second(256 * len(batches),
                                  lambda: [first.__getitems__(b) for b in batches])
-    cold = make(0)
-    picks = rng.integers(0, n, 2_000).tolist()
-    out["cold"] = _per_second(len(picks), lambda: [cold[i] for i in picks])
     return out
 
 
@@ -125,6 +139,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--cold-only", action="store_true",
+                        help="measure single cold lookups alone (wall and CPU time)")
     parser.add_argument("--without", action="append", default=[],
                         help="leave a contender out: recprep-64k, hf or grain (repeatable)")
     args = parser.parse_args()
@@ -147,20 +163,26 @@ def main() -> None:
             for rep in range(args.reps):
                 for name, make in makers.items():
                     log(f"rep {rep + 1}/{args.reps}: {name}")
-                    results[name].append(_measure(make, args.rows, np.random.default_rng(SEED)))
+                    results[name].append(_measure(make, args.rows, np.random.default_rng(SEED),
+                                                  args.cold_only))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    columns = {"warm": "single, warm", "batched warm": "batched 256, warm",
+               "first": "single, first touch", "batched": "batched 256, first touch",
+               "cold": "single, cold", "cold cpu": "single, cold (CPU time)"}
+    if args.cold_only:
+        columns = {k: v for k, v in columns.items() if k.startswith("cold")}
     lines = [f"# Random access: {args.rows:,} rows (int, float, str)\n",
              f"`python benchmarks/bench_random.py --rows {args.rows} --reps {args.reps}"
+             + " --cold-only" * args.cold_only
              + "".join(f" --without {w}" for w in args.without) + "` "
              f"({_machine()}; {watch.describe()}; load average at the end "
              f"{os.getloadavg()[0]:.2f}).\n",
              "Lookups per second (median of the repetitions, interleaved):\n",
-             "| contender | single, warm | batched 256, warm | single, first touch "
-             "| batched 256, first touch | single, cold |", "|---|---:|---:|---:|---:|---:|"]
+             "| contender | " + " | ".join(columns.values()) + " |",
+             "|---|" + "---:|" * len(columns)]
     for name, reps in results.items():
-        cells = [statistics.median(r[k] for r in reps)
-                 for k in ("warm", "batched warm", "first", "batched", "cold")]
+        cells = [statistics.median(r[k] for r in reps) for k in columns]
         lines.append(f"| {name} | " + " | ".join(f"{c:,.0f}" for c in cells) + " |")
     report = "\n".join(lines) + "\n"
     print(report)

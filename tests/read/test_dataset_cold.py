@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 
 from recprep import CorruptDataError, RecordIO, SetChangedError, convert
 from recprep.containers import get_format
-from recprep.containers.recordio_framing import encode_payload
+from recprep.containers import recordio_lookup as lookup
+from recprep.containers.recordio_framing import HEADER_SIZE, encode_payload
 from recprep.containers.recordio_lookup import (
+    ChunkMarks,
     record_in_prefix,
     sound_chunk_records,
     sound_record,
@@ -249,3 +251,121 @@ def test_threads_sharing_held_files_get_every_instance_right(tmp_path, cache):
     for t in threads:
         t.join()
     assert not wrong and len(ds._cold.files) <= 2
+
+
+# ---------------------------------------------------------------- a chunk's marks
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(st.binary(max_size=40) | st.sampled_from([b"MARK", b"MARKx", b""]),
+                     min_size=1, max_size=300),
+    head=st.sampled_from([b"", b"MARK", b"\x00\x00\x00\x00"]),
+    compressor=st.sampled_from(["snappy", "none", "gzip"]),
+    fmt=st.sampled_from(["recordio", "recordio-legacy"]),
+    data=st.data(),
+)
+def test_lookups_that_learn_marks_give_the_careful_records(records, head, compressor, fmt,
+                                                          data):
+    """Any order of lookups sharing one chunk's marks (each following the chain from
+    the last record an earlier one proved) gives the records the careful split gives,
+    or None; a damaged chunk gives None with marks as without."""
+    records = [head + r for r in records]
+    chunk = chunk_of(records, compressor, fmt)
+    n = len(records)
+    marks = ChunkMarks()
+    picks = data.draw(st.lists(st.integers(0, n - 1), max_size=30))
+    for p in picks:
+        assert sound_record(chunk, n, p, 1 << 30, marks) in (None, records[p])
+    flip = data.draw(st.integers(HEADER_SIZE, len(chunk) - 1))
+    bad = bytearray(chunk)
+    bad[flip] ^= 0x20
+    for p in picks[:5]:
+        assert sound_record(bytes(bad), n, p, 1 << 30, marks) is None
+        assert sound_record(chunk, n, p, 1 << 30, marks) in (None, records[p])
+
+
+def test_marks_found_with_another_checksum_are_learned_anew():
+    """Marks learned on one chunk, then another chunk of as many records (another
+    checksum) asked with them: its own records, not places learned on the first."""
+    first = [b"HEAD" + bytes([i % 7]) * (i % 50) for i in range(5000)]
+    second = [b"HEAD" + bytes([i % 5]) * (49 - i % 50) for i in range(5000)]
+    marks = ChunkMarks()
+    for p in (4999, 2500, 10):
+        assert sound_record(chunk_of(first, "snappy"), 5000, p, 1 << 30, marks) == first[p]
+    learned = marks.state
+    assert learned is not None and len(learned[2][0]) > 3
+    for p in (4999, 2501, 11, 0):
+        assert sound_record(chunk_of(second, "snappy"), 5000, p, 1 << 30, marks) == second[p]
+    assert marks.state is not None and marks.state[0] != learned[0]
+
+
+def test_a_chunks_later_lookups_decompress_the_block_of_their_record(monkeypatch):
+    """The fast path itself: after a chunk's first lookup (which finds every record and
+    notes a mark every MARK_BYTES), a lookup decompresses the one snappy block its
+    record is in (or two, when it spans them: the chunk has 8) and walks no more than
+    WALK_MAX records."""
+    records = [b"HEAD" + bytes([i % 7]) * (20 + i % 40) for i in range(10_000)]
+    chunk = chunk_of(records, "snappy")
+    counted = {"blocks": 0, "walked": 0}
+    inner_block, inner_walk = lookup._snappy_block_into, lookup._walk_chain
+
+    def block(*args: object) -> None:
+        counted["blocks"] += 1
+        inner_block(*args)
+
+    def walk(prefix: object, base: int, m: int) -> object:
+        counted["walked"] = max(counted["walked"], m)
+        return inner_walk(prefix, base, m)
+
+    monkeypatch.setattr(lookup, "_snappy_block_into", block)
+    monkeypatch.setattr(lookup, "_walk_chain", walk)
+    marks = ChunkMarks()
+    assert sound_record(chunk, 10_000, 3, 1 << 30, marks) == records[3]
+    assert counted["blocks"] == len(lookup.snappy_blocks(chunk[HEADER_SIZE:], 1 << 30)[0]) == 8
+    assert len(marks.state[2][0]) > 100  # a mark each 2 KiB of the 490 kB
+    for p in np.random.default_rng(1).integers(0, 10_000, 200).tolist():
+        counted["blocks"] = 0
+        assert sound_record(chunk, 10_000, p, 1 << 30, marks) == records[p]
+        assert counted["blocks"] <= 2
+    assert 0 < counted["walked"] <= lookup.WALK_MAX
+
+
+def test_a_dataset_keeps_marks_per_chunk_bounded_and_bound_to_the_file(tmp_path,
+                                                                       monkeypatch):
+    from recprep.read import heldfiles
+
+    monkeypatch.setattr(heldfiles, "MAX_MARKED", 5)
+    reader = RecordIO(write(tmp_path, 600, num_shards=1))
+    ds = reader.dataset(cache_chunks=0)
+    expected = list(reader())
+    assert [ds[i] for i in range(0, 600, 3)] == expected[::3]
+    assert len(ds._cold._marks) == 5
+    held = ds._cold.files.get(0)
+    assert held is not None and {key[2] for key in ds._cold._marks} == {held.identity}
+
+
+def test_bytes_changed_under_a_chunk_with_marks_raise_what_a_fresh_reader_raises(tmp_path):
+    """A chunk whose records were looked up (its marks learned), then a byte of it
+    flipped in place (size and mtime kept): the lookup raises the careful reader's
+    error, not a record found from the marks."""
+    reader = RecordIO(write(tmp_path, 3000, num_shards=1, chunk_bytes=20_000))
+    ds = reader.dataset(cache_chunks=0)
+    index = reader._sources.index(0)
+    k = 1
+    first = int(index.firsts[k])
+    assert [ds[first + i] for i in (0, 50, 100)] == [rows(3000)[first + i] for i in (0, 50, 100)]
+    assert any(key[1] == k for key in ds._cold._marks)
+    path = Path(reader._sources.files[0].path)
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[int(index.offsets[k + 1]) - 3] ^= 0xFF  # the chunk's last bytes, far from record 50
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    fresh = RecordIO(str(tmp_path / "s")).dataset(cache_chunks=0)
+    errors = []
+    for dataset in (ds, fresh):
+        with pytest.raises(CorruptDataError) as err:
+            dataset[first + 50]
+        errors.append((type(err.value), str(err.value)))
+    assert errors[0] == errors[1]

@@ -45,7 +45,7 @@ import numpy as np
 from ..codecs import Codec
 from ..containers import get_format
 from ..containers.recordio import RecordIOFormat
-from ..containers.recordio_lookup import sound_chunk_records, sound_record
+from ..containers.recordio_lookup import ChunkMarks, sound_chunk_records, sound_record
 from ..errors import LocatedError
 from ..storage.fs import is_local
 from ..storage.openfiles import default_max_open
@@ -54,10 +54,14 @@ from .mapchunks import DecodedChunk
 if TYPE_CHECKING:
     from .reader import RecordIO
 
-__all__ = ["MAX_HELD", "ColdReads", "HeldFile", "HeldFiles", "file_identity"]
+__all__ = ["MAX_HELD", "MAX_MARKED", "ColdReads", "HeldFile", "HeldFiles", "file_identity"]
 
 #: shard files a dataset keeps open at most (fewer under a low file limit)
 MAX_HELD = 64
+#: chunks whose :class:`~recprep.containers.recordio_lookup.ChunkMarks` a dataset keeps
+#: at most, least recently used let go first (2.3 kB each for a default chunk of small
+#: records, some 5 kB at most: 5 to 10 MB per dataset, or per DataLoader worker)
+MAX_MARKED = 2048
 
 
 def file_identity(path: str) -> tuple[int, int, int, int] | None:
@@ -176,14 +180,16 @@ class ColdReads:
         self.reader = reader
         self.files = HeldFiles()
         self._plain: dict[int, tuple[list[int], list[int], str, Codec, str | None]] = {}
+        # what lookups learned of each chunk, by (file, chunk, the file's identity)
+        self._marks: OrderedDict[tuple[int, int, tuple[int, ...]], ChunkMarks] = OrderedDict()
 
     def __contains__(self, number: object) -> bool:
         return number in self._plain
 
-    def _bytes(self, number: int, k: int) -> tuple[bytes, int, int] | None:
+    def _bytes(self, number: int, k: int) -> tuple[bytes, int, int, HeldFile] | None:
         """Chunk ``k`` of held file ``number``: the bytes from its offset to the next
-        chunk's, its offset and its record count; None when the file is not held, or
-        changed (let go)."""
+        chunk's, its offset, its record count and the held file; None when the file is
+        not held, or changed (let go)."""
         held = self.files.get(number)
         if held is None:
             return None
@@ -191,10 +197,11 @@ class ColdReads:
         start = offsets[k]
         end = offsets[k + 1] if k + 1 < len(offsets) else held.size
         try:
-            return os.pread(held.fd, end - start, start), start, firsts[k + 1] - firsts[k]
+            data = os.pread(held.fd, end - start, start)
         except OSError:
             self.files.drop(number)
             return None
+        return data, start, firsts[k + 1] - firsts[k], held
 
     def chunk(self, number: int, k: int) -> DecodedChunk | None:
         """Chunk ``k`` of file ``number`` read from its held file with one ``pread``, or
@@ -203,7 +210,7 @@ class ColdReads:
         found = self._bytes(number, k)
         if found is None:
             return None
-        data, start, count = found
+        data, start, count, _ = found
         records = sound_chunk_records(data, count, self.reader._sources.max_chunk_bytes)
         if records is None:
             return None
@@ -213,14 +220,17 @@ class ColdReads:
 
     def instance(self, number: int, k: int, p: int) -> list[Any] | None:
         """``[instance]``: record ``p`` of chunk ``k`` of file ``number`` read from its
-        held file, its chunk decompressed and cut only as far as the record (for a
-        dataset that keeps no chunk); None as for :meth:`chunk`, or when the record
-        doesn't decode (read the careful way, the error names it)."""
+        held file, its chunk decompressed and cut only as far as the record, from the
+        last record before it that lookups in the chunk proved (its
+        :class:`~recprep.containers.recordio_lookup.ChunkMarks`: for a dataset that
+        keeps no chunk); None as for :meth:`chunk`, or when the record doesn't decode
+        (read the careful way, the error names it)."""
         found = self._bytes(number, k)
         if found is None:
             return None
-        data, _, count = found
-        record = sound_record(data, count, p, self.reader._sources.max_chunk_bytes)
+        data, _, count, held = found
+        record = sound_record(data, count, p, self.reader._sources.max_chunk_bytes,
+                              self._marks_of((number, k, held.identity)))
         if record is None:
             return None
         try:
@@ -228,6 +238,20 @@ class ColdReads:
                 [record], allow_pickle=self.reader.allow_pickle)
         except LocatedError:
             return None
+
+    def _marks_of(self, key: tuple[int, int, tuple[int, ...]]) -> ChunkMarks:
+        """The marks of chunk ``key`` (made, and the least recently used let go, as
+        needed: at most :data:`MAX_MARKED`)."""
+        marks = self._marks
+        with self.files._lock:
+            found = marks.get(key)
+            if found is not None:
+                marks.move_to_end(key)
+                return found
+            found = marks[key] = ChunkMarks()
+            if len(marks) > MAX_MARKED:
+                marks.popitem(last=False)
+        return found
 
     def before(self, number: int) -> Before | None:
         """What :meth:`hold` needs to hold file ``number`` once it is read the careful

@@ -37,6 +37,7 @@ from .._version import __version__
 from ..containers import get_format
 from ..errors import CorruptDataError, InvalidArgumentError, RecprepError
 from .fs import read_regular
+from .shardlist import ShardListText, cut_shard_list
 from .shardnames import check_prefix, shard_name
 
 MANIFEST_VERSION = 1
@@ -207,6 +208,8 @@ class Manifest:
             if len(data) > MAX_MANIFEST_BYTES:
                 raise _Invalid(f"{len(data)} bytes, more than a manifest may have "
                                f"({MAX_MANIFEST_BYTES})")
+            if (lean := _lean_parse(cls, data)) is not None:
+                return lean
             try:
                 doc = json.loads(data, parse_constant=_no_constant)
             except RecursionError:
@@ -283,10 +286,12 @@ def _parse_manifest(cls: type[Manifest], doc: Any) -> Manifest:
         recprep_version=_text(doc, "recprep_version", "unknown"),
     )
     listed = doc.get("shards")
-    if not isinstance(listed, list):
+    if isinstance(listed, ShardListText):  # (_lean_parse)
+        listed = listed.infos(prefix, manifest.max_records, _ETAG.fullmatch, ShardInfo)
+    elif not isinstance(listed, list):
         raise _Invalid(f"shards must be a list, found {_shown_value(listed)}")
-    for i, entry in enumerate(listed):
-        manifest.shards.append(_shard_entry(manifest, entry, i, len(listed)))
+    manifest.shards = [s if isinstance(s, ShardInfo) else
+                       _shard_entry(manifest, s, i, len(listed)) for i, s in enumerate(listed)]
     # the totals are informative (the properties add the shards up): checked for type,
     # and num_shards for agreement with the list, as always
     for key, value in (("num_shards", manifest.num_shards),
@@ -365,6 +370,20 @@ def _shard_entry(manifest: Manifest, entry: Any, index: int, count: int) -> Shar
         raise _Invalid(f"{where}.etag must be 1 to {MAX_ETAG_CHARS} visible ASCII "
                        f"characters, found {_shown_value(etag)}")
     return ShardInfo(name, records, size, int(crc, 16), etag)
+
+
+def _lean_parse(cls: type[Manifest], data: bytes | str) -> Manifest | None:
+    """The manifest of ``data``, its shard list read entry by entry (:mod:`.shardlist`);
+    None when it isn't as ``to_json`` writes it, or is refused (the careful parse says why)."""
+    cut = cut_shard_list(data) if isinstance(data, builtins.bytes) else None
+    try:
+        doc = None if cut is None else json.loads(cut[0], parse_constant=_no_constant)
+        if cut is None or not isinstance(doc, dict) or doc.get("shards") != cut[1]:
+            return None
+        doc["shards"] = cut[2]
+        return _parse_manifest(cls, doc)
+    except (_Invalid, ValueError, RecursionError):
+        return None
 
 
 def identity_of(info: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
