@@ -26,9 +26,10 @@ from .arrow import recprep_decode_arrow
 from .columns import recprep_decode_columns, recprep_decode_rows
 from .decode import decode_error, decode_value
 from .encode import encode_value
-from .encode_columns import recprep_encode_columns
+from .encode_columns import recprep_encode_block, recprep_encode_columns
 from .packed import DPLANS, LAST_TOP, encode_packed
 from .pickles import split_notes
+from .segments import Segments
 from .wire import F1, FORMAT_TAG, T_PDICT, T_PLIST, Fail, u32
 
 __all__ = ["RecprepCodec"]
@@ -117,6 +118,12 @@ with another codec
         ``encode`` of each row's dict, or ``None`` where a column holds what only
         ``encode`` writes exactly (see :mod:`~recprep.codecs.recprep.encode_columns`)."""
         return recprep_encode_columns(columns, n, self.encode)
+
+    def encode_block(self, columns: Mapping[Any, Any], n: int) -> Segments | None:
+        """:meth:`encode_columns` as each record's pieces, placed where a writer says
+        (:class:`~recprep.codecs.recprep.segments.Segments`): no record is made a
+        ``bytes``."""
+        return recprep_encode_block(columns, n, self.encode)
 
     def decode_many(
         self, records: Sequence[bytes], *, allow_pickle: bool = False) -> list[Any]:
