@@ -214,23 +214,23 @@ class _RecordIOWriter(RecordWriter):
         n = len(lengths)
         if not n:
             return
-        if not self._cuts_fit(int(lengths.max()), n):
+        ends = np.cumsum(lengths)  # the records' running sizes, as write_many's
+        total = int(ends[-1])
+        if not self._cuts_fit(total if total <= MAX_PAYLOAD else int(lengths.max()), n):
             super().write_framed(buffer, starts, lengths)  # what write says of each
             return
-        ends = np.cumsum(lengths)  # the records' running sizes, as write_many's
-        begins = (starts - MIN_RECORD_BYTES).tolist()  # where each framed record begins
-        tail = int(starts[-1] + lengths[-1])  # where the last one ends
-        limits = ends.tolist()
         view = buffer.data
         at = 0
         while at < n:
-            before = limits[at - 1] if at else 0
-            stop = self._chunk_stop(at, before, int(np.searchsorted(
-                ends, before + self._limit - self._pending_bytes, "right")))
+            before = int(ends[at - 1]) if at else 0
+            stop = self._chunk_stop(at, before, int(ends.searchsorted(
+                before + self._limit - self._pending_bytes, "right")))
             if stop > at:
-                self._parts.append(view[begins[at] : begins[stop] if stop < n else tail])
+                last = stop - 1
+                self._parts.append(view[int(starts[at]) - MIN_RECORD_BYTES
+                                        : int(starts[last]) + int(lengths[last])])
                 self._count += stop - at
-                self._pending_bytes += limits[stop - 1] - before
+                self._pending_bytes += int(ends[last]) - before
                 at = stop
             if at < n:
                 self._flush()
