@@ -16,21 +16,23 @@ import io
 import uuid
 from collections import Counter
 from contextlib import ExitStack
+from decimal import Decimal
 from unittest import mock
 
 import fsspec
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from recprep import RecordIO, convert
 from recprep.codecs import get_codec
-from recprep.codecs.blocks import RecordList
+from recprep.codecs.blocks import RecordList, TypedValues
 from recprep.codecs.recprep.segments import Segments
 from recprep.containers import get_format
 from recprep.containers.recordio import LegacyRecordIOFormat, RecordIOFormat
 from recprep.write import inputs, loop, tables
+from recprep.write.columnvalues import numpy_values
 from recprep.write.options import check_options
 from recprep.write.tables import TableReader
 
@@ -175,3 +177,38 @@ def test_a_record_list_places_its_records_where_asked():
     buffer = np.full(9, 0xEE, np.uint8)
     block.place(buffer, np.array([6, 0, 1]))
     assert buffer.tobytes() == b"\xeede\xee\xee\xeeabc"
+
+
+_objects_drawn = st.lists(
+    st.none() | st.text(max_size=3) | st.binary(max_size=3) | st.integers() | st.booleans()
+    | st.floats() | st.sampled_from([float("nan"), np.float64("nan"), np.float32(1.5),
+                                     pd.NA, pd.NaT, np.datetime64("NaT"),
+                                     Decimal("NaN"), Decimal(1), np.zeros(2)]),
+    max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=_objects_drawn)
+@example(values=["a", float("nan"), 1])
+@example(values=[np.zeros(2), pd.NA, b""])
+def test_an_object_columns_values_are_pandas_nulls_as_none_with_their_types(values):
+    """The values of an object column skip ``pd.isna`` when no value's type can be null:
+    the same list as asking it always, and the types found are the values' types."""
+    array = np.empty(len(values), object)
+    array[:] = values
+    careful = [None if null else value
+               for value, null in zip(array.tolist(), pd.isna(array), strict=True)]
+    got = numpy_values(array)
+    assert isinstance(got, TypedValues) and got.types == set(map(type, got))
+    assert len(got) == len(careful) and all(
+        a is b or (type(a) is type(b) and a == b) for a, b in zip(got, careful, strict=True))
+
+
+def test_a_column_of_strings_and_arrays_is_not_asked_for_nulls():
+    array = np.empty(4, object)
+    array[:] = ["a", b"b", 3, np.zeros(2)]
+    with mock.patch("pandas.isna", side_effect=AssertionError("asked")):
+        got = numpy_values(array)
+    assert got.types == {str, bytes, int, np.ndarray}
+    array[2] = float("nan")
+    assert numpy_values(array)[2] is None

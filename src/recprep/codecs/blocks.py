@@ -12,6 +12,10 @@ record is ever a ``bytes`` of its own; a container without such framing gets ``b
 :meth:`~recprep.codecs.base.Codec.encode_columns` gives): placing them would only copy
 them again, so it says it is not :attr:`~RecordBlock.laid_out`.
 
+A column of Python values whose types the table reader found already comes as
+:class:`TypedValues`, a list that carries the set of its values' types, so a codec
+encoding the column at once needn't look at each value again.
+
 >>> block = RecordList([b"ab", b"", b"c"])
 >>> block.n, block.lengths().tolist(), block.laid_out
 (3, [2, 0, 1], False)
@@ -24,10 +28,11 @@ b'ab\\x00\\x00\\x00\\x00c\\x00'
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import numpy as np
 
-__all__ = ["RecordBlock", "RecordList"]
+__all__ = ["RecordBlock", "RecordList", "TypedValues"]
 
 
 class RecordBlock(abc.ABC):
@@ -75,3 +80,17 @@ class RecordList(RecordBlock):
             src = np.cumsum(lengths) - lengths
             buffer[np.repeat(np.asarray(starts, np.int64) - src, lengths)
                    + np.arange(len(data))] = data
+
+
+class TypedValues(list[Any]):
+    """A column's Python values (a ``list``) with :attr:`types`, the set of their types
+    (exactly: ``set(map(type, values))``), found once by whoever made the list.
+
+    >>> column = TypedValues(["a", None])
+    >>> column == ["a", None], sorted(t.__name__ for t in column.types)
+    (True, ['NoneType', 'str'])
+    """
+
+    def __init__(self, values: list[Any], types: set[type] | None = None) -> None:
+        super().__init__(values)
+        self.types = set(map(type, values)) if types is None else types

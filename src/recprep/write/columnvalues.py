@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs.blocks import TypedValues
+
 __all__ = ["arrow_values", "numpy_values", "pandas_values"]
 
 
@@ -54,10 +56,15 @@ def pandas_values(column: Any) -> Any:
     return _with_nulls(list(column.to_numpy(dtype=object)), mask)  # str, category...
 
 
+#: the types of values ``pandas.isna`` never calls null (exactly these, not subclasses)
+_NEVER_NULL = frozenset({str, bytes, bool, int, np.ndarray})
+
+
 def numpy_values(array: np.ndarray) -> Any:
     """The values of a pandas column held as a numpy array (``Series.to_numpy()`` of a
     column of a numpy dtype, or a slice of it): the array, or a list of its objects with
-    ``None`` for nulls.
+    ``None`` for nulls (:class:`~recprep.codecs.blocks.TypedValues`: the types found
+    once, for the codec).
 
     >>> numpy_values(np.array(["a", None, float("nan")], object))
     ['a', None, None]
@@ -66,7 +73,11 @@ def numpy_values(array: np.ndarray) -> Any:
 
     kind = array.dtype.kind
     if kind == "O":  # (an object array's tolist() is its objects, as they are)
-        return _with_nulls(array.tolist(), np.asarray(pd.isna(array), dtype=bool))
+        values = array.tolist()
+        types = set(map(type, values))
+        if types <= _NEVER_NULL:  # nothing pandas calls a null: no need to ask it
+            return TypedValues(values, types)
+        return TypedValues(_with_nulls(values, np.asarray(pd.isna(array), dtype=bool)))
     if kind in "mM":
         return _with_nulls(array, np.isnat(array))
     return array  # its values are numpy scalars of the column's dtype

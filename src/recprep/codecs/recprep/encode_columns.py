@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..blocks import TypedValues
 from .arrays import ARRAY_HEADS, ND_KINDS, dtype_body
 from .segments import Segments, merge_rows, ragged_of
 from .wire import (
@@ -112,7 +113,7 @@ Kinds = int | np.ndarray | None
 def _kinds_of_column(values: Any, n: int) -> Kinds:
     if isinstance(values, np.ndarray):
         return None
-    types = set(map(type, values))
+    types = values.types if isinstance(values, TypedValues) else set(map(type, values))
     if len(types) == 1:
         return _TYPE_ID.get(types.pop(), _OTHER)
     return np.fromiter(map(_TYPE_ID.get, map(type, values), repeat(_OTHER)), np.int8, n)

@@ -76,15 +76,20 @@ class Segments(RecordBlock):
         def flush() -> None:
             if not pending:
                 return
-            width = sum(len(p) if kind == "const" else p.shape[1] for kind, p in pending)
+            # the const parts as one row (zeros where fixed parts go), copied to every row
+            # at once, then each fixed part one item a row (a void of its width)
+            template = b"".join(p if kind == "const" else bytes(p.shape[1])
+                                for kind, p in pending)
+            width = len(template)
             matrix = np.empty((self.n, width), np.uint8)
+            matrix.view(f"V{width}")[...] = np.frombuffer(template, f"V{width}")
             at = 0
-            for kind, p in pending:  # each part one item a row (a void of its width)
-                w = len(p) if kind == "const" else p.shape[1]
+            for kind, p in pending:
                 if kind == "const":
-                    source = np.frombuffer(p, f"V{w}")
-                else:
-                    source = (p if p.strides[1] == 1 else np.ascontiguousarray(p)).view(f"V{w}")
+                    at += len(p)
+                    continue
+                w = p.shape[1]
+                source = (p if p.strides[1] == 1 else np.ascontiguousarray(p)).view(f"V{w}")
                 matrix[:, at : at + w].view(f"V{w}")[...] = source
                 at += w
             runs.append(("fixed", matrix))
