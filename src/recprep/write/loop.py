@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..codecs import Codec
@@ -210,21 +211,18 @@ class _WritePass:
         first = self.index + 1
         end = first + block.n
         fmt = self.target.options.container()
+        write: Callable[[int, int, list[FileSink], list[Callable[[bytes], None]]], None]
         if fmt.record_framing is not None and block.laid_out:
-            layout = BlockLayout(block, first, len(self.sinks), fmt)
-            def write(at: int, stop: int) -> None:
-                _write_laid_out(layout, at, stop, self.sinks, self.writes)
+            write = partial(_write_laid_out, BlockLayout(block, first, len(self.sinks), fmt))
         else:
-            records = block.records()
-            def write(at: int, stop: int) -> None:
-                _write_block(records, first, at, stop, self.sinks, self.writes)
+            write = partial(_write_block, block.records(), first)
         at = first
         while at < end:
             if at == self.next_cut:
                 self.cut()
             stop = self.next_cut if at < self.next_cut < end else end
             try:
-                write(at, stop)
+                write(at, stop, self.sinks, self.writes)
             except BaseException as err:
                 index = getattr(err, "instance_index", None) or 0
                 output = self.fault(err, index, file=getattr(err, "shard", None))
