@@ -212,3 +212,23 @@ def test_a_column_of_strings_and_arrays_is_not_asked_for_nulls():
     assert got.types == {str, bytes, int, np.ndarray}
     array[2] = float("nan")
     assert numpy_values(array)[2] is None
+
+
+def test_a_codec_overriding_encode_columns_alone_keeps_its_records():
+    from recprep.codecs.recprep import RecprepCodec
+
+    class Tagged(RecprepCodec):
+        def encode_columns(self, columns, n):
+            records = super().encode_columns(columns, n)
+            return None if records is None else [b"T" + r for r in records]
+
+    df = pd.DataFrame({"k": np.arange(5)})
+    block = Tagged().encode_block({"k": np.arange(5)}, 5)
+    assert isinstance(block, RecordList) and all(r[:1] == b"T" for r in block.records())
+    url = f"memory://laid-{uuid.uuid4().hex}"
+    convert(url, df, 2, "t", codec=Tagged(), progress=False)
+    fmt = get_format("recordio")
+    with MEMORY.open(f"{url}/t-00000-of-00001".removeprefix("memory://"), "rb") as f:
+        first = [r for c in fmt.read_chunks(f, path="t") for r in c.records]
+    rows = list(TableReader(df)())[::2]  # shard 0's
+    assert [bytes(r) for r in first] == [b"T" + get_codec("recprep").encode(r) for r in rows]
