@@ -6,9 +6,9 @@ frame has ``--rows`` rows (default 1M) of ``int64``, ``float64``, ``str`` and
 ``float32[16]`` (an object column of arrays, as pandas holds them). Contenders, written
 to local files (10 shards, ``executor="serial"``, recordio, the default compressor):
 
-* **block** — ``convert(out, df, 10, ...)``: the frame is read a block of rows at a time
-  and the recprep codec encodes each block's columns at once
-  (``Codec.encode_columns``);
+* **block** — ``convert(out, df, 10, ...)``: the frame is read a block of rows at a time,
+  the recprep codec encodes each block's columns at once (``Codec.encode_block``) and
+  the records are laid out straight into the shards' chunk payloads;
 * **rows** — ``convert`` of the same rows as a list of dicts, built before timing (what
   the frame's reader yielded before columnar input): every row through ``encode``;
 * **parquet** — ``df.to_parquet(path)`` (pyarrow, default snappy);
@@ -20,8 +20,9 @@ of each are reported, with how busy other processes kept the machine. The bytes 
 block, rows and processes outputs are compared (they must be equal).
 
 Then where the block path's time goes, each part timed alone (best of the repetitions):
-reading the frame's blocks, ``encode_columns`` of them, and handing the records to the
-format's writers round-robin (into memory: no file system).
+reading the frame's blocks, ``encode_block`` of them (each record's pieces), and laying
+the records out in the shards' chunk payloads for the format's writers, round-robin (into
+memory: no file system).
 
 ``--part arrow`` measures a set going out as Arrow instead (issue 25), each contender
 interleaved with the others, median of ``--reps``: ``batches(256, format="arrow")``
@@ -123,37 +124,44 @@ def run(rows: int, reps: int) -> tuple[dict[str, list[float]], str, bool]:
 
 
 def breakdown(rows: int, reps: int) -> dict[str, float]:
-    """Seconds (best of ``reps``) of the block path's parts, each alone."""
+    """Seconds (best of ``reps``) of the block path's parts, each alone: the frame read
+    a block at a time, each block's records made as pieces (``encode_block``), and the
+    pieces laid out in the shards' chunk payloads and handed to the writers (in memory)."""
     import io
 
     from recprep.codecs import get_codec
     from recprep.containers import get_format
+    from recprep.write.blocklayout import BlockLayout
     from recprep.write.tables import TableReader
 
     df = frame(rows)
     codec = get_codec("recprep")
     fmt = get_format("recordio")
-    best = {"read blocks": float("inf"), "encode_columns": float("inf"),
-            "writers (round-robin, in memory)": float("inf")}
+    laying = "laid out + writers (BlockLayout, write_framed, round-robin, in memory)"
+    best = {"read blocks": float("inf"), "encode_block": float("inf"), laying: float("inf")}
     for _ in range(reps):
         gc.collect()
         t = time.perf_counter()
         blocks = list(TableReader(df)().column_blocks())
         best["read blocks"] = min(best["read blocks"], time.perf_counter() - t)
         t = time.perf_counter()
-        records = [r for b in blocks for r in codec.encode_columns(b.columns, b.n) or ()]
-        best["encode_columns"] = min(best["encode_columns"], time.perf_counter() - t)
+        encoded = [codec.encode_block(b.columns, b.n) for b in blocks]
+        best["encode_block"] = min(best["encode_block"], time.perf_counter() - t)
         del blocks
         writers = [fmt.writer(io.BytesIO(), fmt.default_compressor, 128 << 10)
                    for _ in range(NUM_SHARDS)]
-        writes = [w.write for w in writers]
         t = time.perf_counter()
-        for index, record in enumerate(records):
-            writes[index % NUM_SHARDS](record)
+        first = 0
+        for block in encoded:
+            assert block is not None
+            layout = BlockLayout(block, first, NUM_SHARDS, fmt)
+            for shard, p, q in layout.runs(first, first + block.n):
+                writers[shard].write_framed(layout.buffer, layout.starts[p:q],
+                                            layout.lengths[p:q])
+            first += block.n
         for w in writers:
             w.close()
-        key = "writers (round-robin, in memory)"
-        best[key] = min(best[key], time.perf_counter() - t)
+        best[laying] = min(best[laying], time.perf_counter() - t)
     return best
 
 

@@ -7,6 +7,8 @@ records), ``"raw"`` (bytes as they are) and ``"example"`` (``tf.train.Example``)
 module or package       what it holds
 ======================  ==========================================================
 ``base``                :class:`Codec`, the contract and its capability hooks
+``blocks``              a block's records made at once, as ``bytes`` or placed
+                        straight into a writer's buffer (``Codec.encode_block``)
 ``recprep/``            the ``"recprep"`` codec (a package: its docstring maps it)
 ``example/``            the ``"example"`` codec, and the columnar API Spark uses
 ``pickle``, ``raw``     the ``"pickle"`` and ``"raw"`` codecs

@@ -22,6 +22,9 @@ hook                                   what it says (default)
 =====================================  ===================================================
 :meth:`~Codec.encode_columns`          the records of a block of rows given as columns,
                                        made at once (``None``: row by row)
+:meth:`~Codec.encode_block`            the same as a :class:`~.blocks.RecordBlock`, which
+                                       may place its records straight into a writer's
+                                       buffer (``encode_columns``' records)
 :meth:`~Codec.decode_many`             a chunk's instances (``decode`` of each)
 :meth:`~Codec.decode_columns`          a chunk's records as batch columns, decoded at once
                                        (``None``: one by one)
@@ -56,6 +59,8 @@ import abc
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .blocks import RecordBlock, RecordList
+
 if TYPE_CHECKING:
     from .._core.batching import Columns
 
@@ -89,6 +94,15 @@ class Codec(abc.ABC):
         for byte; a block the codec can't make exactly (a value it would pickle, an error
         ``encode`` would raise) gives ``None``, never other bytes."""
         return None
+
+    def encode_block(self, columns: Mapping[Any, Any], n: int) -> RecordBlock | None:
+        """:meth:`encode_columns`' records as a :class:`~recprep.codecs.blocks.RecordBlock`
+        (``None`` where it gives ``None``): what the write loop asks for. A codec that
+        builds a block's records by laying them out (``"recprep"``) returns a block that
+        places them straight into the writer's buffer, framing and all, so no record is
+        made a ``bytes``; the same records, byte for byte."""
+        records = self.encode_columns(columns, n)
+        return None if records is None else RecordList(records)
 
     def decode_many(
         self, records: Sequence[bytes], *, allow_pickle: bool = False

@@ -23,6 +23,11 @@ hook                            what it says (default: a plain format without ei
 :attr:`~Format.record_index`    the :class:`~recprep.containers.record_index.RecordIndex`
                                 kept beside each shard (``None``: none), built by
                                 :meth:`~Format.index_records` or from the records' lengths
+:attr:`~Format.record_framing`  what a chunk's payload puts around each record, when
+                                its records lie back to back in it (``None``: not so): a
+                                writer then takes records laid out ahead in one buffer
+                                (:meth:`~Format.frame_records`,
+                                :meth:`~RecordWriter.write_framed`)
 :meth:`~Format.describe`        what a file's first chunk says (variant, compression), for
                                 tools
 :meth:`~Format.sniff`           whether a file's first :data:`SNIFF_BYTES` look like it
@@ -205,6 +210,18 @@ class RecordWriter(abc.ABC):
                 err.position = position  # type: ignore[attr-defined]
                 raise
 
+    def write_framed(self, buffer: np.ndarray, starts: np.ndarray,
+                     lengths: np.ndarray) -> None:
+        """Append the records ``buffer[starts[i]:starts[i] + lengths[i]]``, in order: the
+        same bytes as :meth:`write_many` of them, with its errors. ``buffer`` (uint8)
+        holds them as a chunk's payload would, framed as the format's
+        :attr:`~Format.record_framing` says (:meth:`Format.frame_records` filled the
+        framing), so a writer may take runs of records from it whole. The default cuts
+        each record out and calls :meth:`write_many`."""
+        view = buffer.data
+        self.write_many([bytes(view[start : start + length]) for start, length
+                         in zip(starts.tolist(), lengths.tolist(), strict=True)])
+
     @abc.abstractmethod
     def close(self) -> None:
         """Write out what is buffered."""
@@ -239,6 +256,12 @@ class Format(abc.ABC):
     chunk_header_bytes: ClassVar[int] = 0
     #: the record index kept beside each shard (``.{shard}{suffix}``), or None
     record_index: ClassVar[type[RecordIndex] | None] = None
+    #: ``(before, after)``: the bytes a chunk's payload puts before and after each record
+    #: when its records lie back to back in it (RecordIO: a record's 4-byte length before
+    #: it), filled by :meth:`frame_records`; a writer then takes records laid out ahead in
+    #: one buffer (:meth:`RecordWriter.write_framed`). ``None``: records are handed over
+    #: as ``bytes``, one each
+    record_framing: ClassVar[tuple[int, int] | None] = None
 
     @abc.abstractmethod
     def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
@@ -268,6 +291,14 @@ class Format(abc.ABC):
         damaged record is never yielded. Finding the next sound data after damage costs
         time linear in the bytes passed over.
         """
+
+    def frame_records(self, buffer: np.ndarray, starts: np.ndarray,
+                      lengths: np.ndarray) -> None:
+        """Fill in ``buffer`` (uint8) the framing of the records laid at ``starts`` with
+        ``lengths``, each with the room :attr:`record_framing` says around it: what
+        :meth:`RecordWriter.write_framed` takes. Only a format with a
+        :attr:`record_framing` is asked."""
+        raise NotImplementedError(f"format {self.name!r} has no record_framing")
 
     def concatenable(self, compressor: str) -> bool:
         """Whether two files written with ``compressor`` joined byte for byte are one valid

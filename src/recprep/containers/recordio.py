@@ -44,6 +44,8 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import accumulate
 
+import numpy as np
+
 from .._core.records import Chunk
 from ..errors import EncodeError
 from .base import (
@@ -66,8 +68,10 @@ from .recordio_framing import (
     MAX_PAYLOAD,
     MIN_RECORD_BYTES,
     Dialect,
+    _u32_pack,
     crc32,
     encode_payload,
+    frame_lengths,
     split_payload,
 )
 from .recordio_reading import (
@@ -92,6 +96,7 @@ __all__ = [
     "RecordIOFormat",
     "crc32",
     "encode_payload",
+    "frame_lengths",
     "iter_chunks",
     "scan_index",
     "split_payload",
@@ -122,8 +127,10 @@ class _RecordIOWriter(RecordWriter):
         #: the id a snappy chunk that wouldn't shrink is stored under ("none"); None: never
         self._fallback = dialect.names["none"] if compressor == "snappy" else None
         self._limit = chunk_bytes
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
+        #: the pending chunk's payload so far, in pieces (framed records), and its records
+        self._parts: list[bytes | memoryview] = []
+        self._count = 0
+        self._pending_bytes = 0  # the pending records' bytes, without their framing
         self.num_records = 0
         self.chunks: list[tuple[int, int]] = []  # reported as flushed (RecordWriter)
         self._written = 0  # bytes written out by this writer
@@ -136,13 +143,16 @@ class _RecordIOWriter(RecordWriter):
                 f"has 32 bits: a record can hold at most {MAX_PAYLOAD - MIN_RECORD_BYTES} "
                 "bytes (4 GiB - 5); split the instance, or write format='tfrecord'"
             )
-        pending = self._pending_bytes + MIN_RECORD_BYTES * len(self._pending)
-        if self._pending and (
+        count = self._count
+        if count and (
             self._pending_bytes + size > self._limit
-            or pending + size + MIN_RECORD_BYTES > MAX_PAYLOAD
+            or self._pending_bytes + MIN_RECORD_BYTES * (count + 1) + size > MAX_PAYLOAD
         ):
             self._flush()
-        self._pending.append(record)
+        parts = self._parts
+        parts.append(_u32_pack(size))
+        parts.append(record)
+        self._count += 1
         self._pending_bytes += size
         self.num_records += 1
 
@@ -164,36 +174,89 @@ class _RecordIOWriter(RecordWriter):
         sizes = list(map(len, records))
         if not sizes:
             return
-        if (max(sizes) > MAX_PAYLOAD - MIN_RECORD_BYTES or self._limit > MAX_PAYLOAD // 2
-                or (len(self._pending) + len(sizes)) * MIN_RECORD_BYTES
-                > MAX_PAYLOAD - self._limit):  # where a chunk's framing could overflow
+        if not self._cuts_fit(max(sizes), len(sizes)):
             super().write_many(records)  # what write says of each: its errors, its cuts
             return
         ends = list(accumulate(sizes))
-        pending = self._pending
         at, n = 0, len(records)
         while at < n:
-            if not pending:  # a chunk takes its first record whatever its size
-                pending.append(records[at])
-                self._pending_bytes = sizes[at]
-                at += 1
-                continue
             before = ends[at - 1] if at else 0
-            stop = bisect_right(ends, before + self._limit - self._pending_bytes, at)
+            stop = self._chunk_stop(at, before, bisect_right(
+                ends, before + self._limit - self._pending_bytes, at))
             if stop > at:
-                pending.extend(records[at:stop])
+                self._parts.append(encode_payload(records[at:stop]))
+                self._count += stop - at
                 self._pending_bytes += ends[stop - 1] - before
                 at = stop
             if at < n:
                 self._flush()
-                pending = self._pending
         self.num_records += n
 
-    def _flush(self) -> None:
-        records = self._pending
-        if not records:
+    def write_framed(self, buffer: np.ndarray, starts: np.ndarray,
+                     lengths: np.ndarray) -> None:
+        """:meth:`write_many` of the records ``buffer[starts[i]:][:lengths[i]]`` laid back
+        to back in ``buffer`` with their 4-byte lengths before them (as
+        :meth:`RecordIOFormat.frame_records` fills them): a chunk's payload is then taken
+        from ``buffer`` in runs of records, with no step per record.
+
+        >>> import io
+        >>> records = [bytes([n]) * (n % 7) for n in range(100)]
+        >>> buffer = np.frombuffer(encode_payload(records), np.uint8)
+        >>> lengths = np.array(list(map(len, records)))
+        >>> starts = np.cumsum(lengths + 4) - lengths
+        >>> one, laid = io.BytesIO(), io.BytesIO()
+        >>> a, b = _RecordIOWriter(one, GO, "none", 40), _RecordIOWriter(laid, GO, "none", 40)
+        >>> a.write_many(records); b.write_framed(buffer, starts, lengths)
+        >>> a.close(); b.close()
+        >>> one.getvalue() == laid.getvalue(), a.chunks == b.chunks
+        (True, True)
+        """
+        n = len(lengths)
+        if not n:
             return
-        data = encode_payload(records)
+        ends = np.cumsum(lengths)  # the records' running sizes, as write_many's
+        total = int(ends[-1])
+        if not self._cuts_fit(total if total <= MAX_PAYLOAD else int(lengths.max()), n):
+            super().write_framed(buffer, starts, lengths)  # what write says of each
+            return
+        view = buffer.data
+        at = 0
+        while at < n:
+            before = int(ends[at - 1]) if at else 0
+            stop = self._chunk_stop(at, before, int(ends.searchsorted(
+                before + self._limit - self._pending_bytes, "right")))
+            if stop > at:
+                last = stop - 1
+                self._parts.append(view[int(starts[at]) - MIN_RECORD_BYTES
+                                        : int(starts[last]) + int(lengths[last])])
+                self._count += stop - at
+                self._pending_bytes += int(ends[last]) - before
+                at = stop
+            if at < n:
+                self._flush()
+        self.num_records += n
+
+    def _cuts_fit(self, largest: int, count: int) -> bool:
+        """Whether records of at most ``largest`` bytes, ``count`` of them, are cut into
+        chunks by their running sizes alone (:meth:`write_many`): no record too large,
+        no chunk whose framing could overflow the size field."""
+        return not (largest > MAX_PAYLOAD - MIN_RECORD_BYTES or self._limit > MAX_PAYLOAD // 2
+                    or (self._count + count) * MIN_RECORD_BYTES > MAX_PAYLOAD - self._limit)
+
+    def _chunk_stop(self, at: int, before: int, found: int) -> int:
+        """Where the records from ``at`` that join the pending chunk end: those whose
+        running sizes stay within the limit (``found``, bisected), or at least record
+        ``at`` when no chunk is pending (a chunk takes its first record whatever its
+        size)."""
+        if not self._count:
+            return max(found, at + 1)
+        return max(found, at)
+
+    def _flush(self) -> None:
+        count = self._count
+        if not count:
+            return
+        data = b"".join(self._parts)
         payload: bytes | None
         comp = self._id
         if self._fallback is None:
@@ -204,18 +267,17 @@ class _RecordIOWriter(RecordWriter):
                 payload, comp = data, self._fallback
         if len(payload) > MAX_PAYLOAD:
             raise EncodeError(
-                f"a chunk of {len(records)} record(s) compresses to {len(payload)} bytes, "
+                f"a chunk of {count} record(s) compresses to {len(payload)} bytes, "
                 f"more than RecordIO's 32-bit chunk size field can hold ({MAX_PAYLOAD}); "
                 "write smaller records, or format='tfrecord'"
             )
-        header = self._dialect.pack(
-            self._dialect.checksum(payload), comp, len(payload), len(records)
-        )
+        header = self._dialect.pack(self._dialect.checksum(payload), comp, len(payload), count)
         self._file.write(header)
         self._file.write(payload)
-        self.chunks.append((self._written, len(records)))
+        self.chunks.append((self._written, count))
         self._written += len(header) + len(payload)
-        self._pending = []
+        self._parts = []
+        self._count = 0
         self._pending_bytes = 0
 
     def close(self) -> None:
@@ -232,10 +294,15 @@ class RecordIOFormat(Format):
     min_record_bytes = MIN_RECORD_BYTES
     per_chunk_compressor = True
     chunk_header_bytes = HEADER_SIZE
+    record_framing = (MIN_RECORD_BYTES, 0)  # a record's uint32 length before it
     dialect = GO
 
     def writer(self, file: Sink, compressor: str, chunk_bytes: int) -> RecordWriter:
         return _RecordIOWriter(file, self.dialect, compressor, chunk_bytes)
+
+    def frame_records(self, buffer: np.ndarray, starts: np.ndarray,
+                      lengths: np.ndarray) -> None:
+        frame_lengths(buffer, starts, lengths)
 
     def read_chunks(
         self,

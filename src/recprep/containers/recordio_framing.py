@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import google_crc32c
@@ -99,7 +99,7 @@ LEGACY = Dialect(
 )
 
 
-def encode_payload(records: list[bytes]) -> bytes:
+def encode_payload(records: Sequence[bytes]) -> bytes:
     """``[uint32 length][bytes]`` for each record, joined."""
     parts: list[bytes] = []
     append = parts.append
@@ -107,6 +107,23 @@ def encode_payload(records: list[bytes]) -> bytes:
         append(_u32_pack(len(record)))
         append(record)
     return b"".join(parts)
+
+
+def frame_lengths(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+    """Write each record's uint32 length into ``buffer`` (uint8) in the 4 bytes before
+    it (record ``i`` at ``starts[i]``, ``lengths[i]`` bytes): records laid back to back
+    so become a payload, as :func:`encode_payload` makes it. A length beyond 32 bits is
+    written cut (a writer refuses such a record before it takes the buffer).
+
+    >>> buffer = np.frombuffer(b"....ab....c", np.uint8).copy()
+    >>> frame_lengths(buffer, np.array([4, 10]), np.array([2, 1]))
+    >>> buffer.tobytes() == encode_payload([b"ab", b"c"])
+    True
+    """
+    if not len(starts):
+        return
+    heads = np.ndarray((len(buffer) - 3,), "V4", buffer, 0, (1,))  # a word at every byte
+    heads[starts - 4] = lengths.astype("<u4").view("V4")
 
 
 def split_payload(payload: bytes, count: int) -> Records:

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["arrow_values", "pandas_values"]
+from ..codecs.blocks import TypedValues
+
+__all__ = ["arrow_values", "numpy_values", "pandas_values"]
 
 
 def _with_nulls(values: Any, mask: np.ndarray) -> Any:
@@ -45,18 +47,40 @@ def pandas_values(column: Any) -> Any:
         column = column.dt.tz_convert("UTC").dt.tz_localize(None)
         dtype = column.dtype
     if isinstance(dtype, np.dtype):
-        array = column.to_numpy()
-        if dtype.kind == "O":
-            return _with_nulls(list(array), np.asarray(pd.isna(array), dtype=bool))
-        if dtype.kind in "mM":
-            return _with_nulls(array, np.isnat(array))
-        return array  # its values are numpy scalars of the column's dtype
+        return numpy_values(column.to_numpy())
     mask = column.isna().to_numpy(dtype=bool)
     numpy_dtype = getattr(dtype, "numpy_dtype", None)  # nullable Int64, Float64, boolean
     if numpy_dtype is not None and numpy_dtype.kind in "biuf":
         fill = False if numpy_dtype.kind == "b" else 0
         return _with_nulls(column.to_numpy(dtype=numpy_dtype, na_value=fill), mask)
     return _with_nulls(list(column.to_numpy(dtype=object)), mask)  # str, category...
+
+
+#: the types of values ``pandas.isna`` never calls null (exactly these, not subclasses)
+_NEVER_NULL = frozenset({str, bytes, bool, int, np.ndarray})
+
+
+def numpy_values(array: np.ndarray) -> Any:
+    """The values of a pandas column held as a numpy array (``Series.to_numpy()`` of a
+    column of a numpy dtype, or a slice of it): the array, or a list of its objects with
+    ``None`` for nulls (:class:`~recprep.codecs.blocks.TypedValues`: the types found
+    once, for the codec).
+
+    >>> numpy_values(np.array(["a", None, float("nan")], object))
+    ['a', None, None]
+    """
+    import pandas as pd
+
+    kind = array.dtype.kind
+    if kind == "O":  # (an object array's tolist() is its objects, as they are)
+        values = array.tolist()
+        types = set(map(type, values))
+        if types <= _NEVER_NULL:  # nothing pandas calls a null: no need to ask it
+            return TypedValues(values, types)
+        return TypedValues(_with_nulls(values, np.asarray(pd.isna(array), dtype=bool)))
+    if kind in "mM":
+        return _with_nulls(array, np.isnat(array))
+    return array  # its values are numpy scalars of the column's dtype
 
 
 def arrow_values(column: Any) -> Any:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..codecs import Codec
+from ..codecs.blocks import RecordBlock
 from ..errors import EncodeError, InvalidArgumentError, WriteError, add_note
 from ..storage.staging import FileFacts
+from .blocklayout import BlockLayout
 from .filepool import WritePool
 from .inputs import check_reader
 from .options import WriteOptions
@@ -91,9 +94,11 @@ def write_round_robin(
 
     A table's rows (``instances`` with a ``column_blocks()`` method, see
     :mod:`recprep.write.tables`) are encoded a block at a time where the codec can
-    (:meth:`~recprep.codecs.base.Codec.encode_columns`), row by row where it can't: the
-    same records either way, written in the same order. An ``EncodeError`` of such a row
-    also names its column (``err.column``).
+    (:meth:`~recprep.codecs.base.Codec.encode_block`), row by row where it can't: the
+    same records either way, written in the same order. Where the codec lays a block's
+    records out and the format frames records back to back, they are placed straight
+    into the files' chunk payloads (:class:`~recprep.write.blocklayout.BlockLayout`).
+    An ``EncodeError`` of such a row also names its column (``err.column``).
 
     With ``target.cuts``, every file's writer is cut before those instances
     (:meth:`~recprep.containers.base.RecordWriter.cut`) when the format is concatenable:
@@ -105,9 +110,10 @@ def write_round_robin(
         try:
             for run, encode, by_column in _runs(instances, target.options.codec):
                 if encode is None:  # a block's records, made at once: a shard at a time
-                    assert isinstance(run, list)
+                    assert isinstance(run, RecordBlock)
                     writing.write_block(run)
                 else:
+                    assert not isinstance(run, RecordBlock)
                     writing.write_rows(run, encode, by_column)
         except Exception as err:
             if writing.input_failed:  # the reader's own error: it stays what it is, located
@@ -197,17 +203,26 @@ class _WritePass:
         finally:
             self.index = index
 
-    def write_block(self, records: list[bytes]) -> None:
-        """Write a block's records (made at once from its columns), a file at a time."""
+    def write_block(self, block: RecordBlock) -> None:
+        """Write a block's records (made at once from its columns), a file at a time:
+        laid out in the files' chunk payloads (:class:`~.blocklayout.BlockLayout`) where
+        the format frames records back to back and the codec places them, else as the
+        ``bytes`` of each."""
         first = self.index + 1
-        end = first + len(records)
+        end = first + block.n
+        fmt = self.target.options.container()
+        write: Callable[[int, int, list[FileSink], list[Callable[[bytes], None]]], None]
+        if fmt.record_framing is not None and block.laid_out:
+            write = partial(_write_laid_out, BlockLayout(block, first, len(self.sinks), fmt))
+        else:
+            write = partial(_write_block, block.records(), first)
         at = first
         while at < end:
             if at == self.next_cut:
                 self.cut()
             stop = self.next_cut if at < self.next_cut < end else end
             try:
-                _write_block(records, first, at, stop, self.sinks, self.writes)
+                write(at, stop, self.sinks, self.writes)
             except BaseException as err:
                 index = getattr(err, "instance_index", None) or 0
                 output = self.fault(err, index, file=getattr(err, "shard", None))
@@ -241,9 +256,9 @@ class _WritePass:
 
 
 #: a run of the write loop: instances, the function that makes each one's record (None:
-#: the run is of records already made), and whether an instance that fails is a row of
-#: columns (its error then names the column)
-EncodeRun = tuple[Iterable[Any], Callable[[Any], bytes] | None, bool]
+#: the run is a block of records made at once), and whether an instance that fails is a
+#: row of columns (its error then names the column)
+EncodeRun = tuple[Iterable[Any] | RecordBlock, Callable[[Any], bytes] | None, bool]
 
 
 def _write_block(records: Sequence[bytes], first: int, start: int, stop: int,
@@ -276,11 +291,34 @@ def _write_block(records: Sequence[bytes], first: int, start: int, stop: int,
             raise
 
 
+def _write_laid_out(layout: BlockLayout, start: int, stop: int, sinks: list[FileSink],
+                    writes: list[Callable[[bytes], None]]) -> None:
+    """:func:`_write_block` of a block laid out in its files' chunk payloads: each file's
+    records of ``start:stop`` handed to its writer as one run
+    (:meth:`~recprep.containers.base.RecordWriter.write_framed`)."""
+    for shard, p, q in layout.runs(start, stop):
+        sink = sinks[shard]
+        try:
+            writer = sink.writer
+            if writer is None:  # the file opens on its first record
+                writer = sink.open()
+                writes[shard] = writer.write
+            writer.write_framed(layout.buffer, layout.starts[p:q], layout.lengths[p:q])
+        except EncodeError as err:
+            err.instance_index = layout.instance(p + getattr(err, "position", 0))
+            raise
+        except WriteError:
+            raise
+        except OSError as err:
+            err.shard = shard  # type: ignore[attr-defined]
+            raise
+
+
 def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[EncodeRun]:
     """The loop's input as runs: the instances with ``codec.encode`` — or, when they come
     as column blocks (``instances.column_blocks()``, a table's rows), each block's records
-    made at once by ``codec.encode_columns`` (passed on as they are: ``bytes(record)`` is
-    ``record``), or, where it can't, the block's rows with ``codec.encode``."""
+    made at once by ``codec.encode_block`` (a :class:`~recprep.codecs.blocks.RecordBlock`),
+    or, where it can't, the block's rows with ``codec.encode``."""
     column_blocks = getattr(instances, "column_blocks", None)
     if column_blocks is None:
         return ((instances, codec.encode, False),)
@@ -288,10 +326,10 @@ def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[EncodeRun]:
 
 
 def _block_runs(blocks: Iterable[Any], codec: Codec) -> Iterator[EncodeRun]:
-    encode_columns = codec.encode_columns
+    encode_block = codec.encode_block
     for block in blocks:
         try:  # a codec's columns make dict rows: other rows (tuples...) one by one
-            records = encode_columns(block.columns, block.n) if getattr(
+            records = encode_block(block.columns, block.n) if getattr(
                 block, "instance", "dict") == "dict" else None
         except Exception:  # row by row: the first row that fails raises, located
             records = None

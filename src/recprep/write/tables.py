@@ -45,7 +45,7 @@ import numpy as np
 
 from .._core.arrowcols import INSTANCE_KEY, VALUE_COLUMN
 from ..errors import ColumnsError, InputError, InvalidArgumentError, RecprepWarning, warn
-from .columnvalues import arrow_values, pandas_values
+from .columnvalues import arrow_values, numpy_values, pandas_values
 
 __all__ = ["ROW_BLOCK", "ColumnBlock", "RowKind", "TableReader", "is_table"]
 
@@ -144,6 +144,20 @@ class _Frame(_TableSource):
     def values(self, start: int, stop: int) -> list[Any]:
         block = self.frame.iloc[start:stop]
         return [pandas_values(block.iloc[:, k]) for k in range(block.shape[1])]
+
+    def blocks(self, start: int, stop: int) -> Iterator[ColumnBlock]:
+        """:meth:`values` of each block, the columns of a numpy dtype taken out of the
+        frame once and sliced (a column of another dtype is read a block at a time)."""
+        columns = [self.frame.iloc[:, k] for k in range(len(self.names))]
+        whole = [column.to_numpy() if isinstance(column.dtype, np.dtype) else None
+                 for column in columns]
+        for first in range(start, stop, ROW_BLOCK):
+            end = min(first + ROW_BLOCK, stop)
+            values = [pandas_values(column.iloc[first:end]) if array is None
+                      else numpy_values(array[first:end])
+                      for column, array in zip(columns, whole, strict=True)]
+            yield ColumnBlock(dict(zip(self.names, values, strict=True)), end - first,
+                              self.instance)
 
     def sliced(self, start: int, stop: int) -> _TableSource:
         return _Frame(self.frame.iloc[start:stop])

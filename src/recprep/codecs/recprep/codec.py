@@ -21,12 +21,13 @@ from typing import Any
 from ..._core.batching import Columns
 from ...errors import REMEDY, DecodeError, EncodeError
 from ..base import Codec
+from ..blocks import RecordBlock
 from ..guess import codec_remedy, first_byte
 from .arrow import recprep_decode_arrow
 from .columns import recprep_decode_columns, recprep_decode_rows
 from .decode import decode_error, decode_value
 from .encode import encode_value
-from .encode_columns import recprep_encode_columns
+from .encode_columns import recprep_encode_block, recprep_encode_columns
 from .packed import DPLANS, LAST_TOP, encode_packed
 from .pickles import split_notes
 from .wire import F1, FORMAT_TAG, T_PDICT, T_PLIST, Fail, u32
@@ -117,6 +118,15 @@ with another codec
         ``encode`` of each row's dict, or ``None`` where a column holds what only
         ``encode`` writes exactly (see :mod:`~recprep.codecs.recprep.encode_columns`)."""
         return recprep_encode_columns(columns, n, self.encode)
+
+    def encode_block(self, columns: Mapping[Any, Any], n: int) -> RecordBlock | None:
+        """:meth:`encode_columns` as each record's pieces, placed where a writer says
+        (:class:`~recprep.codecs.recprep.segments.Segments`): no record is made a
+        ``bytes``. A subclass that overrides ``encode_columns`` alone gets its records
+        (as the base class's ``encode_block`` gives them)."""
+        if type(self).encode_columns is not RecprepCodec.encode_columns:
+            return super().encode_block(columns, n)
+        return recprep_encode_block(columns, n, self.encode)
 
     def decode_many(
         self, records: Sequence[bytes], *, allow_pickle: bool = False) -> list[Any]:

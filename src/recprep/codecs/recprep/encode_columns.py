@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..blocks import TypedValues
 from .arrays import ARRAY_HEADS, ND_KINDS, dtype_body
 from .segments import Segments, merge_rows, ragged_of
 from .wire import (
@@ -51,7 +52,7 @@ from .wire import (
     pack_tag_u32,
 )
 
-__all__ = ["recprep_encode_columns"]
+__all__ = ["recprep_encode_block", "recprep_encode_columns"]
 
 _NONE, _BOOL, _INT, _FLOAT, _STR, _BYTES, _ARRAY, _OTHER = range(8)
 _TYPE_ID: dict[type, int] = {type(None): _NONE, bool: _BOOL, int: _INT, float: _FLOAT,
@@ -70,6 +71,24 @@ def recprep_encode_columns(columns: Mapping[Any, Any], n: int,
                            encode: Callable[[Any], bytes]) -> list[bytes] | None:
     """The records of the ``n`` rows ``{name: column[i]}``, or None (see the module docs);
     ``encode`` (the codec's) encodes the keys, once each."""
+    block = recprep_encode_block(columns, n, encode)
+    return None if block is None else block.records()
+
+
+def recprep_encode_block(columns: Mapping[Any, Any], n: int,
+                         encode: Callable[[Any], bytes]) -> Segments | None:
+    """:func:`recprep_encode_columns` as the pieces of each record
+    (:class:`~recprep.codecs.recprep.segments.Segments`, a
+    :class:`~recprep.codecs.blocks.RecordBlock`), not yet laid out: a writer places
+    them where its chunks want them.
+
+    >>> from recprep.codecs.recprep import RecprepCodec
+    >>> encode = RecprepCodec().encode
+    >>> block = recprep_encode_block({"n": np.arange(3)}, 3, encode)
+    >>> block.lengths().tolist(), block.records() == recprep_encode_columns(
+    ...     {"n": np.arange(3)}, 3, encode)
+    ([25, 25, 25], True)
+    """
     if not n or not columns or not all(type(k) in _KEY_TYPES for k in columns):
         return None
     try:
@@ -83,7 +102,7 @@ def recprep_encode_columns(columns: Mapping[Any, Any], n: int,
             segments = _plain_dict_segments(columns, kinds, n, encode)
     except (_BlockNeedsRows, OverflowError, struct.error):  # ints beyond int64 among them
         return None
-    return segments.records()
+    return segments
 
 
 #: what a column's values are: ``None`` for a numpy column (its rows are numpy
@@ -94,7 +113,7 @@ Kinds = int | np.ndarray | None
 def _kinds_of_column(values: Any, n: int) -> Kinds:
     if isinstance(values, np.ndarray):
         return None
-    types = set(map(type, values))
+    types = values.types if isinstance(values, TypedValues) else set(map(type, values))
     if len(types) == 1:
         return _TYPE_ID.get(types.pop(), _OTHER)
     return np.fromiter(map(_TYPE_ID.get, map(type, values), repeat(_OTHER)), np.int8, n)

@@ -11,6 +11,11 @@ what every record of the block is made of, in order, as *segments*:
 :meth:`Segments.records` lays the records out in one buffer — in rows of a padded matrix
 when the records' lengths are close (each ``fixed`` run a strided copy; after a ragged
 piece, one copy per distinct shift), else back to back — and cuts them into ``bytes``.
+:meth:`Segments.place` writes them where a writer says instead (a
+:class:`~recprep.codecs.blocks.RecordBlock`: records laid out in a chunk's payload, room
+for their framing left between them): each run of ``const`` and ``fixed`` parts is one
+item per record (a ``{width}``-byte void item at every byte of the buffer, so the run
+lands wherever the record is), each ragged piece a gather.
 
 >>> seg = Segments(3)
 >>> seg.const(b"<")
@@ -18,6 +23,10 @@ piece, one copy per distinct shift), else back to back — and cuts them into ``
 >>> seg.fixed(np.frombuffer(b"123", np.uint8).reshape(3, 1))
 >>> seg.records()
 [b'<a1', b'<2', b'<bc3']
+>>> buffer = np.zeros(12, np.uint8)
+>>> seg.place(buffer, np.array([0, 4, 8]))
+>>> buffer.tobytes()
+b'<a1\\x00<2\\x00\\x00<bc3'
 """
 
 from __future__ import annotations
@@ -27,18 +36,21 @@ from typing import Any
 
 import numpy as np
 
+from ..blocks import RecordBlock
+
 __all__ = ["Segments", "merge_rows", "ragged_of"]
 
 _SHIFT_GROUPS = 32  # a fixed run after ragged pieces: one copy per shift, up to this many
 _PAD_SLACK = 2  # a padded layout may take this many times the bytes of the records
 
 
-class Segments:
+class Segments(RecordBlock):
     """The pieces of ``n`` records, in order (see the module docs)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.parts: list[tuple[str, Any]] = []
+        self._laid: tuple[int, list[tuple[str, Any]], np.ndarray] | None = None
 
     def const(self, data: bytes) -> None:
         if data:
@@ -64,12 +76,21 @@ class Segments:
         def flush() -> None:
             if not pending:
                 return
-            width = sum(len(p) if kind == "const" else p.shape[1] for kind, p in pending)
+            # the const parts as one row (zeros where fixed parts go), copied to every row
+            # at once, then each fixed part one item a row (a void of its width)
+            template = b"".join(p if kind == "const" else bytes(p.shape[1])
+                                for kind, p in pending)
+            width = len(template)
             matrix = np.empty((self.n, width), np.uint8)
+            matrix.view(f"V{width}")[...] = np.frombuffer(template, f"V{width}")
             at = 0
             for kind, p in pending:
-                w = len(p) if kind == "const" else p.shape[1]
-                matrix[:, at : at + w] = np.frombuffer(p, np.uint8) if kind == "const" else p
+                if kind == "const":
+                    at += len(p)
+                    continue
+                w = p.shape[1]
+                source = (p if p.strides[1] == 1 else np.ascontiguousarray(p)).view(f"V{w}")
+                matrix[:, at : at + w].view(f"V{w}")[...] = source
                 at += w
             runs.append(("fixed", matrix))
             pending.clear()
@@ -83,13 +104,39 @@ class Segments:
         flush()
         return runs
 
+    def _runs_and_lengths(self) -> tuple[list[tuple[str, Any]], np.ndarray]:
+        """:meth:`_runs` and each record's length, made once (until parts are added)."""
+        if self._laid is None or self._laid[0] != len(self.parts):
+            runs = self._runs()
+            lengths = np.zeros(self.n, np.int64)
+            for kind, part in runs:
+                lengths += part.shape[1] if kind == "fixed" else part[0]
+            self._laid = (len(self.parts), runs, lengths)
+        return self._laid[1], self._laid[2]
+
+    def lengths(self) -> np.ndarray:
+        return self._runs_and_lengths()[1]
+
+    def place(self, buffer: np.ndarray, starts: np.ndarray) -> None:
+        if not self.n:
+            return
+        runs, _ = self._runs_and_lengths()
+        pos = np.array(starts, np.int64)  # where each record's next piece goes
+        for kind, part in runs:
+            if kind == "fixed":
+                width = part.shape[1]
+                window = np.ndarray((len(buffer) - width + 1,), f"V{width}", buffer, 0, (1,))
+                window[pos] = part.view(f"V{width}")[:, 0]  # (a run's matrix is C-ordered)
+                pos += width
+            else:
+                sizes, data = part
+                _place_ragged(buffer, pos, sizes, data)
+                pos += sizes
+
     def layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(buffer, starts, lengths)``: record ``i`` is ``buffer[starts[i]:][:lengths[i]]``."""
         n = self.n
-        runs = self._runs()
-        lengths = np.zeros(n, np.int64)
-        for kind, part in runs:
-            lengths += part.shape[1] if kind == "fixed" else part[0]
+        runs, lengths = self._runs_and_lengths()
         total = int(lengths.sum())
         width = int(lengths.max()) if n else 0
         if n * width <= _PAD_SLACK * total + 4096:
