@@ -8,6 +8,7 @@ handed a filesystem and paths, never a user's output argument.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -272,23 +273,14 @@ def _write_block(records: Sequence[bytes], first: int, start: int, stop: int,
         if begin >= stop:
             continue
         mine = records[begin - first : stop - first : n]
-        done = 0  # of mine, written before write_many
-        try:
+        with _located(shard, begin, n):
             if sinks[shard].writer is None:  # the file opens on its first record
                 writes[shard](mine[0])
-                done = 1
+                begin, mine = begin + n, mine[1:]
             writer = sinks[shard].writer
             assert writer is not None
-            writer.write_many(mine[done:] if done else mine)
-        except EncodeError as err:
-            position = getattr(err, "position", 0) + done if sinks[shard].writer else 0
-            err.instance_index = begin + position * n
-            raise
-        except WriteError:
-            raise
-        except OSError as err:
-            err.shard = shard  # type: ignore[attr-defined]
-            raise
+        with _located(shard, begin, n):
+            writer.write_many(mine)
 
 
 def _write_laid_out(layout: BlockLayout, start: int, stop: int, sinks: list[FileSink],
@@ -298,20 +290,30 @@ def _write_laid_out(layout: BlockLayout, start: int, stop: int, sinks: list[File
     (:meth:`~recprep.containers.base.RecordWriter.write_framed`)."""
     for shard, p, q in layout.runs(start, stop):
         sink = sinks[shard]
-        try:
+        with _located(shard, layout.instance(p), layout.files):
             writer = sink.writer
             if writer is None:  # the file opens on its first record
                 writer = sink.open()
                 writes[shard] = writer.write
             writer.write_framed(layout.buffer, layout.starts[p:q], layout.lengths[p:q])
-        except EncodeError as err:
-            err.instance_index = layout.instance(p + getattr(err, "position", 0))
-            raise
-        except WriteError:
-            raise
-        except OSError as err:
-            err.shard = shard  # type: ignore[attr-defined]
-            raise
+
+
+@contextmanager
+def _located(shard: int, first: int, step: int) -> Iterator[None]:
+    """Errors of writing a run of instances ``first``, ``first + step``, ... to file
+    ``shard``, located: an ``EncodeError`` at position ``k`` of the run is instance
+    ``first + k * step`` (``instance_index``), an ``OSError`` names the file
+    (``err.shard``); a ``WriteError`` is already located."""
+    try:
+        yield
+    except EncodeError as err:
+        err.instance_index = first + getattr(err, "position", 0) * step
+        raise
+    except WriteError:
+        raise
+    except OSError as err:
+        err.shard = shard  # type: ignore[attr-defined]
+        raise
 
 
 def _runs(instances: Iterable[Any], codec: Codec) -> Iterable[EncodeRun]:
