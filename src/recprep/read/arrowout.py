@@ -216,9 +216,10 @@ class ArrowOut:
                 format: BatchFormat = "numpy", schema: Any = None) -> Iterator[Any]:
         raise NotImplementedError  # RecordIO's
 
-    def _batch_trees(self, batch_size: int, drop_last: bool = False, arrow: bool = False
-                     ) -> Iterator[Any]:
-        raise NotImplementedError  # RecordIO's: a pass's batches of columns (Arrow ones)
+    def _batch_trees(self, batch_size: int, drop_last: bool = False,
+                     arrow: bool | str = False) -> Iterator[Any]:
+        raise NotImplementedError  # RecordIO's: a pass's batches of columns (Arrow ones;
+        # "whole": Arrow ones of a pass held whole, its round-robin woven once at its end)
 
     def to_arrow(self, *, schema: pyarrow.Schema | None = None) -> pyarrow.Table:
         """A pass as one ``pyarrow.Table`` (held whole: its record batches are of
@@ -229,7 +230,7 @@ class ArrowOut:
         if schema is not None:
             got = list(self.batches(ARROW_BATCH_ROWS, format="arrow", schema=schema))
             return pa.Table.from_batches(got, schema=schema)
-        trees = self._batch_trees(ARROW_BATCH_ROWS, arrow=True)
+        trees = self._batch_trees(ARROW_BATCH_ROWS, arrow="whole")
         got, at = [], 0
         for tree in trees:
             got.append(record_batch(tree, at))
