@@ -95,8 +95,13 @@ def test_string_columns_of_chunks_of_other_sizes_take_their_own_rows():
             assert list(pool.map(decoded, chunks * 3)) == want * 3
 
 
-def test_the_take_index_is_kept_for_a_chunk_of_as_many_records():
+def test_the_take_index_is_a_slice_of_one_kept_for_every_chunk():
     first = arrow_decode._every_other(41, False)
-    assert arrow_decode._every_other(41, False) is first
+    memory = first.buffers()[1].address
+    for n in (41, 40, 3, 1000):  # chunks of other sizes: slices of the same memory
+        index = arrow_decode._every_other(n, False)
+        assert index.buffers()[1].address == memory and index.offset == 0
+        assert index.to_pylist() == list(range(0, 2 * n, 2))
+    longer = arrow_decode._every_other(5000, False)  # longer than kept: made anew
+    assert longer.to_pylist() == list(range(0, 10000, 2))
     assert arrow_decode._every_other(41, True).type == pa.int64()
-    assert arrow_decode._every_other(40, False).to_pylist() == list(range(0, 80, 2))

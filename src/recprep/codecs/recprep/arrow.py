@@ -101,23 +101,25 @@ def _has_strings(tree: Any) -> bool:
     return is_arrow(tree)
 
 
-#: the take indexes :func:`_every_other` made last, as one ``((n, wide), array)`` (a
-#: thread that decodes another chunk meanwhile replaces it whole)
-_EVERY_OTHER: list[tuple[tuple[int, bool], Any]] = [((-1, False), None)]
+#: the take indexes :func:`_every_other` made, the longest of each width: a chunk's is
+#: a slice of it (chunks of one set hold about as many records, seldom exactly)
+_EVERY_OTHER: dict[bool, Any] = {}
 
 
 def _every_other(n: int, wide: bool) -> Any:
-    """The Arrow array ``0, 2, …, 2n - 2`` (int64 if ``wide``, else int32): kept for the
-    next chunk, which most often has as many records.
+    """The Arrow array ``0, 2, …, 2n - 2`` (int64 if ``wide``, else int32): a slice of
+    one kept for the next chunks (a thread that decodes another chunk meanwhile may
+    replace it whole with a longer one).
 
-    >>> _every_other(3, False).to_pylist(), _every_other(3, False) is _every_other(3, False)
-    ([0, 2, 4], True)
+    >>> _every_other(3, False).to_pylist(), _every_other(2, False).to_pylist()
+    ([0, 2, 4], [0, 2])
     """
-    key, index = _EVERY_OTHER[0]
-    if key != (n, wide):
-        index = arrow().array(np.arange(0, 2 * n, 2, dtype=np.int64 if wide else np.int32))
-        _EVERY_OTHER[0] = ((n, wide), index)
-    return index
+    index = _EVERY_OTHER.get(wide)
+    if index is None or len(index) < n:
+        index = arrow().array(np.arange(0, 2 * max(n, 1024), 2,
+                                        dtype=np.int64 if wide else np.int32))
+        _EVERY_OTHER[wide] = index
+    return index.slice(0, n)
 
 
 def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bool,
