@@ -216,10 +216,9 @@ class ArrowOut:
                 format: BatchFormat = "numpy", schema: Any = None) -> Iterator[Any]:
         raise NotImplementedError  # RecordIO's
 
-    def _batch_trees(self, batch_size: int, drop_last: bool = False,
-                     arrow: bool | str = False) -> Iterator[Any]:
-        raise NotImplementedError  # RecordIO's: a pass's batches of columns (Arrow ones;
-        # "whole": Arrow ones of a pass held whole, its round-robin woven once at its end)
+    def _batch_trees(self, batch_size: int, drop_last: bool = False, arrow: bool = False
+                     ) -> Iterator[Any]:
+        raise NotImplementedError  # RecordIO's: a pass's batches of columns (Arrow ones)
 
     def to_arrow(self, *, schema: pyarrow.Schema | None = None) -> pyarrow.Table:
         """A pass as one ``pyarrow.Table`` (held whole: its record batches are of
@@ -230,7 +229,7 @@ class ArrowOut:
         if schema is not None:
             got = list(self.batches(ARROW_BATCH_ROWS, format="arrow", schema=schema))
             return pa.Table.from_batches(got, schema=schema)
-        trees = self._batch_trees(ARROW_BATCH_ROWS, arrow="whole")
+        trees = self._batch_trees(ARROW_BATCH_ROWS, arrow=True)
         got, at = [], 0
         for tree in trees:
             got.append(record_batch(tree, at))

@@ -150,8 +150,7 @@ def _one_signature(blocks: Sequence[Block]) -> bool:
 
 
 def interleave(streams: Sequence[Iterator[Block]],
-               sizes: Sequence[int | None] | None = None, whole: bool = False
-               ) -> Iterator[Block]:
+               sizes: Sequence[int | None] | None = None) -> Iterator[Block]:
     """One instance of each stream in turn, exhausted streams dropping out — as runs.
 
     At the start of a round every stream holds a block with instances left (a stream
@@ -165,27 +164,10 @@ def interleave(streams: Sequence[Iterator[Block]],
     that gave them all is asked for its end at once (:class:`_Finishing`): its file is
     closed and its generators freed while its last block is still being read
     round-robin — with a set's shards all in flight, that is most of what each costs.
-
-    ``whole`` (for a caller that holds the whole pass anyway: ``to_arrow()``): the
-    streams are read exactly as round by round, but the runs are woven at the end, all at
-    once — one Arrow ``take`` over every chunk's record batch (:func:`_woven_whole`).
     """
     if len(streams) == 1:
         yield from (block for block in streams[0] if len(block))
         return
-    rounds = _rounds(streams, sizes)
-    if whole:
-        yield from _woven_whole(rounds)
-        return
-    for parts in rounds:
-        yield from _woven(parts)
-
-
-def _rounds(streams: Sequence[Iterator[Block]], sizes: Sequence[int | None] | None
-            ) -> Iterator[list[tuple[Block, int, int]]]:
-    """:func:`interleave`'s runs, as the parts each weaves (``(block, start, m)``): a
-    stream that raises does so after the parts of the streams before it in that round
-    (a run of one instance each)."""
     if sizes is not None:
         streams = [s if n is None else _Finishing(s, n) for s, n in zip(streams, sizes,
                                                                          strict=True)]
@@ -200,7 +182,7 @@ def _rounds(streams: Sequence[Iterator[Block]], sizes: Sequence[int | None] | No
                     block = next(streams[s], None)
                 except BaseException:
                     if ready:  # what the round handed out before this stream's turn
-                        yield [(held[t], offset[t], 1) for t in ready]  # type: ignore[misc]
+                        yield from _woven([(held[t], offset[t], 1) for t in ready])  # type: ignore[misc]
                     raise
                 held[s], offset[s] = block, 0
                 if block is None:
@@ -211,7 +193,7 @@ def _rounds(streams: Sequence[Iterator[Block]], sizes: Sequence[int | None] | No
         if not live:
             return
         m = min(len(held[s]) - offset[s] for s in live)  # type: ignore[arg-type]
-        yield [(held[s], offset[s], m) for s in live]  # type: ignore[misc]
+        yield from _woven([(held[s], offset[s], m) for s in live])  # type: ignore[misc]
         for s in live:
             offset[s] += m
 
@@ -291,47 +273,18 @@ def _weave(parts: list[tuple[Block, int, int]]) -> Block:
     k, m = len(parts), parts[0][2]
     pieces = [part(block, start, start + m) for block, start, _ in parts]
     if _one_signature(pieces):
-        woven = Mosaic(_woven_entries(pieces, 0), k * m, pieces[0].signature)  # type: ignore[union-attr]
-        return woven if _row_bytes(woven.entries[0][0].tree) >= SMALL_ROW_BYTES else \
-            _solid(woven)
+        entries = []
+        for s, piece in enumerate(pieces):
+            for cols, rows, places in _entries(piece):  # type: ignore[arg-type]
+                spots = (range(s + k * places.start, s + k * places.stop, k * places.step)
+                         if isinstance(places, range) else places * k + s)
+                entries.append((cols, rows, spots))
+        woven = Mosaic(entries, k * m, pieces[0].signature)  # type: ignore[union-attr]
+        return woven if _row_bytes(entries[0][0].tree) >= SMALL_ROW_BYTES else _solid(woven)
     out: list[Any] = [None] * (k * m)
     for s, piece in enumerate(pieces):
         out[s::k] = flatten(piece)
     return out
-
-
-def _woven_entries(pieces: list[Block], base: int) -> list[tuple[Columns, Rows, Rows]]:
-    """The entries of a :class:`Mosaic` of ``pieces`` (of ``m`` instances each, columns
-    of one signature) woven round-robin, its places from ``base`` on."""
-    k = len(pieces)
-    entries = []
-    for s, piece in enumerate(pieces):
-        for cols, rows, places in _entries(piece):  # type: ignore[arg-type]
-            spots = (range(base + s + k * places.start, base + s + k * places.stop,
-                           k * places.step)
-                     if isinstance(places, range) else places * k + s + base)
-            entries.append((cols, rows, spots))
-    return entries
-
-
-def _woven_whole(rounds: Iterator[list[tuple[Block, int, int]]]) -> Iterator[Block]:
-    """Every run of ``rounds`` woven at once: when every part is a chunk's Arrow record
-    batch of one signature, one block of the whole pass (one ``take``, in
-    :func:`_place_arrow`); else the runs one by one, as :func:`_woven` makes them."""
-    held = list(rounds)  # an error of a stream: raised here, the pass given up
-    parts = [block for run in held for block, _, _ in run]
-    if not (all(isinstance(b, Columns) and is_arrow(b.tree) for b in parts)
-            and _one_signature(parts)):
-        for run in held:
-            yield from _woven(run)
-        return
-    entries: list[tuple[Columns, Rows, Rows]] = []
-    base = 0
-    for run in held:
-        m = run[0][2]
-        entries += _woven_entries([part(b, start, start + m) for b, start, _ in run], base)
-        base += m * len(run)
-    yield _solid(Mosaic(entries, base, parts[0].signature))  # type: ignore[union-attr]
 
 
 #: rows of fewer bytes are woven into fresh columns at once (a batch then takes a slice of

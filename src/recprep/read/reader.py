@@ -329,13 +329,12 @@ class RecordIO(ArrowOut, StatsOut):
         made = as_format(format, schema)
         return made(self._batch_trees(batch_size, drop_last, arrow=format != "numpy"))
 
-    def _batch_trees(self, batch_size: int, drop_last: bool = False,
-                     arrow: bool | str = False) -> Iterator[Any]:
+    def _batch_trees(self, batch_size: int, drop_last: bool = False, arrow: bool = False
+                     ) -> Iterator[Any]:
         size = check_batch_size(batch_size)
         progress = self._passes.start(self._check_split)
         runs = self._pass(progress.epoch, progress.base, progress.counted,
-                          columnar=arrow if isinstance(arrow, str) else
-                          "arrow" if arrow else True)
+                          columnar="arrow" if arrow else True)
         return batches(runs, size, drop_last, progress, self._watch())
 
     def __len__(self) -> int:

@@ -70,18 +70,15 @@ def blocks(plan: PassPlan, reading: Reading, columnar: bool | str = False
            ) -> Iterator[Block]:
     """The instances of ``plan`` as blocks, in its order: the pieces of a group
     round-robin, and, shuffled, each piece's picks. With ``columnar``, chunks the codec
-    decodes whole come as their columns; ``columnar="whole"`` (``to_arrow()``): as
-    ``"arrow"``, each group's round-robin woven at its end, all at once."""
-    whole = columnar == "whole"
-    with _opened(plan, reading, "arrow" if whole else columnar) as streams:
+    decodes whole come as their columns."""
+    with _opened(plan, reading, columnar) as streams:
         if plan.picks is None:
             start = 0
             groups = plan.groups
             for end in range(1, len(plan.pieces) + 1):
                 if end == len(plan.pieces) or groups[end] != groups[start]:
                     yield from interleave(streams[start:end], _expected_places(
-                        plan.pieces[start:end], reading.sources) if end - start > 1 else None,
-                        whole)
+                        plan.pieces[start:end], reading.sources) if end - start > 1 else None)
                     start = end
             return
         for stream, rows in zip(streams, plan.picks, strict=True):
