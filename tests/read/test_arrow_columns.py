@@ -270,3 +270,46 @@ def test_a_round_of_arrow_chunks_is_woven_at_once_only_when_its_rows_are_small(w
         assert isinstance(woven, Mosaic)
     got = woven.tree if solid else assemble([woven])
     assert got.column(0).to_pylist() == [s * 100 + i for i in range(20) for s in range(3)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(4, 30), min_size=2, max_size=5),
+    data=st.data(),
+)
+def test_a_round_of_small_arrow_rows_is_the_take_of_its_mosaic(sizes, data):
+    """A round of chunks' record batches (small rows) is woven by one take over their
+    rows end to end: the record batch, and the instances, that weaving their Mosaic
+    gives."""
+    from recprep.read.blocks import _arrow_round, _solid, _weave, _woven_mosaic, part
+
+    codec = get_codec("recprep")
+    chunks = []
+    for s, n in enumerate(sizes):
+        records = [codec.encode((s * 100 + i, f"w{s}.{i}")) for i in range(n)]
+        chunks.append(codec.decode_arrow_columns(records))
+        chunks[-1].decode = lambda records=records: codec.decode_many(records)
+    starts = [data.draw(st.integers(0, n - 1)) for n in sizes]
+    m = data.draw(st.integers(1, min(n - s for n, s in zip(sizes, starts, strict=True))))
+    parts = [(c, s, m) for c, s in zip(chunks, starts, strict=True)]
+    fast = _arrow_round(parts)
+    careful = _solid(_woven_mosaic([part(c, s, s + m) for c, s, _ in parts]))
+    assert isinstance(fast, Columns) and fast.tree.equals(careful.tree)
+    assert fast.tree.schema.equals(careful.tree.schema, check_metadata=True)
+    assert fast.instances() == careful.instances() == [
+        (s * 100 + starts[s] + r, f"w{s}.{starts[s] + r}") for r in range(m)
+        for s in range(len(sizes))]
+    assert _weave(parts).tree.equals(fast.tree)  # the round's weave takes it
+
+
+def test_a_round_of_other_blocks_is_woven_as_before():
+    from recprep.read.blocks import _arrow_round
+
+    codec = get_codec("recprep")
+    small = codec.decode_arrow_columns([codec.encode((i, "s")) for i in range(8)])
+    wide = codec.decode_arrow_columns([codec.encode((i, "x" * 400)) for i in range(8)])
+    other = codec.decode_arrow_columns([codec.encode((i, b"s")) for i in range(8)])
+    assert _arrow_round([(small, 0, 4), (small, 4, 4)]) is not None
+    assert _arrow_round([(wide, 0, 4), (wide, 4, 4)]) is None  # big rows: a Mosaic
+    assert _arrow_round([(small, 0, 4), (other, 0, 4)]) is None  # two signatures
+    assert _arrow_round([(small, 0, 4), (list(range(4)), 0, 4)]) is None  # a list

@@ -271,20 +271,47 @@ def _weave(parts: list[tuple[Block, int, int]]) -> Block:
         block, start, m = parts[0]
         return part(block, start, start + m)
     k, m = len(parts), parts[0][2]
+    batches = _arrow_round(parts)
+    if batches is not None:
+        return batches
     pieces = [part(block, start, start + m) for block, start, _ in parts]
     if _one_signature(pieces):
-        entries = []
-        for s, piece in enumerate(pieces):
-            for cols, rows, places in _entries(piece):  # type: ignore[arg-type]
-                spots = (range(s + k * places.start, s + k * places.stop, k * places.step)
-                         if isinstance(places, range) else places * k + s)
-                entries.append((cols, rows, spots))
-        woven = Mosaic(entries, k * m, pieces[0].signature)  # type: ignore[union-attr]
-        return woven if _row_bytes(entries[0][0].tree) >= SMALL_ROW_BYTES else _solid(woven)
+        woven = _woven_mosaic(pieces)
+        return woven if _row_bytes(woven.entries[0][0].tree) >= SMALL_ROW_BYTES else \
+            _solid(woven)
     out: list[Any] = [None] * (k * m)
     for s, piece in enumerate(pieces):
         out[s::k] = flatten(piece)
     return out
+
+
+def _woven_mosaic(pieces: list[Block]) -> Mosaic:
+    """``pieces`` (``m`` instances each, columns of one signature) woven, as a Mosaic."""
+    k = len(pieces)
+    entries = []
+    for s, piece in enumerate(pieces):
+        for cols, rows, places in _entries(piece):  # type: ignore[arg-type]
+            spots = (range(s + k * places.start, s + k * places.stop, k * places.step)
+                     if isinstance(places, range) else places * k + s)
+            entries.append((cols, rows, spots))
+    return Mosaic(entries, k * len(pieces[0]), pieces[0].signature)  # type: ignore[union-attr]
+
+
+def _arrow_round(parts: list[tuple[Block, int, int]]) -> Columns | None:
+    """A round of chunks' Arrow record batches of one signature and small rows, woven
+    by one ``take`` over their rows end to end — what :func:`_solid` makes of their
+    :class:`Mosaic`, in a few calls (None for any other round)."""
+    first = parts[0][0]
+    if not (type(first) is Columns and is_arrow(first.tree)) or any(
+            type(b) is not Columns or b.signature != first.signature
+            for b, _, _ in parts) or _row_bytes(first.tree) >= SMALL_ROW_BYTES:
+        return None
+    pa = arrow()
+    k, m = len(parts), parts[0][2]
+    joined = pa.concat_batches([b.tree.slice(start, m) for b, start, _ in parts])  # type: ignore[union-attr]
+    order = (np.arange(m)[:, None] + np.arange(0, k * m, m)[None, :]).reshape(-1)
+    return Columns(joined.take(pa.array(order)), k * m, first.signature, lambda: _woven_mosaic(
+        [part(block, start, start + m) for block, start, _ in parts]).instances())
 
 
 #: rows of fewer bytes are woven into fresh columns at once (a batch then takes a slice of
