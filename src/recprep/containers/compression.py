@@ -34,7 +34,8 @@ import google_crc32c
 from .._core.registry import Registry
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
 
-__all__ = ["Compression", "available_compressions", "get_compression", "register_compression"]
+__all__ = ["SNAPPY_STREAM", "Compression", "available_compressions", "framed_output_size",
+           "get_compression", "register_compression", "snappy_frames"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -152,7 +153,8 @@ def _snappy_raw_decompress(data: Buffer, limit: int) -> bytes:
 
 # -- snappy, framing format (Go recordio) ------------------------------------------------
 
-_STREAM_ID = b"\xff\x06\x00\x00sNaPpY"
+SNAPPY_STREAM = b"\xff\x06\x00\x00sNaPpY"
+"""What a snappy framing stream starts with (its stream identifier frame)."""
 
 
 def _frame_varint(data: Buffer, pos: int, end: int) -> int:
@@ -167,15 +169,21 @@ def _frame_varint(data: Buffer, pos: int, end: int) -> int:
     raise CorruptDataError(f"snappy frame at payload byte {pos} has a bad length varint")
 
 
-def framed_output_size(data: Buffer) -> int:
-    """Walk the frame headers of a snappy framing stream; return the decompressed size.
+def snappy_frames(data: Buffer) -> list[tuple[int, int, int, int]]:
+    """The frames of a snappy framing stream that hold data, each ``(kind, body, stop,
+    size)``: 0 (a raw snappy block) or 1 (stored), where its body starts (a masked
+    CRC-32C of its data first) and stops, and its data's size. Only headers are read (one
+    per frame of at most 64 KiB of output), so this is cheap, and it tells a bomb from a
+    real chunk before anything is decompressed; anything else than a framing stream's
+    frames raises :class:`~recprep.errors.CorruptDataError` naming the payload byte.
 
-    Only headers are read (one per frame of at most 64 KiB of output), so this is cheap,
-    and it tells a bomb from a real chunk before anything is decompressed.
+    >>> snappy_frames(SNAPPY_STREAM + b"\\x01\\x07\\x00\\x00" + bytes(4) + b"abc")
+    [(1, 14, 21, 3)]
     """
     view = memoryview(data)
     end = len(view)
-    pos = total = 0
+    pos = 0
+    frames: list[tuple[int, int, int, int]] = []
     while pos < end:
         if pos + 4 > end:
             raise CorruptDataError(f"snappy frame header cut off at payload byte {pos}")
@@ -190,13 +198,13 @@ def framed_output_size(data: Buffer) -> int:
         if kind == 0x00:  # compressed: 4-byte masked CRC-32C, then a raw snappy block
             if length < 5:
                 raise CorruptDataError(f"snappy frame at payload byte {pos} is too short")
-            total += _frame_varint(view, body + 4, body + length)
+            frames.append((0, body, body + length, _frame_varint(view, body + 4, body + length)))
         elif kind == 0x01:  # uncompressed: 4-byte masked CRC-32C, then the data
             if length < 4:
                 raise CorruptDataError(f"snappy frame at payload byte {pos} is too short")
-            total += length - 4
+            frames.append((1, body, body + length, length - 4))
         elif kind == 0xFF:
-            if bytes(view[pos : body + length]) != _STREAM_ID:
+            if bytes(view[pos : body + length]) != SNAPPY_STREAM:
                 raise CorruptDataError(f"bad snappy stream identifier at payload byte {pos}")
         elif 0x02 <= kind <= 0x7F:
             raise CorruptDataError(
@@ -204,7 +212,13 @@ def framed_output_size(data: Buffer) -> int:
             )
         # 0x80-0xfe: skippable (padding and the like)
         pos = body + length
-    return total
+    return frames
+
+
+def framed_output_size(data: Buffer) -> int:
+    """The decompressed size of a snappy framing stream, from its frames' headers
+    (:func:`snappy_frames`)."""
+    return sum(frame[3] for frame in snappy_frames(data))
 
 
 _FRAME_INPUT = 65536
@@ -234,10 +248,10 @@ def _snappy_frames(data: Buffer, share: float) -> bytes | None:
         small if len(small) < len(block) - len(block) // 8 else block
         for block, small in zip(blocks, packed, strict=True)
     ]
-    total = len(_STREAM_ID) + sum(8 + len(body) for body in bodies)
+    total = len(SNAPPY_STREAM) + sum(8 + len(body) for body in bodies)
     if total >= share * size:
         return None
-    parts: list[Buffer | cramjam.Buffer] = [_STREAM_ID]
+    parts: list[Buffer | cramjam.Buffer] = [SNAPPY_STREAM]
     for block, body in zip(blocks, bodies, strict=True):
         kind = 0x01 if body is block else 0x00
         parts.append((kind | (len(body) + 4) << 8).to_bytes(4, "little"))

@@ -37,7 +37,7 @@ import numpy as np
 
 from .._core.records import Records
 from ..errors import CorruptDataError, LocatedError
-from .compression import get_compression
+from .compression import SNAPPY_STREAM, get_compression, snappy_frames
 from .recordio_framing import (
     _HEADER,
     GO,
@@ -419,37 +419,18 @@ def _chain(prefix: bytes | memoryview, p: int) -> np.ndarray | None:
     return heads
 
 
-_SNAPPY_STREAM = b"\xff\x06\x00\x00sNaPpY"
-
-
 def snappy_blocks(payload: bytes, limit: int) -> tuple[list[tuple[int, int, int]], int]:
     """The blocks of a snappy framing stream, each ``(kind, start, end)`` of its body
     (0: raw snappy, 1: stored; a masked CRC-32C of its data first), and their data's total
     size; raises :class:`~recprep.errors.CorruptDataError` at anything else (reserved
     frame types, a stream past ``limit``...). The careful decoder then says what."""
-    if not payload.startswith(_SNAPPY_STREAM):
+    if not payload.startswith(SNAPPY_STREAM):
         raise CorruptDataError("not a snappy framing stream")
-    view = memoryview(payload)
-    blocks: list[tuple[int, int, int]] = []
-    pos, end, total = len(_SNAPPY_STREAM), len(payload), 0
-    while pos < end:
-        kind = payload[pos]
-        body = pos + 4
-        stop = body + int.from_bytes(payload[pos + 1:body], "little")
-        if stop > end or (kind in (0, 1) and stop - body < 4):
-            raise CorruptDataError("snappy frame cut off")
-        if kind == 0:
-            total += cramjam.snappy.decompress_raw_len(view[body + 4:stop])
-        elif kind == 1:
-            total += stop - body - 4
-        elif kind < 0x80 or kind == 0xFF and payload[pos:stop] != _SNAPPY_STREAM:
-            raise CorruptDataError(f"snappy frame of type 0x{kind:02x}")
-        if kind < 2:
-            blocks.append((kind, body, stop))
-        pos = stop
+    frames = snappy_frames(payload)
+    total = sum(frame[3] for frame in frames)
     if total > limit:
         raise CorruptDataError(f"snappy stream of {total} bytes, over {limit}")
-    return blocks, total
+    return [(kind, body, stop) for kind, body, stop, _ in frames], total
 
 
 def snappy_block(payload: bytes, block: tuple[int, int, int]) -> bytes:
