@@ -152,7 +152,7 @@ def sound_record(data: bytes, count: int, p: int, limit: int,
         source = payload
         if not layout[0]:  # decompressed whole: one block of kind 2
             source = get_compression(compression).decompress(payload, limit)
-            layout = [(2, 0, len(source))], [0], len(source)
+            layout = [(2, 0, len(source), len(source))], [0], len(source)
         known = bisect_right(records, p) - 1
         r, at = records[known], offsets[known]
         prefix = _Prefix(source, layout, at)
@@ -179,10 +179,8 @@ def _layout(payload: bytes, compression: str, limit: int) -> _Layout:
         return [], [0], 0
     blocks, total = snappy_blocks(payload, limit)
     starts = [0]
-    view = memoryview(payload)
-    for kind, start, end in blocks[:-1]:
-        starts.append(starts[-1] + (cramjam.snappy.decompress_raw_len(view[start + 4:end])
-                                    if kind == 0 else end - start - 4))
+    for block in blocks[:-1]:
+        starts.append(starts[-1] + block[3])
     return blocks, starts, total
 
 
@@ -289,11 +287,12 @@ def _scratch(size: int) -> np.ndarray:
     return buffer
 
 
-def _snappy_block_into(payload: bytes, block: tuple[int, int, int], out: np.ndarray) -> None:
+def _snappy_block_into(payload: bytes, block: tuple[int, int, int, int], out: np.ndarray
+                       ) -> None:
     """The data of one block of :func:`snappy_blocks`, decompressed (or copied) into
     ``out``, which the header of a snappy block says it fills, its CRC-32C checked;
     anything else raises :class:`~recprep.errors.CorruptDataError`."""
-    kind, start, stop = block
+    kind, start, stop, _ = block
     body = memoryview(payload)[start + 4:stop]
     if kind == 0:
         try:
@@ -320,9 +319,10 @@ def _snappy_block_into(payload: bytes, block: tuple[int, int, int], out: np.ndar
 MARK_BYTES = 2 << 10
 MAX_MARKS = 128
 
-#: a chunk's snappy blocks (``(kind, start, end)``), where each one's data begins in the
-#: decompressed payload, and their total; no blocks: the payload is decompressed whole
-_Layout = tuple[list[tuple[int, int, int]], list[int], int]
+#: a chunk's snappy blocks (``(kind, start, end, size)``), where each one's data begins
+#: in the decompressed payload, and their total; no blocks: the payload is decompressed
+#: whole
+_Layout = tuple[list[tuple[int, int, int, int]], list[int], int]
 #: what :class:`ChunkMarks` holds: the stored payload's checksum, its layout, and the
 #: records known to start where (record numbers and offsets, sorted, record 0 first)
 _State = tuple[int, _Layout, tuple["array[int]", "array[int]"]]
@@ -419,24 +419,25 @@ def _chain(prefix: bytes | memoryview, p: int) -> np.ndarray | None:
     return heads
 
 
-def snappy_blocks(payload: bytes, limit: int) -> tuple[list[tuple[int, int, int]], int]:
-    """The blocks of a snappy framing stream, each ``(kind, start, end)`` of its body
-    (0: raw snappy, 1: stored; a masked CRC-32C of its data first), and their data's total
-    size; raises :class:`~recprep.errors.CorruptDataError` at anything else (reserved
-    frame types, a stream past ``limit``...). The careful decoder then says what."""
+def snappy_blocks(payload: bytes, limit: int) -> tuple[list[tuple[int, int, int, int]], int]:
+    """The blocks of a snappy framing stream, each ``(kind, start, end, size)``: 0 (raw
+    snappy) or 1 (stored), where its body starts (a masked CRC-32C of its data first) and
+    ends, and its data's size; and their data's total size. Raises
+    :class:`~recprep.errors.CorruptDataError` at anything else (reserved frame types, a
+    stream past ``limit``...); the careful decoder then says what."""
     if not payload.startswith(SNAPPY_STREAM):
         raise CorruptDataError("not a snappy framing stream")
-    frames = snappy_frames(payload)
-    total = sum(frame[3] for frame in frames)
+    blocks = snappy_frames(payload)
+    total = sum(block[3] for block in blocks)
     if total > limit:
         raise CorruptDataError(f"snappy stream of {total} bytes, over {limit}")
-    return [(kind, body, stop) for kind, body, stop, _ in frames], total
+    return blocks, total
 
 
-def snappy_block(payload: bytes, block: tuple[int, int, int]) -> bytes:
+def snappy_block(payload: bytes, block: tuple[int, int, int, int]) -> bytes:
     """The data of one block of :func:`snappy_blocks`, its CRC-32C checked (a mismatch
     raises :class:`~recprep.errors.CorruptDataError`)."""
-    kind, start, stop = block
+    kind, start, stop, _ = block
     body = memoryview(payload)[start + 4:stop]
     try:
         data = bytes(cramjam.snappy.decompress_raw(body)) if kind == 0 else bytes(body)
