@@ -1,13 +1,13 @@
 """A reader's files without an object per file: the table of :class:`SourceFile` values
 and the record counts of :class:`~recprep.read.sources.Sources`.
 
-A set of 100,000 shards is a list of 100,000 paths already (its
-:class:`~recprep.storage.discovery.ShardSet`); the reader numbers them without copying
-them into objects of its own: :class:`FileTable` makes a file's :class:`SourceFile` when
-it is asked for, from the set's paths and an array of where each set starts, and
-:class:`Counts` keeps the record counts in one ``int64`` array. What a reader holds per
-shard, and what it pickles for each spawned DataLoader worker, is then the path and
-8 bytes, not a dozen Python objects (``benchmarks/RESULTS-memory.md``).
+The reader numbers a set's files without objects of its own: :class:`FileTable` makes a
+file's :class:`SourceFile` when it is asked for, from the set's paths (of a whole set, a
+rule: :func:`compact_paths`) and an array of where each set starts, and :class:`Counts`
+keeps the record counts in one ``int64`` array (copied from the manifest's table:
+:func:`listed_counts`). What a reader holds per shard, and what it pickles for each
+spawned DataLoader worker, is then some 17 bytes in arrays, not a dozen Python objects
+(``benchmarks/RESULTS-memory.md``).
 
 Example
 -------

@@ -4,12 +4,12 @@ set whose shards are all there (:class:`SetPaths`).
 
 A manifest's shard names are its prefix's (``{prefix}-NNNNN-of-NNNNN``, in order: a
 manifest naming others is refused), so :class:`ShardTable` keeps the prefix, and each
-shard's records, bytes and CRC-32C in three numpy arrays (and the ETags in a list, when
-the manifest records some); a :class:`ShardInfo` is made when one is asked for. At
-100,000 shards that is 2 MB, where a list of entries is some 16 MB of 300,000 objects —
-held by the trainer's reader, by every DataLoader worker, and pickled for each spawned
-one (``benchmarks/RESULTS-memory.md``). A table compares equal to the list of its
-entries.
+shard's records, bytes and CRC-32C in three numpy arrays, each as narrow as its values
+allow (and the ETags in a list, when the manifest records some); a :class:`ShardInfo` is
+made when one is asked for. At 100,000 shards that is about 1 MB, where a list of entries
+is some 16 MB of 200,000 objects — held by the trainer's reader, by every DataLoader
+worker, and pickled for each spawned one (``benchmarks/RESULTS-memory.md``). A table
+compares equal to the list of its entries.
 
 Example
 -------
@@ -106,15 +106,16 @@ class _Named:
 
 class ShardTable(_Named, Sequence[ShardInfo]):
     """The shards of the set ``prefix`` (shard ``i`` named ``shard_name(prefix, i,
-    len(records))``) as arrays: ``records`` and ``sizes`` (``int64``), ``crcs``
-    (``uint32``), and ``etags`` (one per shard, or None when no shard has one)."""
+    len(records))``) as arrays: ``records``, ``sizes`` and ``crcs`` (each in the narrowest
+    unsigned type that holds its values, else ``int64``), and ``etags`` (one per shard,
+    or None when no shard has one)."""
 
     __slots__ = ("crcs", "etags", "records", "sizes")
 
     def __init__(self, prefix: str, records: np.ndarray, sizes: np.ndarray,
                  crcs: np.ndarray, etags: list[str | None] | None = None) -> None:
         super().__init__(prefix, len(records))
-        self.records, self.sizes, self.crcs = records, sizes, crcs
+        self.records, self.sizes, self.crcs = _narrow(records), _narrow(sizes), _narrow(crcs)
         self.etags = etags if etags is not None and any(e is not None for e in etags) else None
 
     @classmethod
@@ -157,7 +158,7 @@ class ShardTable(_Named, Sequence[ShardInfo]):
     def total(self, field: str) -> int:
         """The sum of ``records`` or ``bytes`` over the shards (exact: the high and the
         low 32 bits of each value are added apart, which can't overflow ``int64``)."""
-        values = self.records if field == "records" else self.sizes
+        values = (self.records if field == "records" else self.sizes).astype(np.int64)
         return int((values >> 32).sum()) * (1 << 32) + int((values & 0xFFFFFFFF).sum())
 
     def __repr__(self) -> str:
@@ -165,6 +166,17 @@ class ShardTable(_Named, Sequence[ShardInfo]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ShardTable, (self._prefix, self.records, self.sizes, self.crcs, self.etags)
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` (non-negative ints below 2**63) in the narrowest unsigned type that
+    holds them all (``uint8`` to ``uint32``), else as ``int64``: a set's counts and sizes
+    are mostly small."""
+    top = int(values.max()) if len(values) else 0
+    for kind in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(kind).max:
+            return values.astype(kind, copy=False)
+    return values.astype(np.int64, copy=False)
 
 
 def shard_total(shards: Sequence[ShardInfo], field: str) -> int:
