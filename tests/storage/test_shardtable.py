@@ -4,6 +4,7 @@ shard — and each answers every question as the list of objects it stands for d
 
 from __future__ import annotations
 
+import json
 import pickle
 
 from hypothesis import given, settings
@@ -133,3 +134,29 @@ def test_a_reader_holds_its_set_as_a_table_and_a_rule(tmp_path):
     one = RecordIO(str(tmp_path / shard_name("s", 3, 8)))
     assert one._sources.shard_sets[0].paths == [str(tmp_path / shard_name("s", 3, 8))]
     assert len(list(one())) == 5
+
+
+@settings(max_examples=80, deadline=None)
+@given(kind=st.sampled_from([("tfrecord", "none"), ("recordio", "snappy"),
+                             ("recordio", "gzip")]),
+       sizes=st.lists(st.integers(0, 200) | st.integers(0, (1 << 63) - 1), min_size=1,
+                      max_size=6),
+       over=st.integers(-2, 2), at=st.integers(0, 5))
+def test_the_lean_parse_refuses_the_counts_the_careful_one_does(kind, sizes, over, at):
+    """Counts at what their shard's bytes can hold, one of them off by ``over``: the lean
+    parse checks them all at once (an array; past 2**52 bytes one by one) and accepts
+    exactly what the careful parse accepts."""
+    bound = Manifest("p", *kind[:1], "recprep", kind[1], [])
+    most = [min(bound.max_records(size), (1 << 63) - 1) for size in sizes]
+    records = [max(0, min(m + (over if i == at % len(sizes) else 0), (1 << 63) - 1))
+               for i, m in enumerate(most)]
+    shards = [ShardInfo(shard_name("p", i, len(sizes)), r, s, 0)
+              for i, (r, s) in enumerate(zip(records, sizes, strict=True))]
+    data = Manifest("p", kind[0], "recprep", kind[1], shards).to_json()
+    try:
+        careful = manifest_module._parse_manifest(Manifest, json.loads(data))
+    except manifest_module._Invalid:
+        careful = None
+    lean = manifest_module._lean_parse(Manifest, data)
+    assert (lean is None) == (careful is None)
+    assert lean is None or (lean == careful and lean.shards == shards)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .shardtable import ShardTable
+from .shardtable import SetPaths, ShardTable
 
 __all__ = ["ShardListText", "cut_shard_list"]
 
@@ -46,6 +46,8 @@ _SHARD_ENTRY = re.compile(
 _JSON_ESCAPE = re.compile(rb'\\(["\\])')
 _LIST_START = b'\n  "shards": [\n    {'
 _LIMIT = 1 << 63
+#: sizes below this are scaled by any compressor's expansion (at most 1032) in ``int64``
+_EXACT = 1 << 52
 
 
 class ShardListText:
@@ -60,15 +62,16 @@ class ShardListText:
               etag_ok: Callable[[str], Any]) -> ShardTable:
         """The entries as a :class:`~.shardtable.ShardTable`, each checked: its name the
         prefix's shard name, its ints below 2**63 and its records no more than
-        ``most_records`` of its bytes, its ETag (if any) ``etag_ok``; ``ValueError`` at
-        the first entry that isn't, or isn't laid out as written."""
+        ``most_records`` of its bytes (asked of all the sizes at once, as an array), its
+        ETag (if any) ``etag_ok``; ``ValueError`` if an entry isn't, or isn't laid out as
+        written."""
         count = self.count
+        most_records(0)  # (a format's first use may import it: done before the arrays)
         records = np.empty(count, dtype=np.int64)
         sizes = np.empty(count, dtype=np.int64)
         crcs = np.empty(count, dtype=np.uint32)
         etags: list[str | None] = [None] * count
-        pos, match, names = self.start, _SHARD_ENTRY.match, ShardTable(prefix, records, sizes,
-                                                                        crcs)
+        pos, match, names = self.start, _SHARD_ENTRY.match, SetPaths("", prefix, count)
         for index in range(count):
             found = match(self.data, pos)
             if found is None or found[1] != names.name(index).encode() or (
@@ -76,14 +79,21 @@ class ShardListText:
                 raise ValueError(f"shards[{index}] is not laid out as written")
             held, size = int(found[2]), int(found[3])
             etag = None if found[5] is None else _JSON_ESCAPE.sub(rb"\1", found[5]).decode()
-            if size >= _LIMIT or held >= _LIMIT or held > most_records(size) or (
-                    etag is not None and not etag_ok(etag)):
+            if size >= _LIMIT or held >= _LIMIT or (etag is not None and not etag_ok(etag)):
                 raise ValueError(f"shards[{index}] is refused")
             records[index], sizes[index], crcs[index] = held, size, int(found[4], 16)
             etags[index] = etag
             pos = found.end()
         if pos != self.end:
             raise ValueError("the shard list goes on")
+        if count and int(sizes.max()) < _EXACT:  # 4096 at once, without overflow
+            for at in range(0, count, 4096):
+                most = most_records(sizes[at:at + 4096])  # type: ignore[arg-type]
+                if bool((records[at:at + 4096] > most).any()):
+                    raise ValueError("a shard claims more records than its bytes can hold")
+        elif any(r > most_records(s) for r, s in zip(records.tolist(), sizes.tolist(),
+                                                       strict=True)):
+            raise ValueError("a shard claims more records than its bytes can hold")
         return ShardTable(prefix, records, sizes, crcs, etags)
 
 

@@ -33,7 +33,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from .shardnames import parse_shard_name, shard_name
+from .shardnames import shard_name, shard_width
 
 __all__ = ["SetPaths", "ShardInfo", "ShardTable", "shard_total"]
 
@@ -70,24 +70,32 @@ class _Named:
     """The names ``{prefix}-NNNNN-of-NNNNN`` of the ``count`` shards of a set, made on
     demand; :meth:`find` tells a name's index without a lookup table."""
 
-    __slots__ = ("_count", "_prefix")
+    __slots__ = ("_count", "_head", "_prefix", "_tail", "_width")
 
     def __init__(self, prefix: str, count: int) -> None:
         self._prefix, self._count = prefix, count
+        # shard_name's parts, worked out once: "{prefix}-" {index, width digits} "-of-NNNNN"
+        last = shard_name(prefix, 0, count)
+        self._width = shard_width(count)
+        self._head, self._tail = f"{prefix}-", last[len(prefix) + 1 + self._width:]
 
     def __len__(self) -> int:
         return self._count
 
     def name(self, index: int) -> str:
-        """The name of shard ``index``."""
-        return shard_name(self._prefix, index, self._count)
+        """The name of shard ``index`` (``shard_name(prefix, index, count)``)."""
+        return f"{self._head}{index:0{self._width}d}{self._tail}"
 
     def find(self, name: str) -> int | None:
         """The index of the shard named ``name``, or None when it is none of these."""
-        parsed = parse_shard_name(name)
-        if parsed is None or parsed.prefix != self._prefix or parsed.last + 1 != self._count:
+        head, width = len(self._head), self._width
+        digits = name[head:head + width]
+        if len(name) != head + width + len(self._tail) or not name.startswith(
+                self._head) or not name.endswith(self._tail) or not (
+                digits.isascii() and digits.isdigit()):
             return None
-        return parsed.index if self.name(parsed.index) == name else None
+        index = int(digits)  # any `width` digits are the index's own (zero-padded)
+        return index if index < self._count else None
 
     def _index(self, index: int) -> int:
         if not -self._count <= index < self._count:
