@@ -44,7 +44,7 @@ from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardtable import SetPaths, ShardTable
 
 __all__ = ["CountArray", "Counts", "FileTable", "Marks", "SourceFile", "checked_counts",
-           "compact_paths", "listed_counts"]
+           "compact_paths", "listed_counts", "number_files"]
 
 
 @dataclass(frozen=True)
@@ -265,3 +265,18 @@ def listed_counts(counts: Counts, span: tuple[int, int], paths: Sequence[str],
         index = find(path.rsplit("/", 1)[-1])
         if index is not None:
             counts[number] = int(held[index])
+
+
+def number_files(shown: Callable[[str], str], shard_sets: Sequence[ShardSet],
+                 manifests: Sequence[Manifest | None]) -> tuple[FileTable, Counts]:
+    """A reader's files (each whole set's paths made a rule first: :func:`compact_paths`)
+    and the record counts their sets' manifests give them."""
+    for shard_set in shard_sets:
+        shard_set.paths = compact_paths(shard_set)
+    table = FileTable(shown, shard_sets)
+    counts = Counts(len(table))
+    for set_index, manifest in enumerate(manifests):
+        if manifest is not None:
+            listed_counts(counts, table.span(set_index), shard_sets[set_index].paths,
+                          manifest.shards)
+    return table, counts

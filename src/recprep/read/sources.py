@@ -47,16 +47,7 @@ from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
-from .filetable import (
-    CountArray,
-    Counts,
-    FileTable,
-    Marks,
-    SourceFile,
-    checked_counts,
-    compact_paths,
-    listed_counts,
-)
+from .filetable import CountArray, Marks, SourceFile, checked_counts, number_files
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
@@ -114,19 +105,13 @@ class Sources:
         self.manifests: list[Manifest | None] = [
             self._manifest(i) for i in range(len(self.shard_sets))]
         self.commits.check_listings(self._manifest)  # a listing older than its manifest
-        for shard_set in self.shard_sets:  # a whole set's paths: made on demand
-            shard_set.paths = compact_paths(shard_set)
         #: the files, numbered: made on demand from the sets' paths (read/filetable.py)
-        self.files = FileTable(self._display, self.shard_sets)
-        self._counts = Counts(len(self.files))
+        self.files, self._counts = number_files(self._display, self.shard_sets,
+                                                self.manifests)
         self.known_count = self._counts.get  # a count known without asking storage
         self._indexes: dict[int, FileIndex] = {}
         self._chunk_tables: dict[int, Any] = {}  # per set: its chunk side file, if usable
         self._counts_checked = Marks(len(self.files))  # manifest counts checked against files
-        for set_index, manifest in enumerate(self.manifests):
-            if manifest is not None:
-                listed_counts(self._counts, self.files.span(set_index),
-                              self.shard_sets[set_index].paths, manifest.shards)
 
     def _display(self, path: str) -> str:
         """``path`` as users write it."""
