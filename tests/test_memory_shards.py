@@ -4,12 +4,13 @@ A DataLoader worker holds the reader of its trainer: inherited by ``fork``, unpi
 ``spawn``. What the reader keeps per shard is then paid once per worker, and for a set
 of 100,000 shards every byte per shard is 100 kB a worker. These tests pin it down by
 content, in a fresh interpreter (this file run as a script): the Python memory a reader
-holds once made (``tracemalloc``, after a collection) and the size of its pickled
-dataset, each at 50 and at 5,000 shards; the difference, per shard, must stay within
-what the shard's own facts take (its path's characters, its manifest entry) and a
-small, fixed overhead — not a dozen objects per file as before (a ``SourceFile``, a
-path lookup of two keys, a count in a dict, an instance dict per manifest entry: about
-560 bytes held and 200 pickled per shard, ``benchmarks/RESULTS-memory.md``).
+holds once made (``tracemalloc``, after a collection), the objects it made
+(``gc.get_objects()``), the size of its pickled dataset and what that holds once
+unpickled, each at 50 and at 5,000 shards; the difference, per shard, must stay a few
+numbers in arrays (a set's shards are a table: ``recprep.storage.shardtable``) — no
+object per shard, as before (a manifest entry, its name, its path: about 330 bytes held
+and 140 pickled per shard, and before that a dozen objects, 560 and 200,
+``benchmarks/RESULTS-memory.md``).
 
 A reader's state is counts and intervals, never a list per instance: the state of a
 shuffled pass partway, combined across workers and resumed on another number of
@@ -32,30 +33,44 @@ import pytest
 from recprep import RecordIO, convert
 
 SMALL, LARGE = 50, 5000
-#: held per shard beyond its path's characters: the path's and name's str objects
-#: (~115 B), its manifest entry (~100 B), its count (8 B), list slots — measured 243
-#: (before: 483)
-HELD_OVERHEAD = 300
-#: pickled per shard beyond its path's characters: its name and manifest entry — measured 54
-#: (before: 121)
-PICKLED_OVERHEAD = 72
+#: held per shard, in the trainer and in a spawned worker's unpickled dataset: its
+#: manifest entry's three numbers and its count (in arrays), a byte of checks — measured
+#: 17, and 15 in a spawned worker (before: 281, and 277)
+HELD_PER_SHARD = 40
+#: pickled per shard (what spawn sends each worker) — measured 15 (before: 86)
+PICKLED_PER_SHARD = 40
+#: objects the garbage collector tracks, per shard: none (before: 1, its manifest entry —
+#: and its name's and path's strings, untracked — which every collection walked, and a
+#: spawned worker made as it started)
+OBJECTS_PER_SHARD = 0.05
 
 
-def _measure(pattern: str) -> dict[str, int]:
-    """In this (fresh) interpreter: what a dataset over ``pattern`` holds and pickles."""
+def _measure(pattern: str) -> dict[str, float]:
+    """In this (fresh) interpreter: what a dataset over ``pattern`` holds, pickles, and
+    holds once unpickled (as a spawned worker does), and how many objects it makes."""
     from recprep.torch import RecordIODataset  # its module imported before measuring
 
     gc.collect()
+    objects = len(gc.get_objects())
     tracemalloc.start()
     dataset = RecordIODataset(pattern, shuffle=True, seed=1)
     gc.collect()
     held = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    path = dataset.reader._sources.files[0].path
-    return {"held": held, "pickled": len(pickle.dumps(dataset)), "path": len(path)}
+    objects = len(gc.get_objects()) - objects
+    data = pickle.dumps(dataset)
+    del dataset
+    gc.collect()
+    tracemalloc.start()
+    unpickled = pickle.loads(data)
+    gc.collect()
+    worker = tracemalloc.get_traced_memory()[0]  # (data was made before: not traced)
+    tracemalloc.stop()
+    assert len(list(unpickled.reader._sources.files)) > 0
+    return {"held": held, "pickled": len(data), "objects": objects, "worker": worker}
 
 
-def _in_child(pattern: str) -> dict[str, int]:
+def _in_child(pattern: str) -> dict[str, float]:
     done = subprocess.run([sys.executable, __file__, pattern], capture_output=True,
                           text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -71,12 +86,12 @@ def test_a_reader_holds_and_pickles_little_per_shard(tmp_path: Path) -> None:
                 progress=False)
         found[shards] = _in_child(str(out / "s"))
     small, large = found[SMALL], found[LARGE]
-    assert small["path"] == large["path"] - 2  # "s50/" vs "s5000/": two digits more
     per_shard = {key: (large[key] - small[key]) / (LARGE - SMALL)
-                 for key in ("held", "pickled")}
-    path = large["path"]
-    assert per_shard["held"] <= path + HELD_OVERHEAD, (per_shard, path)
-    assert per_shard["pickled"] <= path + PICKLED_OVERHEAD, (per_shard, path)
+                 for key in ("held", "pickled", "objects", "worker")}
+    assert per_shard["held"] <= HELD_PER_SHARD, per_shard
+    assert per_shard["worker"] <= HELD_PER_SHARD, per_shard
+    assert per_shard["pickled"] <= PICKLED_PER_SHARD, per_shard
+    assert per_shard["objects"] <= OBJECTS_PER_SHARD, per_shard
 
 
 def _frozen(item: object) -> int:

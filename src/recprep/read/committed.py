@@ -69,6 +69,7 @@ from ..storage.fetch import ObjectChangedError
 from ..storage.fs import ChecksumReader, display
 from ..storage.manifest import Manifest, ManifestFile, ShardInfo, fetch_manifest, identity_of
 from ..storage.shardnames import manifest_name
+from ..storage.shardtable import ShardTable
 from ..storage.writers import JOURNAL, STAGING_PREFIX, uncommitted
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class CommittedSets:
             if not paths:
                 raise NotFoundError(self._label(index), "the set is gone: a fresh listing "
                                     "holds none of its shards")
-            shard_set.paths[:] = paths
+            shard_set.paths = paths
             manifest = sources.manifests[index] = read_manifest(index)
             self._entries.pop(index, None)
             unlisted = [] if manifest is None else _unlisted(shard_set, manifest)
@@ -256,9 +257,11 @@ class CommittedSets:
             )
 
     def _entry(self, file: SourceFile) -> ShardInfo | None:
+        manifest = self._sources.manifests[file.set_index]
+        if manifest is not None and isinstance(manifest.shards, ShardTable):
+            return manifest.shards.entry(posixpath.basename(file.path))  # no lookup held
         entries = self._entries.get(file.set_index)
         if entries is None:
-            manifest = self._sources.manifests[file.set_index]
             shards = manifest.shards if manifest is not None else []
             entries = self._entries[file.set_index] = {s.name: s for s in shards}
         return entries.get(posixpath.basename(file.path))
@@ -386,8 +389,9 @@ class CommittedSets:
 
 def _unlisted(shard_set: ShardSet, manifest: Manifest) -> list[str]:
     """The paths of ``shard_set`` its manifest doesn't list."""
-    listed = {s.name for s in manifest.shards}
-    return [p for p in shard_set.paths if posixpath.basename(p) not in listed]
+    shards = manifest.shards
+    listed = shards.find if isinstance(shards, ShardTable) else {s.name: 0 for s in shards}.get
+    return [p for p in shard_set.paths if listed(posixpath.basename(p)) is None]
 
 
 class _Pinned:

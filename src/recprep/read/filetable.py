@@ -1,13 +1,13 @@
 """A reader's files without an object per file: the table of :class:`SourceFile` values
 and the record counts of :class:`~recprep.read.sources.Sources`.
 
-A set of 100,000 shards is a list of 100,000 paths already (its
-:class:`~recprep.storage.discovery.ShardSet`); the reader numbers them without copying
-them into objects of its own: :class:`FileTable` makes a file's :class:`SourceFile` when
-it is asked for, from the set's paths and an array of where each set starts, and
-:class:`Counts` keeps the record counts in one ``int64`` array. What a reader holds per
-shard, and what it pickles for each spawned DataLoader worker, is then the path and
-8 bytes, not a dozen Python objects (``benchmarks/RESULTS-memory.md``).
+The reader numbers a set's files without objects of its own: :class:`FileTable` makes a
+file's :class:`SourceFile` when it is asked for, from the set's paths (of a whole set, a
+rule: :func:`compact_paths`) and an array of where each set starts, and :class:`Counts`
+keeps the record counts in one ``int64`` array (copied from the manifest's table:
+:func:`listed_counts`). What a reader holds per shard, and what it pickles for each
+spawned DataLoader worker, is then some 17 bytes in arrays, not a dozen Python objects
+(``benchmarks/RESULTS-memory.md``).
 
 Example
 -------
@@ -40,9 +40,11 @@ from typing import overload
 import numpy as np
 
 from ..storage.discovery import ShardSet
-from ..storage.manifest import Manifest
+from ..storage.manifest import Manifest, ShardInfo
+from ..storage.shardtable import SetPaths, ShardTable
 
-__all__ = ["CountArray", "Counts", "FileTable", "Marks", "SourceFile", "checked_counts"]
+__all__ = ["CountArray", "Counts", "FileTable", "Marks", "SourceFile", "checked_counts",
+           "compact_paths", "listed_counts", "number_files"]
 
 
 @dataclass(frozen=True)
@@ -217,3 +219,64 @@ def _local_size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return -1
+
+
+def compact_paths(shard_set: ShardSet) -> Sequence[str]:
+    """``shard_set``'s paths, as :class:`~recprep.storage.shardtable.SetPaths` (made on
+    demand) when they are every shard of its prefix in its directory, in order (a whole
+    set's listing); else as they are.
+
+    >>> compact_paths(ShardSet("/d", "p", ["/d/p-00000-of-00001", "/d/p-00001-of-00001"]))
+    SetPaths('/d', 'p', 2)
+    >>> compact_paths(ShardSet("/d", "p", ["/d/p-00001-of-00001"]))
+    ['/d/p-00001-of-00001']
+    """
+    paths = shard_set.paths
+    if shard_set.prefix is None or isinstance(paths, SetPaths):
+        return paths
+    return SetPaths.matching(shard_set.directory, shard_set.prefix, paths) or paths
+
+
+def listed_counts(counts: Counts, span: tuple[int, int], paths: Sequence[str],
+                  shards: Sequence[ShardInfo]) -> None:
+    """Note in ``counts`` the record counts a set's manifest entries ``shards`` give its
+    files ``paths`` (numbered from ``span[0]``): one array copy when the paths are the
+    table's shards, else a lookup by name each.
+
+    >>> table = ShardTable.of("p", [ShardInfo("p-00000-of-00001", 3, 60, 7),
+    ...                             ShardInfo("p-00001-of-00001", 2, 40, 8)])
+    >>> counts = Counts(3)
+    >>> listed_counts(counts, (1, 3), SetPaths("/d", "p", 2), table)
+    >>> [counts.get(n) for n in range(3)]
+    [None, 3, 2]
+    >>> listed_counts(counts, (0, 1), ["/d/p-00001-of-00001"], table); counts.get(0)
+    2
+    """
+    first, end = span
+    if isinstance(shards, ShardTable) and isinstance(paths, SetPaths) and (
+            len(paths) == len(shards) and paths.name(0) == shards.name(0)):
+        counts._counts[first:end] = shards.records
+        return
+    find: Callable[[str], int | None] = shards.find if isinstance(shards, ShardTable) else {
+        s.name: i for i, s in enumerate(shards)}.get
+    held: Sequence[int] = shards.records.tolist() if isinstance(shards, ShardTable) else [
+        s.records for s in shards]
+    for number, path in enumerate(paths, first):
+        index = find(path.rsplit("/", 1)[-1])
+        if index is not None:
+            counts[number] = int(held[index])
+
+
+def number_files(shown: Callable[[str], str], shard_sets: Sequence[ShardSet],
+                 manifests: Sequence[Manifest | None]) -> tuple[FileTable, Counts]:
+    """A reader's files (each whole set's paths made a rule first: :func:`compact_paths`)
+    and the record counts their sets' manifests give them."""
+    for shard_set in shard_sets:
+        shard_set.paths = compact_paths(shard_set)
+    table = FileTable(shown, shard_sets)
+    counts = Counts(len(table))
+    for set_index, manifest in enumerate(manifests):
+        if manifest is not None:
+            listed_counts(counts, table.span(set_index), shard_sets[set_index].paths,
+                          manifest.shards)
+    return table, counts

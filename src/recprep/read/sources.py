@@ -47,7 +47,7 @@ from ..storage.manifest import Manifest
 from .cache import ShardCache
 from .committed import CommittedSets
 from .filepool import FilePool
-from .filetable import CountArray, Counts, FileTable, Marks, SourceFile, checked_counts
+from .filetable import CountArray, Marks, SourceFile, checked_counts, number_files
 from .placing import place_chunks, read_range_chunks
 from .ranks import Piece
 
@@ -106,21 +106,12 @@ class Sources:
             self._manifest(i) for i in range(len(self.shard_sets))]
         self.commits.check_listings(self._manifest)  # a listing older than its manifest
         #: the files, numbered: made on demand from the sets' paths (read/filetable.py)
-        self.files = FileTable(self._display, self.shard_sets)
-        self._counts = Counts(len(self.files))
+        self.files, self._counts = number_files(self._display, self.shard_sets,
+                                                self.manifests)
         self.known_count = self._counts.get  # a count known without asking storage
         self._indexes: dict[int, FileIndex] = {}
         self._chunk_tables: dict[int, Any] = {}  # per set: its chunk side file, if usable
         self._counts_checked = Marks(len(self.files))  # manifest counts checked against files
-        number = 0
-        for manifest, shard_set in zip(self.manifests, self.shard_sets, strict=True):
-            # per set, once: opening stays linear in the number of shards
-            records = None if manifest is None else {s.name: s.records for s in manifest.shards}
-            for path in shard_set.paths:
-                count = None if records is None else records.get(path.rsplit("/", 1)[-1])
-                if count is not None:
-                    self._counts[number] = count
-                number += 1
 
     def _display(self, path: str) -> str:
         """``path`` as users write it."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +98,7 @@ class ShardSet:
 
     directory: str
     prefix: str | None
-    paths: list[str] = field(default_factory=list)
+    paths: Sequence[str] = field(default_factory=list)
     pattern: str | None = None
     manifest_file: ManifestFile | None = field(default=None, repr=False, compare=False)
 
@@ -399,7 +399,7 @@ def relist(fs: Any, shard_set: ShardSet) -> list[str]:
     forget_listings(fs, shard_set.pattern)
     forget_listings(fs, shard_set.directory)
     fresh = resolve_shard_sets(fs, [shard_set.pattern])
-    return next((s.paths for s in fresh if (s.directory, s.prefix) == (
+    return next((list(s.paths) for s in fresh if (s.directory, s.prefix) == (
         shard_set.directory, shard_set.prefix)), [])
 
 

@@ -29,7 +29,7 @@ import builtins
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from ..errors import CorruptDataError, InvalidArgumentError, RecprepError
 from .fs import read_regular
 from .shardlist import ShardListText, cut_shard_list
 from .shardnames import check_prefix, shard_name
+from .shardtable import ShardInfo, ShardTable, shard_total
 
 MANIFEST_VERSION = 1
 #: a manifest file larger than this is refused before it is parsed
@@ -66,35 +67,6 @@ def _min_record_bytes(format: str) -> int:
         return get_format(format).min_record_bytes
     except RecprepError:
         return 1
-
-
-@dataclass(frozen=True, slots=True)
-class ShardInfo:
-    """One shard of a set, as the manifest records it. ``etag``: the object's ETag under
-    its final name, recorded at commit on stores that give one (None elsewhere, and in
-    sets written before ETags were recorded); a reader pins its reads of the shard to it.
-    """
-
-    name: str
-    records: int
-    bytes: int
-    crc32c: int
-    etag: str | None = None
-
-    def to_doc(self) -> dict[str, Any]:
-        """The shard's entry in the manifest file (``etag`` only when there is one, so a
-        manifest without ETags keeps its bytes)."""
-        doc: dict[str, Any] = {"name": self.name, "records": self.records,
-                               "bytes": self.bytes, "crc32c": f"{self.crc32c:08x}"}
-        if self.etag is not None:
-            doc["etag"] = self.etag
-        return doc
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # pickled as its fields (for each spawned DataLoader worker): a frozen dataclass
-        # with slots otherwise unpickles through a __setstate__ that looks its fields up
-        # again for every shard (1.2 s of a worker's start at 100,000 shards)
-        return ShardInfo, (self.name, self.records, self.bytes, self.crc32c, self.etag)
 
 
 @dataclass(frozen=True)
@@ -135,7 +107,8 @@ class Manifest:
     format: str
     codec: str
     compressor: str
-    shards: list[ShardInfo]
+    #: a :class:`~.shardtable.ShardTable` in a manifest read from a file
+    shards: Sequence[ShardInfo]
     schema: dict[str, Any] = field(default_factory=dict)
     #: types the codec stored as pickles by its fallback (readers need ``allow_pickle``);
     #: written only when there are some, so other manifests keep their bytes
@@ -155,11 +128,11 @@ class Manifest:
 
     @property
     def num_records(self) -> int:
-        return sum(s.records for s in self.shards)
+        return shard_total(self.shards, "records")
 
     @property
     def total_bytes(self) -> int:
-        return sum(s.bytes for s in self.shards)
+        return shard_total(self.shards, "bytes")
 
     def max_records(self, size: int) -> int:
         """The most records a shard of ``size`` bytes can hold in this set's format and
@@ -287,11 +260,12 @@ def _parse_manifest(cls: type[Manifest], doc: Any) -> Manifest:
     )
     listed = doc.get("shards")
     if isinstance(listed, ShardListText):  # (_lean_parse)
-        listed = listed.infos(prefix, manifest.max_records, _ETAG.fullmatch, ShardInfo)
+        listed = manifest.shards = listed.table(prefix, manifest.max_records, _ETAG.fullmatch)
     elif not isinstance(listed, list):
         raise _Invalid(f"shards must be a list, found {_shown_value(listed)}")
-    manifest.shards = [s if isinstance(s, ShardInfo) else
-                       _shard_entry(manifest, s, i, len(listed)) for i, s in enumerate(listed)]
+    else:
+        manifest.shards = ShardTable.of(prefix, (_shard_entry(manifest, s, i, len(listed))
+                                                 for i, s in enumerate(listed)))
     # the totals are informative (the properties add the shards up): checked for type,
     # and num_shards for agreement with the list, as always
     for key, value in (("num_shards", manifest.num_shards),
@@ -332,9 +306,8 @@ def _side_file_entry(manifest: Manifest, entry: Any, index: int) -> SideFileInfo
     if not isinstance(entry, dict):
         raise _Invalid(f"{where} must be an object, found {_shown_value(entry)}")
     name = entry.get("name")
-    owners = [manifest.name_prefix, *(s.name for s in manifest.shards)]
-    if not isinstance(name, str) or "/" in name or "\\" in name or len(name) > 1024 or not any(
-        name.startswith(f".{owner}.") and len(name) > len(owner) + 2 for owner in owners
+    if not isinstance(name, str) or "/" in name or "\\" in name or len(name) > 1024 or not (
+        _side_file_owner(manifest, name)
     ):
         raise _Invalid(f"{where}.name must be a hidden side file of the set "
                        f"('.{manifest.name_prefix}.<kind>' or '.<shard>.<kind>'), found "
@@ -345,6 +318,20 @@ def _side_file_entry(manifest: Manifest, entry: Any, index: int) -> SideFileInfo
         raise _Invalid(f"{where}.sha256 must be 64 lowercase hex digits, found "
                        f"{_shown_value(digest)}")
     return SideFileInfo(name, size, digest)
+
+
+def _side_file_owner(manifest: Manifest, name: str) -> bool:
+    """Whether ``name`` is ``.{owner}.<kind>``, its owner the set's prefix or a shard's
+    name (all of one length: a table's names are its prefix's)."""
+    if name.startswith(f".{manifest.name_prefix}.") and len(name) > len(manifest.name_prefix) + 2:
+        return True
+    shards = manifest.shards
+    if not isinstance(shards, ShardTable):
+        return any(name.startswith(f".{s.name}.") and len(name) > len(s.name) + 2
+                   for s in shards)
+    size = len(shards.name(0)) if len(shards) else 0
+    return (len(name) > size + 2 and name[0] == "." and name[size + 1] == "."
+            and shards.find(name[1:size + 1]) is not None)
 
 
 def _shard_entry(manifest: Manifest, entry: Any, index: int, count: int) -> ShardInfo:

@@ -6,7 +6,7 @@ they are freed, in the trainer and in every worker forked from it).
 :func:`cut_shard_list` cuts the list out of a manifest's bytes and puts in its place a
 string no file can foresee: the rest is parsed by ``json``, and the list is the
 document's only when that string is the document's ``shards`` (the last key so named, as
-``json`` takes). :meth:`ShardListText.infos` reads the entries, each as ``json`` would
+``json`` takes). :meth:`ShardListText.table` reads the entries, each as ``json`` would
 (names and ETags of characters a JSON string holds as they are, ``\\"`` and ``\\\\``
 aside; ints of at most 19 digits), and checks them as
 :func:`~recprep.storage.manifest.Manifest.from_json` does; anything else raises
@@ -20,8 +20,8 @@ Example
 >>> rest, token, listed = cut_shard_list(data)
 >>> import json; json.loads(rest)["shards"] == token
 True
->>> listed.infos("p", lambda size: size, lambda etag: True, lambda *fields: fields)
-[('p-00000-of-00000', 3, 60, 10, None)]
+>>> list(listed.table("p", lambda size: size, lambda etag: True))
+[ShardInfo(name='p-00000-of-00000', records=3, bytes=60, crc32c=10, etag=None)]
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from .shardnames import shard_name
+import numpy as np
+
+from .shardtable import SetPaths, ShardTable
 
 __all__ = ["ShardListText", "cut_shard_list"]
 
@@ -44,6 +46,8 @@ _SHARD_ENTRY = re.compile(
 _JSON_ESCAPE = re.compile(rb'\\(["\\])')
 _LIST_START = b'\n  "shards": [\n    {'
 _LIMIT = 1 << 63
+#: sizes below this are scaled by any compressor's expansion (at most 1032) in ``int64``
+_EXACT = 1 << 52
 
 
 class ShardListText:
@@ -54,30 +58,43 @@ class ShardListText:
     def __init__(self, data: bytes, start: int, end: int, count: int) -> None:
         self.data, self.start, self.end, self.count = data, start, end, count
 
-    def infos(self, prefix: str, most_records: Callable[[int], int],
-              etag_ok: Callable[[str], Any], make: Callable[..., Any]) -> list[Any]:
-        """``make(name, records, bytes, crc32c, etag)`` of each entry, checked: its name
-        the prefix's shard name, its ints below 2**63 and its records no more than
-        ``most_records`` of its bytes, its ETag (if any) ``etag_ok``; ``ValueError`` at
-        the first entry that isn't, or isn't laid out as written."""
-        made: list[Any] = []
-        pos, count, match = self.start, self.count, _SHARD_ENTRY.match
+    def table(self, prefix: str, most_records: Callable[[int], int],
+              etag_ok: Callable[[str], Any]) -> ShardTable:
+        """The entries as a :class:`~.shardtable.ShardTable`, each checked: its name the
+        prefix's shard name, its ints below 2**63 and its records no more than
+        ``most_records`` of its bytes (asked of all the sizes at once, as an array), its
+        ETag (if any) ``etag_ok``; ``ValueError`` if an entry isn't, or isn't laid out as
+        written."""
+        count = self.count
+        most_records(0)  # (a format's first use may import it: done before the arrays)
+        records = np.empty(count, dtype=np.int64)
+        sizes = np.empty(count, dtype=np.int64)
+        crcs = np.empty(count, dtype=np.uint32)
+        etags: list[str | None] = [None] * count
+        pos, match, names = self.start, _SHARD_ENTRY.match, SetPaths("", prefix, count)
         for index in range(count):
             found = match(self.data, pos)
-            name = shard_name(prefix, index, count)
-            if found is None or found[1] != name.encode() or (
+            if found is None or found[1] != names.name(index).encode() or (
                     found[6] != (b"," if index + 1 < count else b"")):
                 raise ValueError(f"shards[{index}] is not laid out as written")
-            records, size = int(found[2]), int(found[3])
+            held, size = int(found[2]), int(found[3])
             etag = None if found[5] is None else _JSON_ESCAPE.sub(rb"\1", found[5]).decode()
-            if size >= _LIMIT or records >= _LIMIT or records > most_records(size) or (
-                    etag is not None and not etag_ok(etag)):
+            if size >= _LIMIT or held >= _LIMIT or (etag is not None and not etag_ok(etag)):
                 raise ValueError(f"shards[{index}] is refused")
-            made.append(make(name, records, size, int(found[4], 16), etag))
+            records[index], sizes[index], crcs[index] = held, size, int(found[4], 16)
+            etags[index] = etag
             pos = found.end()
         if pos != self.end:
             raise ValueError("the shard list goes on")
-        return made
+        if count and int(sizes.max()) < _EXACT:  # 4096 at once, without overflow
+            for at in range(0, count, 4096):
+                most = most_records(sizes[at:at + 4096])  # type: ignore[arg-type]
+                if bool((records[at:at + 4096] > most).any()):
+                    raise ValueError("a shard claims more records than its bytes can hold")
+        elif any(r > most_records(s) for r, s in zip(records.tolist(), sizes.tolist(),
+                                                       strict=True)):
+            raise ValueError("a shard claims more records than its bytes can hold")
+        return ShardTable(prefix, records, sizes, crcs, etags)
 
 
 def cut_shard_list(data: bytes) -> tuple[bytes, str, ShardListText] | None:
