@@ -52,8 +52,10 @@ import numpy as np
 from ..containers import get_format
 from ..containers.fileindex import FileIndex
 from ..errors import CorruptDataError, CorruptDataWarning, warn
+from .chunklist import PackedChunks, pack_entries, pack_lean
 from .fs import display, read_regular
 from .manifest import Manifest, ShardInfo, SideFileInfo
+from .shardtable import ShardTable
 
 log = logging.getLogger("recprep")
 
@@ -105,27 +107,34 @@ def write_table(
 
 @dataclass
 class ChunkTable:
-    """A set's side file, read and matched to its manifest; shards checked when asked."""
+    """A set's side file, read and matched to its manifest; shards checked when asked.
+    ``shards``: the manifest's, in the side file's order; ``chunks``: their entries,
+    packed (:class:`~recprep.storage.chunklist.PackedChunks`)."""
 
     path: str  # as users write it
-    entries: dict[str, dict[str, Any]]
-    shards: dict[str, ShardInfo]
+    shards: Sequence[ShardInfo]
+    chunks: PackedChunks
     #: the format's chunk header size: the least one chunk's offset is past the previous
     header_bytes: int = 1
     on_corrupt: str = "raise"
+    _numbers: dict[str, int] | None = None  # a list of shards' names, looked up
+
+    def _number(self, name: str) -> int | None:
+        if isinstance(self.shards, ShardTable):
+            return self.shards.find(name)
+        if self._numbers is None:
+            self._numbers = {s.name: i for i, s in enumerate(self.shards)}
+        return self._numbers.get(name)
 
     def index(self, name: str) -> FileIndex | None:
         """The index of shard ``name``, or None (with a
         :class:`~recprep.errors.CorruptDataWarning`) when its entry is bad."""
-        entry = self.entries.get(name)
-        info = self.shards.get(name)
-        if entry is None or info is None:
+        number = self._number(name)
+        if number is None:
             return None
+        info = self.shards[number]
         try:
-            deltas = np.asarray(entry["offsets"], dtype=np.int64)
-            counts = np.asarray(entry["counts"], dtype=np.int64)
-            if deltas.ndim != 1 or deltas.shape != counts.shape:
-                raise ValueError(f"{deltas.size} offsets but {counts.size} counts")
+            deltas, counts = self.chunks.entry(number)
             offsets = np.cumsum(deltas)
             header = self.header_bytes
             if deltas.size and deltas[0] != 0:
@@ -139,7 +148,7 @@ class ChunkTable:
             if (counts < 0).any() or int(counts.sum()) != info.records:
                 raise ValueError(f"the chunks count {int(counts.sum())} records, the "
                                  f"manifest {info.records}")
-        except (KeyError, TypeError, ValueError, OverflowError) as err:
+        except ValueError as err:
             _refuse(self.path, f"its entry for {name} is bad ({err})", self.on_corrupt)
             return None
         return FileIndex.from_counts(offsets.tolist(), counts.tolist(), True)
@@ -194,26 +203,40 @@ def load_table(
         text, _, crc = data.rstrip(b"\n").rpartition(b"\n")
         if crc != b"%08x" % google_crc32c.value(text):
             raise ValueError("its CRC-32C doesn't match its bytes (damaged)")
-        body = json.loads(text)
-        if not isinstance(body, dict) or body.get("recprep_chunks") != _VERSION:
-            raise ValueError(f"not a version {_VERSION} chunk index")
-        if body.get("name_prefix") != manifest.name_prefix or (
-            body.get("format") != manifest.format
-        ):
-            raise ValueError(f"it is for the {body.get('format')} set "
-                             f"{body.get('name_prefix')!r}")
-        entries = {e["name"]: e for e in body["shards"]}
-        listed = [(e["name"], e["bytes"], e["crc32c"]) for e in body["shards"]]
+        return _table(shown, text, manifest, on_corrupt)
     except (KeyError, TypeError, ValueError) as err:
         _refuse(shown, f"{err}", on_corrupt)
         return None
-    shards = {s.name: s for s in manifest.shards}
-    if listed != [(s.name, s.bytes, s.crc32c) for s in manifest.shards]:
-        _refuse(shown, "its shards (names, sizes, CRC-32C) are not the manifest's: "
-                       "it belongs to another set", on_corrupt)
-        return None
+
+
+def _table(shown: str, text: bytes, manifest: Manifest, on_corrupt: str) -> ChunkTable | None:
+    """The side file's JSON ``text``, matched to ``manifest``: its entries packed as they
+    are read (:func:`~recprep.storage.chunklist.pack_lean`), else by ``json``."""
+    shards = manifest.shards
+    if isinstance(shards, ShardTable):
+        lean = pack_lean(text, shards.name, shards.sizes, shards.crcs)
+    else:
+        lean = pack_lean(text, [s.name for s in shards], [s.bytes for s in shards],
+                         [s.crc32c for s in shards])
+    body = json.loads(text if lean is None else lean[0])
+    if not isinstance(body, dict) or body.get("recprep_chunks") != _VERSION:
+        raise ValueError(f"not a version {_VERSION} chunk index")
+    if body.get("name_prefix") != manifest.name_prefix or (
+        body.get("format") != manifest.format
+    ):
+        raise ValueError(f"it is for the {body.get('format')} set "
+                         f"{body.get('name_prefix')!r}")
+    if lean is not None:
+        packed = lean[1]
+    else:
+        listed = [(e["name"], e["bytes"], e["crc32c"]) for e in body["shards"]]
+        if listed != [(s.name, s.bytes, s.crc32c) for s in shards]:
+            _refuse(shown, "its shards (names, sizes, CRC-32C) are not the manifest's: "
+                           "it belongs to another set", on_corrupt)
+            return None
+        packed = pack_entries(body["shards"])
     header = get_format(manifest.format).chunk_header_bytes
-    return ChunkTable(shown, entries, shards, max(header, 1), on_corrupt)
+    return ChunkTable(shown, shards, packed, max(header, 1), on_corrupt)
 
 
 def binding(fs: Any, path: str, name: str | None = None) -> SideFileInfo:
