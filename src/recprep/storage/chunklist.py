@@ -42,7 +42,7 @@ _LIST_START = b',"shards":['
 _AT_ONCE = 4096
 _INT = rb"(?:0|[1-9]\d{0,17})"  # as JSON writes a non-negative int (below 10**18)
 _NUMBERS = rb"((?:" + _INT + rb"(?:," + _INT + rb")*)?)"
-_ENTRY = re.compile(
+_CHUNKS_ENTRY = re.compile(
     rb'\{"name":"([^"\\]*)","bytes":(' + _INT + rb'),"crc32c":(' + _INT + rb'),"offsets":\['
     + _NUMBERS + rb'\],"counts":\[' + _NUMBERS + rb"\]\}")
 
@@ -98,7 +98,7 @@ def pack_lean(text: bytes, names: Callable[[int], str] | Sequence[str],
             if text[pos:pos + 1] != b",":
                 return None
             pos += 1
-        found = _ENTRY.match(text, pos)
+        found = _CHUNKS_ENTRY.match(text, pos)
         if found is None:
             return None
         name, size, crc, deltas, chunk_counts = found.groups()
