@@ -37,7 +37,7 @@ import numpy as np
 
 __all__ = ["PackedChunks", "pack_entries", "pack_lean"]
 
-_LIST_START = b',"shards":['
+_CHUNKS_LIST = b',"shards":['
 #: entries whose numbers are read at once (their texts held meanwhile)
 _AT_ONCE = 4096
 _INT = rb"(?:0|[1-9]\d{0,17})"  # as JSON writes a non-negative int (below 10**18)
@@ -85,11 +85,11 @@ def pack_lean(text: bytes, names: Callable[[int], str] | Sequence[str],
     document's other keys, for ``json``), and the list's entries packed; None when the
     list isn't laid out as ``encode`` writes it, or isn't the manifest's shards
     (``names(i)`` or ``names[i]``, ``sizes``, ``crcs``: shard ``i``'s, in order)."""
-    start = text.rfind(_LIST_START)
+    start = text.rfind(_CHUNKS_LIST)
     if start < 0 or not text.endswith(b"]}"):
         return None
     name_of = names if callable(names) else names.__getitem__
-    count, pos, end = len(sizes), start + len(_LIST_START), len(text) - 2
+    count, pos, end = len(sizes), start + len(_CHUNKS_LIST), len(text) - 2
     texts: tuple[list[bytes], list[bytes], list[bytes]] = ([], [], [])  # facts, offsets, counts
     arrays: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
     runs = np.zeros(count + 1, np.int64)
