@@ -34,7 +34,8 @@ def rows_and_runs(draw):
     start = draw(st.integers(0, 3))  # unaligned rows too
     line = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).integers(
         0, 256, width, dtype=np.uint8)
-    buf = np.tile(np.concatenate([line, np.zeros(stride - width, np.uint8)]), n + 1)
+    # rows enough that the strided view, from ``start`` on, stays inside the buffer
+    buf = np.tile(np.concatenate([line, np.zeros(stride - width, np.uint8)]), n + 5)
     runs = []
     for _ in range(draw(st.integers(1, 3))):
         at = draw(st.integers(0, width - 1))
