@@ -69,7 +69,7 @@ from ..storage.fetch import ObjectChangedError
 from ..storage.fs import ChecksumReader, display
 from ..storage.manifest import Manifest, ManifestFile, ShardInfo, fetch_manifest, identity_of
 from ..storage.shardnames import manifest_name
-from ..storage.shardtable import ShardTable
+from ..storage.shardtable import ShardTable, shard_finder
 from ..storage.writers import JOURNAL, STAGING_PREFIX, uncommitted
 
 if TYPE_CHECKING:
@@ -389,9 +389,8 @@ class CommittedSets:
 
 def _unlisted(shard_set: ShardSet, manifest: Manifest) -> list[str]:
     """The paths of ``shard_set`` its manifest doesn't list."""
-    shards = manifest.shards
-    listed = shards.find if isinstance(shards, ShardTable) else {s.name: 0 for s in shards}.get
-    return [p for p in shard_set.paths if listed(posixpath.basename(p)) is None]
+    find = shard_finder(manifest.shards)
+    return [p for p in shard_set.paths if find(posixpath.basename(p)) is None]
 
 
 class _Pinned:

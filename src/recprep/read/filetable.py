@@ -41,7 +41,7 @@ import numpy as np
 
 from ..storage.discovery import ShardSet
 from ..storage.manifest import Manifest, ShardInfo
-from ..storage.shardtable import SetPaths, ShardTable
+from ..storage.shardtable import SetPaths, ShardTable, shard_finder
 
 __all__ = ["CountArray", "Counts", "FileTable", "Marks", "SourceFile", "checked_counts",
            "compact_paths", "listed_counts", "number_files"]
@@ -257,8 +257,7 @@ def listed_counts(counts: Counts, span: tuple[int, int], paths: Sequence[str],
             len(paths) == len(shards) and paths.name(0) == shards.name(0)):
         counts._counts[first:end] = shards.records
         return
-    find: Callable[[str], int | None] = shards.find if isinstance(shards, ShardTable) else {
-        s.name: i for i, s in enumerate(shards)}.get
+    find = shard_finder(shards)
     held: Sequence[int] = shards.records.tolist() if isinstance(shards, ShardTable) else [
         s.records for s in shards]
     for number, path in enumerate(paths, first):

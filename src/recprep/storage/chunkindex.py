@@ -55,7 +55,7 @@ from ..errors import CorruptDataError, CorruptDataWarning, warn
 from .chunklist import PackedChunks, pack_entries, pack_lean
 from .fs import display, read_regular
 from .manifest import Manifest, ShardInfo, SideFileInfo
-from .shardtable import ShardTable
+from .shardtable import ShardTable, shard_finder
 
 log = logging.getLogger("recprep")
 
@@ -117,19 +117,14 @@ class ChunkTable:
     #: the format's chunk header size: the least one chunk's offset is past the previous
     header_bytes: int = 1
     on_corrupt: str = "raise"
-    _numbers: dict[str, int] | None = None  # a list of shards' names, looked up
 
-    def _number(self, name: str) -> int | None:
-        if isinstance(self.shards, ShardTable):
-            return self.shards.find(name)
-        if self._numbers is None:
-            self._numbers = {s.name: i for i, s in enumerate(self.shards)}
-        return self._numbers.get(name)
+    def __post_init__(self) -> None:
+        self._find = shard_finder(self.shards)
 
     def index(self, name: str) -> FileIndex | None:
         """The index of shard ``name``, or None (with a
         :class:`~recprep.errors.CorruptDataWarning`) when its entry is bad."""
-        number = self._number(name)
+        number = self._find(name)
         if number is None:
             return None
         info = self.shards[number]

@@ -27,7 +27,7 @@ Example
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -35,7 +35,7 @@ import numpy as np
 
 from .shardnames import shard_name, shard_width
 
-__all__ = ["SetPaths", "ShardInfo", "ShardTable", "shard_total"]
+__all__ = ["SetPaths", "ShardInfo", "ShardTable", "shard_finder", "shard_total"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +185,19 @@ def _narrow(values: np.ndarray) -> np.ndarray:
         if top <= np.iinfo(kind).max:
             return values.astype(kind, copy=False)
     return values.astype(np.int64, copy=False)
+
+
+def shard_finder(shards: Sequence[ShardInfo]) -> Callable[[str], int | None]:
+    """Where in ``shards`` the shard of a name is (None: none of them): a table works it
+    out from the name; a list of entries is looked up in a dict made once, here.
+
+    >>> find = shard_finder([ShardInfo("a", 1, 2, 3), ShardInfo("b", 1, 2, 3)])
+    >>> find("b"), find("c")
+    (1, None)
+    """
+    if isinstance(shards, ShardTable):
+        return shards.find
+    return {s.name: i for i, s in enumerate(shards)}.get
 
 
 def shard_total(shards: Sequence[ShardInfo], field: str) -> int:
