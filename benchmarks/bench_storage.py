@@ -539,8 +539,9 @@ def _cp_part(args: argparse.Namespace) -> str | None:
         child_main(args.cp_child, args.endpoint, args.source, args.dest, args.count)
         return None
     size = 40 if args.quick else (args.size_mb or 240)
+    pairs = None if args.pairs is None else [n.strip() for n in args.pairs.split(",")]
     return run_cp(size, args.shards or 8, 1 if args.quick else (args.reps or 3), args.timeline,
-                  args.baseline)
+                  args.baseline, pairs)
 
 
 def _rss_part(args: argparse.Namespace) -> str | None:
@@ -574,6 +575,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="with --part cp: also run recprep from this src directory (an "
                         "older checkout's), interleaved: before and after in one run")
+    parser.add_argument("--pairs", default=None,
+                        help="with --part cp: only these recprep contenders (comma-separated: "
+                        "'recprep cp up', 'recprep cp down', 'recprep convert', ...)")
     parser.add_argument("--plot", type=Path, default=None,
                         help="with --network: also draw the MB/s figure into this PNG")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")

@@ -165,11 +165,15 @@ def _counts(proxy: dict) -> str:
 
 
 def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None,
-           baseline: Path | None = None) -> str:
+           baseline: Path | None = None, only: list[str] | None = None) -> str:
     """The whole cp run; returns the markdown report (and writes each contender's last
     request timeline into ``timeline``, when given). With ``baseline`` (another
     checkout's ``src``), each recprep contender runs again with that recprep, interleaved:
-    before and after in one run."""
+    before and after in one run. ``only``: these recprep contenders (and what they are
+    compared with), not all of :data:`PAIRS`."""
+    pairs = [pair for pair in PAIRS if only is None or pair[0] in only]
+    if not pairs:
+        raise SystemExit(f"no cp contender of {only}: choose of {[p for p, _ in PAIRS]}")
     sys.path.insert(0, str(ROOT))
     from bench_storage import proxy_control, start_moto, start_proxy
 
@@ -197,9 +201,9 @@ def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None,
         fs.mkdir("bench")
         copy(f"{local}/{PREFIX}", "s3://bench/src", storage_options={"endpoint_url": upstream},
              progress=False)
-        names = list(dict.fromkeys(n for pair in PAIRS for n in pair))
+        names = list(dict.fromkeys(n for pair in pairs for n in pair))
         if baseline is not None:
-            names += [n + BASELINE for n, _ in PAIRS]
+            names += [n + BASELINE for n, _ in pairs]
         for rep in range(reps):
             for name in names:
                 down = name.removesuffix(BASELINE) in ("recprep cp down", "s3fs.get")
@@ -227,11 +231,12 @@ def run_cp(size_mb: int, shards: int, reps: int, timeline: Path | None = None,
     if timeline is not None:
         timeline.write_text("\n".join(f"== {name}\n{timeline_text(r[-1]['calls'])}"
                                       for name, r in runs.items()) + "\n")
-    return cp_report(runs, total, shards, reps, loads, label, baseline is not None)
+    return cp_report(runs, total, shards, reps, loads, label, baseline is not None, pairs)
 
 
 def cp_report(runs: dict[str, list[dict]], total: int, shards: int, reps: int,
-              loads: list[tuple[float, float, float]], label: str, baseline: bool) -> str:
+              loads: list[tuple[float, float, float]], label: str, baseline: bool,
+              pairs: list[tuple[str, str]]) -> str:
     import datetime as dt
     import platform
 
@@ -246,10 +251,10 @@ def cp_report(runs: dict[str, list[dict]], total: int, shards: int, reps: int,
         f"in a fresh process, timed from its call (imports done); {reps} reps interleaved, "
         "median; load average (1 min) " + " / ".join(f"{x[0]:.1f}" for x in loads)
         + " (before, after each rep).", "",
-        "| contender | s | MB/s | against | ratio | CPU s | requests (proxy) |",
-        "|---|---:|---:|---|---:|---:|---|"]
+        "| contender | s | reps s | MB/s | against | ratio | CPU s | requests (proxy) |",
+        "|---|---:|---|---:|---|---:|---:|---|"]
     shown: list[tuple[str, str | None]] = []
-    for name, other in PAIRS:
+    for name, other in pairs:
         shown += [(name, other), *([(name + BASELINE, other)] if baseline else []),
                   (other, None)]
     for who, against in dict(shown).items():
@@ -257,7 +262,8 @@ def cp_report(runs: dict[str, list[dict]], total: int, shards: int, reps: int,
         ratio = "" if against is None else \
             f"{_median([r['seconds'] for r in runs[against]]) / seconds:.2f}"
         cpu = _median([r["cpu"] for r in runs[who]])
-        lines.append(f"| {who} | {seconds:.2f} | {mb / seconds:.1f} | {against or ''} | "
+        each = " / ".join(f"{r['seconds']:.2f}" for r in runs[who])
+        lines.append(f"| {who} | {seconds:.2f} | {each} | {mb / seconds:.1f} | {against or ''} | "
                      f"{ratio} | {cpu:.2f} | {_counts(runs[who][-1]['proxy'])} |")
     lines += ["", "Ratio: s3fs's seconds over recprep's (>= 0.9 is the target). The "
               "timeline of each contender's last rep (client side, each API call):", "",

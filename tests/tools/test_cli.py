@@ -376,20 +376,27 @@ def test_cp_damaged_s3_object_is_verified_and_refused(data, s3, s3_url, tmp_path
 
 
 def test_cp_commits_manifest_last_on_s3(data, s3, s3_url, monkeypatch):
-    """On S3 a set's files are completed (multipart uploads to their final names, left
-    incomplete until the commit) and the manifest is put last."""
+    """On S3 a new set's files go to their final names after its journal, the manifest
+    last; over a set there, they are completed (multipart uploads to their final names,
+    left incomplete until the commit), then the manifest."""
     from .s3calls import S3Calls
 
-    calls = S3Calls(monkeypatch)
-    result = copy(str(data / PREFIX), s3_url, storage_options=s3.storage_options,
-                  num_workers=3, progress=False)
-    final = [(m, posixpath.basename(k)) for m, k in calls.calls
-             if m in ("complete_multipart_upload", "put_object", "copy_object")
-             and ".recprep-" not in k]
-    assert final[-1] == ("put_object", f"{PREFIX}.manifest.json")
-    assert sorted(final[:-1]) == [("complete_multipart_upload", n) for n in sorted(
-        [f".{PREFIX}.chunks", *[shard(data, i).name for i in range(NUM_SHARDS)]])]
-    assert [f.dest.rsplit("/", 1)[1] for f in result.files][-1] == f"{PREFIX}.manifest.json"
+    for overwrite, written in ((False, "put_object"), (True, "complete_multipart_upload")):
+        calls = S3Calls(monkeypatch)
+        result = copy(str(data / PREFIX), s3_url, storage_options=s3.storage_options,
+                      num_workers=3, progress=False, overwrite=overwrite)
+        final = [(m, posixpath.basename(k)) for m, k in calls.calls
+                 if m in ("complete_multipart_upload", "put_object", "copy_object")
+                 and ".recprep-" not in k]
+        journal = next(i for i, (_, k) in enumerate(calls.calls) if k.endswith("/commit.json"))
+        first = next(i for i, (m, k) in enumerate(calls.calls)
+                     if m == written and ".recprep-" not in k)
+        assert journal < first  # no file under its name before the journal
+        assert final[-1] == ("put_object", f"{PREFIX}.manifest.json")
+        assert sorted(final[:-1]) == [(written, n) for n in sorted(
+            [f".{PREFIX}.chunks", *[shard(data, i).name for i in range(NUM_SHARDS)]])]
+        names = [f.dest.rsplit("/", 1)[1] for f in result.files]
+        assert names[-1] == f"{PREFIX}.manifest.json"
 
 
 def test_cp_refuses_to_overwrite_unless_asked(data, tmp_path):

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 SHARDS = 8
 HELD = 0.15  #: seconds each request is held before it goes
-DATA = ("UploadPart", "GetObject")
+DATA = ("UploadPart", "PutObject", "GetObject")
 
 
 class Timeline:
@@ -97,7 +97,7 @@ def local_set(tmp_path: Path) -> Path:
     return tmp_path / "src"
 
 
-def test_cp_up_asks_its_questions_at_once_and_commits_in_four_rounds(
+def test_cp_up_asks_its_questions_at_once_and_commits_in_two_rounds(
         s3, s3_url, local_set, monkeypatch):
     timeline = Timeline(monkeypatch)
     copy(str(local_set / "p"), f"{s3_url}/ds", storage_options=s3.storage_options,
@@ -105,26 +105,28 @@ def test_cp_up_asks_its_questions_at_once_and_commits_in_four_rounds(
     shown = timeline.show()
     # before the first shard's bytes: is the destination a file, its listing, the bucket,
     # the checksum probe, the staging's listing and open uploads, all at once; then the
-    # probe's delete; every upload's creation, at once, with the manifest's staging
-    # (before: 11 rounds, one after another; then the last shards' uploads were created
-    # a round later, once the manifest and chunk index freed a worker)
-    assert rounds(timeline.before_data()) <= 3, shown
-    created = [c for c in timeline.calls if c[2] == "CreateMultipartUpload"]
-    first = [c for c in timeline.calls if c[1] <= min(c[0] for c in created)]
-    assert rounds(first + created) == rounds(first) + 1, shown
-    # after the last: the journal; the uploads completed, all at once; the manifest, and
-    # staging listed; staging removed (before: 12 rounds — the manifest uploaded to a
-    # temporary, read back, removed, staged, then the journal, each shard's HEAD...)
-    assert rounds(timeline.after_data()) <= 4, shown
+    # probe's delete and the early commit's journal, at once (before: 11 rounds, one after
+    # another; then 3, the uploads created in a third)
+    assert rounds(timeline.before_data()) <= 2, shown
+    journal = [c for c in timeline.calls if c[3] == "ds/.recprep-staging-p/commit.json"]
+    assert [c[2] for c in journal] == ["PutObject", "DeleteObject"], shown
+    placed = [c for c in timeline.calls if c[2] == "PutObject" and "ds/p-" in c[3]]
+    assert journal[0][1] <= min(c[0] for c in placed), shown  # the journal first
+    # after the last: the manifest; the journal removed (before: 12 rounds — the manifest
+    # uploaded to a temporary, read back, removed, staged, then the journal, each shard's
+    # HEAD...; then 4, the uploads completed after the data)
+    assert rounds(timeline.after_data()) <= 2, shown
     assert timeline.of("HeadObject") == ["ds"], shown  # the destination, once; no shard's
     assert timeline.of("GetObject") == [], shown  # nothing read back, not the manifest
     assert "CopyObject" not in timeline.ops(), shown
-    assert sorted(timeline.of("CompleteMultipartUpload")) == sorted(
-        f"ds/{n}" for n in [".p.chunks", *(f"p-{i:05d}-of-00007" for i in range(SHARDS))])
+    assert "CreateMultipartUpload" not in timeline.ops(), shown  # each file one PutObject
+    assert sorted(k for k in timeline.of("PutObject") if ".recprep-" not in k) == sorted(
+        f"ds/{n}" for n in [".p.chunks", "p.manifest.json",
+                            *(f"p-{i:05d}-of-00007" for i in range(SHARDS))]), shown
     clear_s3fs_cache()
     fs = s3.filesystem()
     manifest = json.loads(fs.cat_file(f"{s3_url}/ds/p.manifest.json"))
-    for shard in manifest["shards"]:  # the ETags the completions answered: the objects'
+    for shard in manifest["shards"]:  # the ETags the uploads answered: the objects'
         assert shard["etag"] == fs.info(f"{s3_url}/ds/{shard['name']}")["ETag"]
     assert fs.find(f"{s3_url}/ds/.recprep-staging-p") == []
     assert sorted(i for i, _ in RecordIO(f"{s3_url}/ds/p",

@@ -91,13 +91,21 @@ def assert_is_set(s3, out: str, expected: dict[str, bytes]) -> None:
     assert got == {n: d for n, d in expected.items() if n != "k.manifest.json"}
 
 
-def test_cp_to_s3_sends_no_copy_and_completes_an_upload_per_file(s3, s3_url, sets):
+def test_cp_over_a_set_on_s3_sends_no_copy_and_completes_an_upload_per_file(
+        s3, s3_url, sets):
+    """Over a set there (``--overwrite``), each file goes as an upload left incomplete,
+    completed by the commit; into a directory holding nothing of the set, straight to
+    its name (an early commit: ``storage/earlycommit.py``)."""
     out = f"{s3_url}/data"
-    with s3_requests(bucket=s3_url) as sent:
-        copy(str(sets["B"] / "k"), out, storage_options=s3.storage_options, progress=False)
-    assert sent["CopyObject"] == 0, sent.log
     files = local_files(sets["B"])
     shards = [n for n in files if n != "k.manifest.json"]  # 5 shards and .k.chunks
+    with s3_requests(bucket=s3_url) as sent:
+        copy(str(sets["A"] / "k"), out, storage_options=s3.storage_options, progress=False)
+    assert sent["CopyObject"] == sent["CreateMultipartUpload"] == 0, sent.log
+    with s3_requests(bucket=s3_url) as sent:
+        copy(str(sets["B"] / "k"), out, storage_options=s3.storage_options, progress=False,
+             overwrite=True)
+    assert sent["CopyObject"] == 0, sent.log
     completed = sorted(k.rsplit("/", 1)[1] for k in sent.keys_of("CompleteMultipartUpload"))
     assert completed == sorted(shards)
     assert sent["CreateMultipartUpload"] == len(shards)  # small files too: one part each
@@ -171,8 +179,9 @@ def test_a_cp_overwrite_to_s3_killed_at_any_step_is_never_read_as_a_mix(
 
 def test_a_journal_whose_upload_id_was_changed_is_refused(s3, s3_url, sets):
     out = f"{s3_url}/data"
+    copy(str(sets["A"] / "k"), out, storage_options=s3.storage_options, progress=False)
     env = s3.env({**os.environ, "RECPREP_FAILPOINTS": "commit.journal=1"})
-    killed = cp(str(sets["B"] / "k"), out, env=env)
+    killed = cp(str(sets["B"] / "k"), out, "--overwrite", env=env)
     assert killed.returncode == 137, killed.stderr
     fs = s3.filesystem()
     path = f"{out}/.recprep-staging-k/commit.json"
@@ -183,8 +192,8 @@ def test_a_journal_whose_upload_id_was_changed_is_refused(s3, s3_url, sets):
     options = s3.storage_options
     with pytest.raises(UntrustedFileError, match="commit.json.*seal doesn't match"):
         convert(out, [1], 5, "k", resume=True, storage_options=options)
-    assert seen(f"{out}/k-*", options) == "error"  # still not committed: nothing acted on
-    assert not fs.exists(f"{out}/{name}")
+    assert seen(f"{out}/k-*", options) == "A"  # the commit touched nothing yet, nor this
+    assert fs.cat_file(f"{out}/{name}") == (sets["A"] / name).read_bytes()  # A's, as it was
 
 
 def test_a_pending_commit_whose_upload_was_aborted_is_written_again(s3, s3_url, sets):
@@ -192,8 +201,9 @@ def test_a_pending_commit_whose_upload_was_aborted_is_written_again(s3, s3_url, 
     its parts (``ListParts``): one aborted meanwhile (a lifecycle rule, a user) makes the
     journal unfinishable, and the set is written again — never completed in part."""
     out = f"{s3_url}/data"
+    copy(str(sets["A"] / "k"), out, storage_options=s3.storage_options, progress=False)
     env = s3.env({**os.environ, "RECPREP_FAILPOINTS": "commit.journal=1"})
-    killed = cp(str(sets["B"] / "k"), out, env=env)
+    killed = cp(str(sets["B"] / "k"), out, "--overwrite", env=env)
     assert killed.returncode == 137, killed.stderr
     fs = s3.filesystem()
     doc = json.loads(fs.cat_file(f"{out}/.recprep-staging-k/commit.json"))
@@ -201,7 +211,70 @@ def test_a_pending_commit_whose_upload_was_aborted_is_written_again(s3, s3_url, 
     fs.call_s3("abort_multipart_upload", Bucket=s3_url[5:], Key=f"data/{name}",
                UploadId=upload["upload_id"])
     env.pop("RECPREP_FAILPOINTS")
-    done = job(out, "--tag", "B", "--shards", "5", "--resume", env=env)
+    done = job(out, "--tag", "B", "--shards", "5", "--resume", "--overwrite", env=env)
     assert done.returncode == 0, done.stderr
     assert_is_set(s3, out, local_files(sets["B"]))
     assert open_uploads(s3, s3_url) == []
+
+
+#: every step of an early commit (a set copied whole where nothing of it is): before its
+#: journal, with its journal alone, with files in place, past the manifest, cleaned up
+EARLY_STEPS = ["staging.rename=1", "commit.journal=1", "cp.copied=1", "cp.copied=4",
+               "commit.manifest=1", "commit.cleanup=1"]
+
+
+@pytest.mark.parametrize("finish", ["resume", "copy-again"])
+@pytest.mark.parametrize("failpoint", EARLY_STEPS)
+def test_a_cp_into_a_directory_without_the_set_killed_at_any_step_is_never_read_part_written(
+        s3, s3_url, sets, failpoint, finish):
+    """Its files go to their names before the commit; while the manifest isn't there the
+    journal makes readers refuse the set, and the next copy (without ``--overwrite``) or
+    ``convert(..., resume=True)`` removes them first."""
+    out = f"{s3_url}/data"
+    options = s3.storage_options
+    env = s3.env({**os.environ, "RECPREP_FAILPOINTS": failpoint})
+    killed = cp(str(sets["B"] / "k"), out, env=env)
+    assert killed.returncode == 137, killed.stderr
+    fs = s3.filesystem()
+    committed = fs.exists(f"{out}/k.manifest.json")
+    assert committed == (failpoint in ("commit.manifest=1", "commit.cleanup=1"))
+    placed = [p for p in fs.find(out) if "/k-" in p]
+    if failpoint in ("staging.rename=1", "commit.journal=1"):  # the journal goes first
+        assert placed == []
+    elif failpoint == "cp.copied=4":  # (the window is real)
+        assert len(placed) >= 3
+    assert seen(f"{out}/k-*", options) == ("B" if committed else "error")
+    env.pop("RECPREP_FAILPOINTS")
+    if finish == "resume":
+        done = job(out, "--tag", "B", "--shards", "5", "--resume", env=env)
+    else:  # the same command again (a committed set needs --overwrite, as any set there)
+        done = cp(str(sets["B"] / "k"), out, *(["--overwrite"] if committed else []), env=env)
+    assert done.returncode == 0, done.stderr
+    assert_is_set(s3, out, local_files(sets["B"]))
+    assert open_uploads(s3, s3_url) == []
+    assert seen(f"{out}/k-*", options) == "B"
+
+
+def test_a_killed_early_commit_removes_only_its_own_set_files(s3, s3_url, sets):
+    """A journal naming a file of another set (sealed with this user's key: as if its
+    run had been told so) never removes it: only names of the set are rolled back."""
+    from recprep.storage.seals import seal
+
+    out = f"{s3_url}/data"
+    options = s3.storage_options
+    copy(str(sets["A"] / "k"), f"{out}/other", storage_options=options, progress=False)
+    fs = s3.filesystem()
+    fs.pipe(f"{out}/q-00000-of-00000", b"another set's")
+    env = s3.env({**os.environ, "RECPREP_FAILPOINTS": "cp.copied=4"})
+    assert cp(str(sets["B"] / "k"), out, env=env).returncode == 137
+    staging = f"{out}/.recprep-staging-k"
+    doc = json.loads(fs.cat_file(f"{staging}/commit.json"))
+    assert doc["early"] == sorted(n for n in local_files(sets["B"]) if n != "k.manifest.json")
+    doc = {k: v for k, v in doc.items() if k != "mac"}
+    doc["early"] = [*doc["early"], "q-00000-of-00000"]
+    fs.pipe(f"{staging}/commit.json", seal(doc))
+    done = cp(str(sets["B"] / "k"), out, env=s3.env(dict(os.environ)))
+    assert done.returncode == 0, done.stderr
+    assert fs.cat_file(f"{out}/q-00000-of-00000") == b"another set's"
+    assert seen(f"{out}/k-*", options) == "B"
+    assert seen(f"{out}/other/k-*", options) == "A"

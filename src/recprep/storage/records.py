@@ -77,9 +77,12 @@ class Run:
 class Journal:
     """A commit in progress: final name -> staged name, old names that go, the SHA-256
     of the staged manifest, and final name -> the multipart upload that completes it (on
-    an object store: :mod:`~recprep.storage.multipart`)."""
+    an object store: :mod:`~recprep.storage.multipart`); ``early``: the final names a
+    copy writes in place before its commit (:mod:`~recprep.storage.earlycommit`), which
+    are rolled back unless the manifest is in."""
 
     staged: dict[str, str]
     replaced: list[str]
     manifest_sha256: str
     uploads: dict[str, PendingUpload] = field(default_factory=dict)
+    early: tuple[str, ...] = ()

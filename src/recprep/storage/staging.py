@@ -18,9 +18,11 @@ On an object store that speaks S3, a shard need not be staged at all (a move the
 server-side copy): it is uploaded as a multipart upload to its final name and left
 incomplete — invisible to readers and listings — and the journal records the upload
 (id, parts, their ETags, sizes, CRC-32C: :mod:`~recprep.storage.multipart`); step 3
-completes it where it would move a staged file in. Uploads no journal records (a run
-killed or failed before its commit, or one whose journal a later commit replaced) are
-aborted when a run starts, fails or commits (only those of the set's names).
+completes it where it would move a staged file in. (A copy of a whole set where nothing
+of it is yet commits early instead: :mod:`~recprep.storage.earlycommit`.) Uploads no
+journal records (a run killed or failed before its commit, or one whose journal a later
+commit replaced) are aborted when a run starts, fails or commits (only those of the
+set's names).
 
 While a journal exists and the manifest is missing, the set is *not committed*: readers
 refuse it (:mod:`recprep.read.committed`), ``verify`` reports it. A journal is replayed by
@@ -57,6 +59,7 @@ from ..errors import (
 )
 from . import failpoints
 from .commitmoves import CommitMoves
+from .earlycommit import EarlyCommit
 from .fs import display, is_local, read_regular
 from .listing import classify
 from .multipart import (
@@ -93,7 +96,7 @@ def note_cleanup_failure(err: BaseException | None, what: str, failure: BaseExce
     add_note(err, text)
 
 
-class Staging(CommitMoves):
+class Staging(CommitMoves, EarlyCommit):
     """The hidden directory one shard set is written into before it commits.
 
     ``path`` holds the side files; staged files may live in ``area`` (``path`` unless a
@@ -119,6 +122,11 @@ class Staging(CommitMoves):
         self._fresh = False
         self._early: bytes | None = None  # the manifest staged before the commit
         self._etags: dict[str, str] = {}  # final name -> the ETag its completion answered
+
+    @property
+    def fresh(self) -> bool:
+        """:meth:`create` found no journal of an earlier commit (or it was settled)."""
+        return self._fresh
 
     def exists(self) -> bool:
         self._check_not_a_link()
@@ -332,9 +340,10 @@ class Staging(CommitMoves):
             digest = str(doc["manifest_sha256"])
             uploads = {safe_name(k, shown): PendingUpload.from_doc(v)
                        for k, v in dict(doc.get("uploads") or {}).items()}
+            early = tuple(safe_name(name, shown) for name in doc.get("early") or ())
         except (KeyError, TypeError, ValueError) as err:
             raise UntrustedFileError(shown, f"not a valid commit journal ({err})") from None
-        return Journal(staged, replaced, digest, uploads)
+        return Journal(staged, replaced, digest, uploads, early)
 
     def staged_manifest(self, journal: Journal) -> bytes | None:
         """The staged manifest of ``journal`` (None once it was moved in: committed)."""

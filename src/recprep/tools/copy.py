@@ -8,7 +8,10 @@ doesn't (the destination would claim shards it hasn't got).
 Then, as in ``convert``'s commit protocol (``docs/format.md`` §3):
 
 1. The destination directory's ``cp`` lock and each destination set's lock are taken
-   (local storage), and temporaries a killed ``cp`` left are removed.
+   (local storage), and temporaries a killed ``cp`` left are removed. On a store that
+   speaks S3, a set copied whole where nothing of it is yet is committed early
+   (:mod:`~recprep.storage.earlycommit`): its journal, naming its files, is written
+   before any of them (a copy killed before such a commit is rolled back first).
 2. Each file is streamed, several at a time, into a hidden temporary — a set's files into
    the set's staging directory ``.recprep-staging-{prefix}/``, other files as
    ``.recprep-cp-{token}-{name}`` — while its CRC-32C is computed; a source whose CRC-32C
@@ -18,15 +21,17 @@ Then, as in ``convert``'s commit protocol (``docs/format.md`` §3):
    else where the store's ETag is the MD5 of the bytes sent, by that receipt; elsewhere
    each temporary is read back and its size and CRC-32C compared. On a store that
    speaks S3, the files of a whole set aren't written to temporaries: each is uploaded
-   to its final name as a multipart upload left incomplete (invisible until completed),
-   and the commit completes it instead of a move, which there is a server-side copy.
+   to its final name — over a set there, as a multipart upload left incomplete
+   (invisible until completed), which the commit completes instead of a move (there a
+   server-side copy); for a set committed early, whole, as ``s3fs.put`` would.
 3. Only when every file checks out: files of no set are moved to their names, and each
    set is committed with the journal: its old manifest removed, its files moved in, the
-   manifest moved in **last**. Readers see the old set, the new one, or an error (a set
-   without a manifest whose journal is there is not committed), never a mix; a copy
-   killed mid-commit is finished by copying again (or ``convert(..., resume=True)``).
-4. Any failure before that removes the temporaries: no partial file ever has a final
-   name, and the destination is as it was.
+   manifest moved in **last** (a set committed early: the manifest written, then its
+   journal removed). Readers see the old set, the new one, or an error (a set without a
+   manifest whose journal is there is not committed), never a mix; a copy killed
+   mid-commit is finished by copying again (or ``convert(..., resume=True)``).
+4. Any failure before that removes the temporaries (and the files a set committed early
+   wrote): no partial set is ever read as one, and the destination is as it was.
 
 Example
 -------
@@ -38,9 +43,10 @@ Example
 >>> list(RecordIO("memory://doc/cp-dst")())
 [0, 1, 2, 3, 4]
 
-The steps live in three modules: :mod:`~recprep.tools.copyplan` expands the sources
-(step 0), :mod:`~recprep.tools.transfer` streams and checks each file (step 2), and this
-one takes the locks, commits and cleans up (steps 1, 3 and 4).
+The steps live in four modules: :mod:`~recprep.tools.copyplan` expands the sources
+(step 0), :mod:`~recprep.tools.copyprepare` takes the locks and readies the destination
+(step 1), :mod:`~recprep.tools.transfer` streams and checks each file (step 2), and this
+one commits and cleans up (steps 3 and 4).
 """
 
 from __future__ import annotations
@@ -60,22 +66,23 @@ from typing import Any
 import google_crc32c
 
 from .._core.arguments import checked
-from ..errors import CorruptDataError, InvalidArgumentError, OutputExistsError, WriteError
+from ..errors import (
+    CorruptDataError,
+    InvalidArgumentError,
+    WriteError,
+)
 from ..storage.fs import display, is_local, resolve
-from ..storage.listing import DirectoryEntry, list_entries
-from ..storage.locking import ShardSetLock
-from ..storage.multipart import PendingUpload, is_object, listed_in
+from ..storage.multipart import PendingUpload
 from ..storage.shardnames import manifest_name
-from ..storage.staging import Staging
-from ..write.uploads import PROBE_PREFIX, settle_probes, speaks_s3
+from ..storage.staging import Staging, note_cleanup_failure
+from ..write.uploads import settle_probes
 from .copyplan import (
     CopyItem,
     is_manifest_or_side_file,
     items_by_set,
     plan_copy,
-    replaced_files,
-    replaced_in,
 )
+from .copyprepare import TEMP_PREFIX, CopyJob, prepare_local, prepare_remote
 from .transfer import (
     ByteProgress,
     CopiedFile,
@@ -90,9 +97,6 @@ from .transfer import (
 __all__ = ["TEMP_PREFIX", "CopiedFile", "CopyResult", "copy"]
 
 log = logging.getLogger("recprep")
-
-#: temporaries are named ``{TEMP_PREFIX}{token}-{name}`` in the destination directory
-TEMP_PREFIX = ".recprep-cp-"
 
 #: files of at most this many bytes (a set's manifest and chunk index, side files) are
 #: copied beside the ``num_workers`` files in transfer, not instead of one: each is a
@@ -189,135 +193,22 @@ def copy(
     for it in items:
         if display(it.fs, it.path) == display(dfs, finals[it.name]):
             raise InvalidArgumentError(f"{display(it.fs, it.path)} would be copied onto itself")
-    job = _Job(dfs, dpath, items, finals, items_by_set(items), overwrite)
-    prepare = _prepare_local if is_local(dfs) else _prepare_remote
+    job = CopyJob(dfs, dpath, items, finals, items_by_set(items), overwrite)
+    prepare = prepare_local if is_local(dfs) else prepare_remote
     with contextlib.ExitStack() as stack:
-        replaced, stagings, destination = prepare(job, stack)
-        copied = _copy_and_commit(job, replaced, stagings, destination, progress, num_workers)
+        replaced, stagings, destination, early = prepare(job, stack)
+        copied = _copy_and_commit(job, replaced, stagings, destination, progress, num_workers,
+                                  early)
     result = CopyResult(job.shown, copied, time.perf_counter() - started)
     log.info("recprep: %s", result)
     return result
 
 
-@dataclass(frozen=True)
-class _Job:
-    """One copy, planned: the destination, the items, their final paths, their sets."""
-
-    fs: Any
-    path: str
-    items: Sequence[CopyItem]
-    finals: Mapping[str, str]
-    groups: Mapping[str | None, list[CopyItem]]
-    overwrite: bool
-
-    @property
-    def shown(self) -> str:
-        return display(self.fs, self.path)
-
-    def refuse_replacing(self, replaced: Sequence[str]) -> None:
-        if replaced and not self.overwrite:
-            raise OutputExistsError(self.shown, [display(self.fs, p) for p in replaced])
-
-    def stagings(self) -> dict[str, Staging]:
-        return {p: Staging(self.fs, self.path, p) for p in self.groups if p is not None}
-
-
-def _prepare_local(job: _Job, stack: contextlib.ExitStack
-                   ) -> tuple[list[str], dict[str, Staging], Destination | None]:
-    """On local storage, one step after another: the checks, the directory, the locks
-    (the checks again, now that no one else writes), leftovers removed."""
-    dfs, dpath = job.fs, job.path
-    if dfs.isfile(dpath):
-        raise InvalidArgumentError(f"{job.shown} is a file; the destination must be a directory")
-    job.refuse_replacing(replaced_files(dfs, dpath, job.items, job.finals))
-    try:
-        dfs.makedirs(dpath, exist_ok=True)
-    except OSError as err:
-        raise WriteError(job.shown, err) from err
-    for name in ["{cp}", *sorted(p for p in job.groups if p is not None)]:
-        stack.enter_context(ShardSetLock(dfs, dpath, name))
-    replaced = replaced_files(dfs, dpath, job.items, job.finals)
-    job.refuse_replacing(replaced)
-    _remove_leftovers(dfs, [e.path for e in _destination_entries(dfs, dpath)])
-    return replaced, job.stagings(), None
-
-
-def _prepare_remote(job: _Job, stack: contextlib.ExitStack
-                    ) -> tuple[list[str], dict[str, Staging], Destination | None]:
-    """On a store (where a request is a round trip, and no lock is taken), every question
-    asked at once: is the destination a file, what it holds (one listing: the files the
-    copy replaces, temporaries a killed copy left), the directory (bucket) made, whether
-    the store checks checksums, each set's staging swept."""
-    dfs, dpath = job.fs, job.path
-    stagings = job.stagings()
-    with cf.ThreadPoolExecutor(4 + len(stagings), thread_name_prefix="recprep-cp") as pool:
-        store = speaks_s3(dfs)  # (then one request each: fsspec's may make two)
-        is_file = (pool.submit(is_object, dfs, dpath) if store
-                   else pool.submit(dfs.isfile, dpath))
-        listing = pool.submit(_destination_entries, dfs, dpath, store)
-        made = pool.submit(dfs.makedirs, dpath, exist_ok=True)
-        destination = pool.submit(Destination.of, dfs, dpath)
-        created = [(s, pool.submit(s.create, keep=False)) for s in stagings.values()]
-        try:
-            made.result()
-        except OSError as err:
-            raise WriteError(job.shown, err) from err
-        if is_file.result():
-            raise InvalidArgumentError(
-                f"{job.shown} is a file; the destination must be a directory")
-        entries = listing.result()
-        replaced = replaced_in(entries, job.items, job.finals)
-        job.refuse_replacing(replaced)
-        for staging, future in created:
-            _again_if_missing(future, functools.partial(staging.create, keep=False))
-        dest = _again_if_missing(destination, functools.partial(Destination.of, dfs, dpath))
-    settle_probes()  # its delete is sent at once: gone before any write, so that a copy
-    # killed later leaves no probe behind (a probe's name is hidden, but hidden isn't gone)
-    _remove_leftovers(dfs, [e.path for e in entries])
-    return replaced, stagings, dest
-
-
-def _again_if_missing(future: cf.Future[Any], again: Any) -> Any:
-    """The future's result; once more, by ``again()``, when it failed because the bucket
-    didn't exist yet (it was being made at the same time)."""
-    try:
-        return future.result()
-    except FileNotFoundError:
-        return again()
-
-
-def _destination_entries(fs: Any, directory: str, store: bool = False) -> list[DirectoryEntry]:
-    """The listing of ``directory`` (empty when an object store has nothing there);
-    ``store``: of a store that speaks S3, listed by one request."""
-    try:
-        if store:
-            return sorted((DirectoryEntry.of(i) for i in listed_in(fs, directory)),
-                          key=lambda e: e.path)
-        return list_entries(fs, directory)
-    except FileNotFoundError:
-        return []
-
-
-def _remove_leftovers(dfs: Any, paths: Sequence[str]) -> None:
-    """Temporaries of ``cp`` runs that were killed, of the destination's listing
-    ``paths``: on local storage this run holds the directory's ``cp`` lock, so no other
-    ``cp`` writes here (on object stores, as for ``convert``, two writers into one
-    directory at once are not supported). A store's checksum probe is not one (it
-    removes itself)."""
-    for entry in paths:
-        name = posixpath.basename(entry.rstrip("/"))
-        if name.startswith(TEMP_PREFIX) and not name.startswith(PROBE_PREFIX):
-            log.info("recprep: removing %s, left by a killed copy", display(dfs, entry))
-            try:
-                dfs.rm(entry, recursive=True)
-            except OSError as err:
-                raise WriteError(display(dfs, entry), err) from err
-
-
 def _manifest_copy(item: CopyItem, sources: CopySources, final: str, staging: Staging,
-                   bar: ByteProgress) -> tuple[CopiedFile, bytes]:
+                   bar: ByteProgress, early: bool) -> tuple[CopiedFile, bytes]:
     """A set's manifest, read (or as planning read it), for its commit to write: never
-    uploaded to a temporary (staged at once where its staging allows)."""
+    uploaded to a temporary (staged at once where its staging allows, but for a set
+    committed ``early``: its commit writes it, nothing else reads it)."""
     data = item.data
     if data is None:
         data = b"".join(sources.blocks(item.fs, item.path, item.size))
@@ -326,7 +217,8 @@ def _manifest_copy(item: CopyItem, sources: CopySources, final: str, staging: St
                                "the manifest changed during the copy; copy it again",
                                path=display(item.fs, item.path))
     try:
-        staging.stage_manifest(data)
+        if not early:
+            staging.stage_manifest(data)
     except WriteError as err:  # named by the manifest's final name
         raise WriteError(display(staging.fs, final), err.original) from err
     bar.add(len(data), files=1)
@@ -336,20 +228,15 @@ def _manifest_copy(item: CopyItem, sources: CopySources, final: str, staging: St
 
 
 def _copy_and_commit(
-    job: _Job, replaced: Sequence[str], stagings: Mapping[str, Staging],
-    dest: Destination | None, progress: Any, num_workers: int,
+    job: CopyJob, replaced: Sequence[str], stagings: Mapping[str, Staging],
+    dest: Destination | None, progress: Any, num_workers: int, early: set[str],
 ) -> list[CopiedFile]:
     """Copy every item into a temporary (a set's files into its staging directory; on a
-    store a whole set's files into incomplete uploads), check them all, then commit:
-    files of no set by a rename, each set with the journaled commit protocol (manifest
-    last)."""
+    store a whole set's files into incomplete uploads, or those of a set committed
+    ``early`` to their final names), check them all, then commit: files of no set by a
+    rename, each set with the journaled commit protocol (manifest last)."""
     dfs, dpath, groups = job.fs, job.path, job.groups
-    token = uuid.uuid4().hex[:12]
-    temps: dict[str, str] = {}
-    for prefix, members in groups.items():
-        for it in members:
-            temps[it.name] = (stagings[prefix].file(f"cp-{it.name}") if prefix is not None
-                              else posixpath.join(dpath, f"{TEMP_PREFIX}{token}-{it.name}"))
+    temps = _temporaries(job, stagings)
     moved = [it for it in job.items if not it.is_manifest]
     manifests = [(it, p) for p, ms in groups.items() if p is not None for it in ms
                  if it.is_manifest]
@@ -361,16 +248,16 @@ def _copy_and_commit(
             for staging in stagings.values():
                 staging.create(keep=False)
             dest = Destination.of(dfs, dpath)
-        whole = {n for p, ms in groups.items() if p is not None
-                 and any(m.is_manifest for m in ms) for n in (m.name for m in ms)}
+        placed, whole = _ways(job, early)
         small = sum(it.is_manifest or it.size <= SMALL_FILE for it in job.items)
         threads = num_workers + min(small, num_workers)  # (a small file: a request or two)
         with cf.ThreadPoolExecutor(threads, thread_name_prefix="recprep-cp") as pool:
             calls: list[tuple[Any, ...]] = [  # the manifests first: small, staged at once
-                (_manifest_copy, it, sources, job.finals[it.name], stagings[p], bar)
-                for it, p in manifests]
+                (_manifest_copy, it, sources, job.finals[it.name], stagings[p], bar,
+                 p in early) for it, p in manifests]
             calls += [(functools.partial(copy_one, deferred=it.name in whole), it, sources,
-                       dest, temps[it.name], job.finals[it.name], bar, stop) for it in moved]
+                       dest, job.finals[it.name] if it.name in placed else temps[it.name],
+                       job.finals[it.name], bar, stop) for it in moved]
             done = run_all_or_stop(pool, calls, stop)
             read = dict(zip([it.name for it, _ in manifests], done[:len(manifests)],
                             strict=True))
@@ -378,18 +265,25 @@ def _copy_and_commit(
             lone = [it.name for it in groups.get(None, [])]
             run_all_or_stop(pool, [(move_file, dfs, temps[n], job.finals[n]) for n in lone],
                             stop)
+        dest.opened()  # (the early journals are in, even where no file was written)
+        etags = {it.name: c.etag for it, c in zip(moved, copied, strict=True) if c.etag}
         for prefix, staging in stagings.items():
-            uploads = dest.take(job.finals[it.name] for it in groups[prefix])
             manifest = next((read[it.name][1] for it in groups[prefix] if it.is_manifest),
                             None)
-            _commit_set(dfs, dpath, staging, groups[prefix], temps, replaced, uploads,
-                        manifest)
+            if prefix in early and manifest is not None:  # (a set copied whole)
+                staging.commit_early(manifest, etags)
+            else:
+                _commit_set(dfs, dpath, staging, groups[prefix], temps, replaced,
+                            dest.take(job.finals[it.name] for it in groups[prefix]), manifest)
     except BaseException as err:
         if dest is not None:
             dest.abort_pending(err)
+            dest.opened(quiet=True)  # (a journal still on its way would outlive its undo)
         remove_temporaries(dfs, [temps[it.name] for it in groups.get(None, [])], err)
-        for staging in stagings.values():
-            if not staging.committing:  # else its journal says how to finish: keep it
+        for prefix, staging in stagings.items():
+            if prefix in early:  # the files it wrote in place go, then its journal
+                _roll_back(staging, err)
+            elif not staging.committing:  # else its journal says how to finish: keep it
                 staging.clear(err)
         raise
     finally:
@@ -397,6 +291,32 @@ def _copy_and_commit(
         bar.close()
         settle_probes()
     return copied + [read[it.name][0] for it in job.items if it.is_manifest]
+
+
+def _ways(job: CopyJob, early: set[str]) -> tuple[set[str], set[str]]:
+    """The items written to their final names (a set committed ``early``), and those of
+    other sets copied whole (on a store, incomplete uploads their commit completes)."""
+    placed = {m.name for p in early for m in job.groups[p]}
+    whole = {m.name for p, ms in job.groups.items() if p is not None and p not in early
+             and any(m.is_manifest for m in ms) for m in ms}
+    return placed, whole
+
+
+def _temporaries(job: CopyJob, stagings: Mapping[str, Staging]) -> dict[str, str]:
+    """Where each item is copied before the commit: a set's files into its staging
+    directory, other files to hidden names in the destination directory."""
+    token = uuid.uuid4().hex[:12]
+    return {it.name: (stagings[prefix].file(f"cp-{it.name}") if prefix is not None
+                      else posixpath.join(job.path, f"{TEMP_PREFIX}{token}-{it.name}"))
+            for prefix, members in job.groups.items() for it in members}
+
+
+def _roll_back(staging: Staging, error: BaseException) -> None:
+    try:
+        staging.roll_back_early()
+    except Exception as failure:  # cleanup must not hide the error that led here
+        note_cleanup_failure(error, f"removing the files copied into {staging.output}",
+                             failure)
 
 
 def _commit_set(

@@ -73,12 +73,15 @@ the fetcher's ``max_requests``): a copy is a bulk transfer, it starts with the l
 
 @dataclass(frozen=True)
 class CopiedFile:
-    """One file copied and checked: URLs, byte size and CRC-32C (8 hex digits)."""
+    """One file copied and checked: URLs, byte size and CRC-32C (8 hex digits); the ETag
+    its store answered for the object written in place (None: not known, or not written
+    in place)."""
 
     source: str
     dest: str
     bytes: int
     crc32c: str
+    etag: str | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 class _TransferCancelled(RecprepError):
@@ -120,18 +123,33 @@ class ByteProgress:
             self._bar.close()
 
 
+class GatedSlots(UploadSlots):
+    """:class:`~recprep.write.uploads.UploadSlots` that let no part or object go before
+    ``gate`` is done (its failure is the writer's): a copy's files are read and hashed
+    while what must come before their first byte on the store is done."""
+
+    gate: cf.Future[Any] | None = None
+
+    def take(self) -> None:
+        if self.gate is not None:
+            self.gate.result()
+        super().take()
+
+
 @dataclass
 class Destination:
     """Where a copy's files go: the filesystem, and how uploads to it go out — with parts
     in flight sharing ``slots`` (a store that speaks S3; None: ``fs.open``), each part's
     CRC-32C sent for the store to check where it checks one (``verified``: then a copy
     isn't read back); ``pending``: final path -> the incomplete upload of a file copied
-    with ``deferred`` (a commit completes it, :meth:`abort_pending` aborts the rest)."""
+    with ``deferred`` (a commit completes it, :meth:`abort_pending` aborts the rest);
+    ``gate``: what must be done before anything is written (:meth:`hold`)."""
 
     fs: Any
     slots: UploadSlots | None = None
     verified: bool = False
     pending: dict[str, PendingUpload] = dataclasses.field(default_factory=dict)
+    gate: cf.Future[Any] | None = None
 
     def take(self, paths: Iterable[str]) -> dict[str, PendingUpload]:
         """The pending uploads of ``paths`` (final paths), now the caller's to complete."""
@@ -152,7 +170,22 @@ class Destination:
         whether it checks checksums (:func:`~recprep.write.uploads.store_checks`)."""
         if not speaks_s3(fs):
             return cls(fs)
-        return cls(fs, UploadSlots(fs), store_checks(fs, directory) == VERIFIED)
+        return cls(fs, GatedSlots(fs), store_checks(fs, directory) == VERIFIED)
+
+    def hold(self, gate: cf.Future[Any]) -> None:
+        """Let nothing be written before ``gate`` is done (see :class:`GatedSlots`)."""
+        self.gate = gate
+        if isinstance(self.slots, GatedSlots):
+            self.slots.gate = gate
+
+    def opened(self, *, quiet: bool = False) -> None:
+        """Wait for the gate :meth:`hold` set; its failure is raised (unless ``quiet``)."""
+        if self.gate is not None:
+            try:
+                self.gate.result()
+            except Exception:
+                if not quiet:
+                    raise
 
 
 class CopySources:
@@ -177,16 +210,18 @@ class CopySources:
                 fetcher = self._fetchers[id(fs)] = Fetcher(fs, self.options)
             return fetcher
 
-    def blocks(self, fs: Any, path: str, size: int) -> Iterator[bytes]:
-        """The bytes of ``path`` (``size`` of them, as listed), in order."""
+    def blocks(self, fs: Any, path: str, size: int, block: int = COPY_BLOCK
+               ) -> Iterator[bytes]:
+        """The bytes of ``path`` (``size`` of them, as listed), in order; from a file read
+        through its ``open``, ``block`` of them at a time."""
         if not streams_ranges(fs):
             with open_regular(fs, path, what="a file to copy") as source:
-                while block := source.read(COPY_BLOCK):
-                    yield block
+                while data := source.read(max(1, block)):
+                    yield data
             return
         with self._fetcher(fs).open(path, size=size, span=(0, size)) as source:
-            while block := source.read1(COPY_BLOCK):  # as the pieces arrive, unjoined
-                yield block
+            while data := source.read1(COPY_BLOCK):  # as the pieces arrive, unjoined
+                yield data
 
     def stats(self) -> FetchStats:
         """The requests and bytes of every fetcher so far, added up."""
@@ -202,21 +237,24 @@ class CopySources:
 
 def _stream(item: CopyItem, sources: CopySources, dest: Destination, temp: str,
             bar: ByteProgress, stop: threading.Event, deferred: bool = False
-            ) -> tuple[int, int, bool, PendingUpload | None]:
+            ) -> tuple[int, int, bool, PendingUpload | None, str | None]:
     """Copy ``item`` into ``temp``; returns the source's ``(crc32c, size)`` as read,
     whether the store's receipt (its ETag, or with ``deferred`` each part's) vouches that
-    it holds exactly those bytes, and with ``deferred`` the upload left incomplete."""
+    it holds exactly those bytes, with ``deferred`` the upload left incomplete, and the
+    ETag the store answered for the object (None: not answered, or ``deferred``)."""
     shown = display(item.fs, item.path)
     if stop.is_set():
         raise _TransferCancelled("stopped: another transfer failed")
     crc = done = 0
     try:
-        # one PutObject, when small enough; a deferred upload is in parts whatever its
+        # one PutObject, when small enough (the file then read whole: the one block read
+        # is the object sent, no copy joined); a deferred upload is in parts whatever its
         # size (its first part goes once written, not after the whole file was read)
         part = item.size if item.size <= SINGLE_PUT_BYTES and not deferred else PART_BYTES
         with open_upload(dest.fs, temp, dest.slots, part, receipt=not dest.verified,
                          deferred=deferred) as out:
-            for block in sources.blocks(item.fs, item.path, item.size):
+            for block in sources.blocks(item.fs, item.path, item.size,
+                                        part if part == item.size else COPY_BLOCK):
                 crc = google_crc32c.extend(crc, block)
                 done += len(block)
                 out.write(block)
@@ -228,7 +266,8 @@ def _stream(item: CopyItem, sources: CopySources, dest: Destination, temp: str,
     pending = getattr(out, "pending", None) if deferred else None
     if pending is not None:
         pending = dest.pending[temp] = dataclasses.replace(pending, crc32c=crc)
-    return crc, done, bool(getattr(out, "vouched", False)), pending
+    etag = getattr(out, "etag", None)
+    return crc, done, bool(getattr(out, "vouched", False)), pending, etag
 
 
 def _read_back(fs: Any, path: str) -> tuple[int, int]:
@@ -265,8 +304,8 @@ def copy_one(
     source, shown = display(item.fs, item.path), display(dest.fs, final)
     deferred = deferred and dest.slots is not None
     try:
-        crc, size, vouched, pending = _stream(item, sources, dest, final if deferred else temp,
-                                              bar, stop, deferred)
+        crc, size, vouched, pending, etag = _stream(
+            item, sources, dest, final if deferred else temp, bar, stop, deferred)
         if size != item.size:
             raise CorruptDataError(
                 f"read {size} bytes where the listing said {item.size}: the file changed "
@@ -296,7 +335,7 @@ def copy_one(
     bar.add(files=1)
     failpoints.hit("cp.copied")
     log.debug("recprep: copied %s -> %s (%d bytes, crc32c %08x)", source, shown, size, crc)
-    return CopiedFile(source, shown, size, f"{crc:08x}")
+    return CopiedFile(source, shown, size, f"{crc:08x}", etag if temp == final else None)
 
 
 def run_all_or_stop(pool: cf.Executor, calls: Iterable[tuple[Any, ...]], stop: threading.Event

@@ -68,7 +68,7 @@ def resumed_set(
     :class:`~recprep.errors.KilledRunWarning` when that run left a trace (its lock's
     temporary, ``killed_takers``, or its record's)."""
     staging = job.staging
-    if staging.pending_commit():
+    if staging.pending_commit() and not staging.settle_early():  # (a killed copy's: gone)
         manifest = _finish_pending(job)  # None: a new commit replaces what it left
         return manifest, manifest is None
     staged = staging.exists()

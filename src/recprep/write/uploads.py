@@ -21,19 +21,17 @@ is), :class:`PartUpload` is used instead. It looks like a file opened for writin
   raises the first failure as :class:`~recprep.errors.WriteError` naming the file;
 * with ``deferred=True`` the upload is left incomplete — invisible to readers and
   listings — once every part is uploaded (even a small file: one part), and
-  :attr:`PartUpload.pending` says how to complete it
-  (:class:`~recprep.storage.multipart.PendingUpload`): a commit completes it where a
-  staged file would be moved (a copy) into place;
+  :attr:`PartUpload.pending` (:class:`~recprep.storage.multipart.PendingUpload`) says
+  how to complete it: a commit completes it where a staged file would be moved in;
 * a failed upload, or one discarded (:meth:`PartUpload.discard`), is aborted: no parts
   are left behind on the store;
 * where the store verifies a CRC-32C on upload (:func:`store_checks`), every part (or the
   whole object) carries its ``x-amz-checksum-crc32c``, so a byte changed on the way is
   refused by the store (``BadDigest``) and becomes a ``WriteError``;
-* with ``receipt=True``, the MD5 of every part is computed as it goes out, and the ETag
-  the store answers for the whole object is compared with what S3 would answer for those
-  bytes (:func:`md5_etag`): :attr:`PartUpload.vouched` says whether the store's receipt
-  shows it holds exactly the bytes sent (not where the ETag isn't an MD5: SSE-KMS or
-  SSE-C objects, some S3-compatible stores; then the caller reads the object back).
+* with ``receipt=True``, the MD5 of every part is computed as it goes out, and compared
+  with the ETag the store answers for the object (:func:`md5_etag`), else each part's:
+  :attr:`PartUpload.vouched` says whether the store's receipt shows it holds exactly the
+  bytes sent (not where no ETag is an MD5: then the caller reads the object back).
 
 The output's bytes are what ``fs.open(path, "wb")`` would have written: only how they
 travel changes. Part ``k`` (from 1) is ``part_bytes << ((k - 1) // 1000)`` bytes: a part
@@ -258,7 +256,7 @@ class PartUpload:
         self.checksums = checksums
         self.receipt = receipt
         self._md5s: list[bytes] = []  # each part's, in order (with ``receipt``)
-        self._etag: str | None = None  # the store's, for the whole object
+        self.etag: str | None = None  # the store's, once complete (a receipt, if asked)
         #: the store's ETag is the MD5 receipt of exactly the bytes sent (once complete)
         self.vouched = False
         self.deferred = deferred
@@ -356,12 +354,14 @@ class PartUpload:
         if self.deferred:
             self._pend(done)
             return
-        if self.receipt and self._etag is not None:
+        if self.receipt and self.etag is not None:  # the object's ETag, or each part's
             expected = md5_etag(self._md5s, multipart=bool(self._parts))
-            self.vouched = self._etag.strip('"') == expected
-            if not self.vouched:
-                log.debug("recprep: the store's ETag of %s is %s; the MD5 of the bytes sent "
-                          "gives %s", self.shown, self._etag, expected)
+            parts = [str(p.result()["ETag"]).strip('"') for p in self._parts]
+            if self.etag.strip('"') != expected:  # no receipt: not kept (ask the store)
+                log.debug("recprep: %s: ETag %s, not %s", self.shown, self.etag, expected)
+                self.etag = None
+            self.vouched = self.etag is not None or (
+                bool(parts) and parts == [d.hex() for d in self._md5s])
         with contextlib.suppress(Exception):
             self.fs.invalidate_cache(self.path)
 
@@ -444,7 +444,7 @@ class PartUpload:
         kw = {"ChecksumCRC32C": _b64(google_crc32c.value(data))} if self.checksums else {}
         out = await self.fs._call_s3("put_object", Bucket=self.bucket, Key=self.key,
                                      Body=data, **kw)
-        self._etag = out.get("ETag")
+        self.etag = out.get("ETag")
 
     async def _complete(self) -> None:
         parts = await asyncio.gather(*(asyncio.wrap_future(p) for p in self._parts))
@@ -452,7 +452,7 @@ class PartUpload:
         out = await self.fs._call_s3("complete_multipart_upload", Bucket=self.bucket,
                                      Key=self.key, UploadId=upload_id,
                                      MultipartUpload={"Parts": list(parts)})
-        self._etag = out.get("ETag")
+        self.etag = out.get("ETag")
         self._upload_id = None  # complete: nothing to abort
 
     async def _uploaded(self) -> tuple[str, list[dict[str, Any]]]:
