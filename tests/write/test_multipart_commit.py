@@ -278,3 +278,50 @@ def test_a_killed_early_commit_removes_only_its_own_set_files(s3, s3_url, sets):
     assert fs.cat_file(f"{out}/q-00000-of-00000") == b"another set's"
     assert seen(f"{out}/k-*", options) == "B"
     assert seen(f"{out}/other/k-*", options) == "A"
+
+
+@pytest.mark.parametrize("refused", ["commit.json", "k-00002-of-00004", "k.manifest.json"])
+def test_an_early_commit_that_fails_leaves_the_destination_as_it_was(
+        s3, s3_url, sets, monkeypatch, refused):
+    """The journal refused (no file may go before it: none is sent), a file refused
+    (those already in place are removed, then the journal), the manifest refused (the
+    commit point not passed: the same): a ``WriteError`` naming it, and nothing left."""
+    from recprep.errors import WriteError
+
+    from ..tools.s3calls import S3Calls
+
+    def fault(method, kwargs):
+        if method == "put_object" and kwargs.get("Key", "").endswith(refused):
+            raise PermissionError(13, "Access Denied")
+
+    calls = S3Calls(monkeypatch, fault=fault)
+    out = f"{s3_url}/data"
+    with pytest.raises(WriteError, match=f"{refused}.*Access Denied"):
+        copy(str(sets["B"] / "k"), out, storage_options=s3.storage_options, progress=False)
+    shards = [k for k in calls.of("put_object") if "/k-" in k]
+    assert (shards == []) == (refused == "commit.json")  # (the gate held them)
+    assert s3.filesystem().find(out) == []
+    assert open_uploads(s3, s3_url) == []
+
+
+def test_a_killed_copy_of_two_new_sets_is_rolled_back_whole_by_the_next(
+        s3, s3_url, tmp_path):
+    """Both sets' journals are settled before anything is listed as there (not only the
+    first's): copying the directory again needs no ``--overwrite``."""
+    src = tmp_path / "two"
+    for prefix in ("a", "b"):
+        convert(str(src), [f"{prefix}{i}" for i in range(40)], 3, prefix, progress=False)
+    out = f"{s3_url}/both"
+    env = s3.env({**os.environ, "RECPREP_FAILPOINTS": "cp.copied=5"})
+    assert cp(str(src), out, env=env).returncode == 137
+    fs = s3.filesystem()
+    assert {p.rsplit("/", 1)[1][:1] for p in fs.find(out) if "-of-" in p} <= {"a", "b"}
+    done = cp(str(src), out, env=s3.env(dict(os.environ)))
+    assert done.returncode == 0, done.stderr
+    options = s3.storage_options
+    for prefix in ("a", "b"):
+        got = list(RecordIO(f"{out}/{prefix}", storage_options=options)())
+        assert got == [f"{prefix}{i}" for i in range(40)]
+    names = sorted(p.rsplit("/", 1)[1] for p in fs.find(out))
+    assert names == sorted(p.name for p in src.iterdir())
+    assert open_uploads(s3, s3_url) == []

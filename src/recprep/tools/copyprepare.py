@@ -112,15 +112,16 @@ def prepare_remote(job: CopyJob, stack: contextlib.ExitStack
         for staging, future in created:
             _again_if_missing(future, functools.partial(staging.create, keep=False))
         entries = listing.result()
-        if store and any(not s.fresh and _settled(s) for s in stagings.values()):
-            entries = _destination_entries(dfs, dpath, store)  # (a killed copy's files gone)
+        settled = [_settled(s) for s in stagings.values() if store and not s.fresh]
+        if any(settled):  # (a killed copy's files gone: listed again)
+            entries = _destination_entries(dfs, dpath, store)
         replaced = replaced_in(entries, job.items, job.finals)
         job.refuse_replacing(replaced)
         dest = _again_if_missing(destination, functools.partial(Destination.of, dfs, dpath))
+    _remove_leftovers(dfs, [e.path for e in entries])
     early = _early_sets(job, stagings, entries) if store else set()
     gates = stack.enter_context(cf.ThreadPoolExecutor(1, thread_name_prefix="recprep-cp"))
     dest.hold(gates.submit(_before_writes, job, {p: stagings[p] for p in early}))
-    _remove_leftovers(dfs, [e.path for e in entries])
     return replaced, stagings, dest, early
 
 

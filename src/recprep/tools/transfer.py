@@ -181,11 +181,15 @@ class Destination:
     def opened(self, *, quiet: bool = False) -> None:
         """Wait for the gate :meth:`hold` set; its failure is raised (unless ``quiet``)."""
         if self.gate is not None:
-            try:
-                self.gate.result()
-            except Exception:
-                if not quiet:
-                    raise
+            cf.wait([self.gate])
+            if (failure := self.gate_failure()) is not None and not quiet:
+                raise failure
+
+    def gate_failure(self) -> BaseException | None:
+        """Why the gate failed (None: it didn't, or isn't done)."""
+        if self.gate is None or not self.gate.done() or self.gate.cancelled():
+            return None
+        return self.gate.exception()
 
 
 class CopySources:
@@ -327,6 +331,8 @@ def copy_one(
         if pending is None:
             _check_copy(dest, temp, crc, size, vouched)
     except WriteError as err:  # an upload's: named by the file's final name
+        if err is dest.gate_failure():  # (what must come first failed: as it is)
+            raise
         raise (err if err.path == shown else WriteError(shown, err.original)) from err
     except RecprepError:
         raise
