@@ -66,22 +66,13 @@ from typing import Any
 import google_crc32c
 
 from .._core.arguments import checked
-from ..errors import (
-    CorruptDataError,
-    InvalidArgumentError,
-    WriteError,
-)
+from ..errors import CorruptDataError, InvalidArgumentError, WriteError
 from ..storage.fs import display, is_local, resolve
 from ..storage.multipart import PendingUpload
 from ..storage.shardnames import manifest_name
 from ..storage.staging import Staging, note_cleanup_failure
 from ..write.uploads import settle_probes
-from .copyplan import (
-    CopyItem,
-    is_manifest_or_side_file,
-    items_by_set,
-    plan_copy,
-)
+from .copyplan import CopyItem, is_manifest_or_side_file, items_by_set, plan_copy
 from .copyprepare import TEMP_PREFIX, CopyJob, prepare_local, prepare_remote
 from .transfer import (
     ByteProgress,

@@ -40,6 +40,7 @@ log = logging.getLogger("recprep")
 #: temporaries are named ``{TEMP_PREFIX}{token}-{name}`` in the destination directory
 TEMP_PREFIX = ".recprep-cp-"
 
+
 @dataclass(frozen=True)
 class CopyJob:
     """One copy, planned: the destination, the items, their final paths, their sets."""
