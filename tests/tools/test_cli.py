@@ -153,6 +153,21 @@ def test_ls_without_manifest_reads_chunk_headers(data):
     assert table.splitlines()[1].split()[1:3] == ["2/3", str(want)]
 
 
+def test_ls_of_a_set_whose_commit_was_interrupted_says_so(data):
+    """Shards without their manifest beside a commit's journal (a copy or commit killed
+    midway) are not a set: ``ls`` says so, as ``verify`` and readers do."""
+    (data / f"{PREFIX}.manifest.json").unlink()
+    (data / f".recprep-staging-{PREFIX}").mkdir()
+    (data / f".recprep-staging-{PREFIX}" / "commit.json").write_text("{}")
+    (listed,) = list_datasets(str(data))
+    assert listed.notes[0].startswith("a commit into this set is in progress or was "
+                                      f"interrupted ({data}/.recprep-staging-{PREFIX}/")
+    table = run_cli("ls", str(data)).stdout
+    assert "note: " in table and "commit.json is there, its manifest isn't" in table
+    with pytest.raises(recprep.RecprepError, match="a commit into this set is in progress"):
+        list(RecordIO(str(data / PREFIX))())
+
+
 def test_ls_legacy_gzip_from_headers(tmp_path):
     convert(str(tmp_path), [b"a", b"bc"] * 5, 2, "leg", format="recordio-legacy",
             compressor="gzip", codec="raw")

@@ -33,6 +33,7 @@ from .._core.arguments import checked
 from ..containers import sniff
 from ..containers.fileindex import build_index
 from ..errors import CorruptDataError, InvalidArgumentError
+from ..read.committed import pending_journal, uncommitted
 from ..storage.fs import display, open_regular, resolve
 from ..storage.shardnames import parse_shard_name
 from ._sets import FoundSet, find_all
@@ -153,6 +154,9 @@ def _describe_set(fs: Any, found: FoundSet) -> DatasetInfo:
         info = _from_headers(fs, found)
         if found.manifest_error is not None:
             info.notes.insert(0, str(found.manifest_error))
+        elif found.prefix is not None and (
+                journal := pending_journal(fs, found.directory, found.prefix)):
+            info.notes.insert(0, uncommitted(info.path, display(fs, journal)))
         return info
     entries = {posixpath.join(found.directory, s.name): s for s in manifest.shards}
     named = [entries[p] for p in found.shards if p in entries]
