@@ -1,12 +1,17 @@
-"""A set committed on S3 by completing multipart uploads, not by server-side copies.
+"""A set committed on S3 by completing multipart uploads, not by server-side copies; a
+new set committed by its manifest alone.
 
-``recprep cp`` into an S3 store uploads each file of a whole set to its final name as a
-multipart upload left incomplete (invisible until completed), and the commit completes
-them (``storage/multipart.py``). Against moto's server: no ``CopyObject`` is sent; a
-``cp --overwrite`` killed (failpoints, ``os._exit``) at every step of its commit is never
-read as a mix, is finished by ``convert(..., resume=True)`` or by copying again with the
-exact bytes, and leaves no multipart upload open; a journal whose upload id was changed
-is refused (its seal).
+``recprep cp`` over a set in an S3 store uploads each file of a whole set to its final
+name as a multipart upload left incomplete (invisible until completed), and the commit
+completes them (``storage/multipart.py``). Where nothing of the set is yet, each file
+goes straight to its name under a journal written first (``storage/earlycommit.py``):
+killed at any step, it is never read in part, and the next copy rolls it back.
+
+Against moto's server: no ``CopyObject`` is sent; a ``cp --overwrite`` killed
+(failpoints, ``os._exit``) at every step of its commit is never read as a mix, is
+finished by ``convert(..., resume=True)`` or by copying again with the exact bytes, and
+leaves no multipart upload open; a journal whose upload id was changed is refused (its
+seal).
 """
 
 from __future__ import annotations
