@@ -105,11 +105,12 @@ class EarlyCommit:
         names = [*self._early_names, manifest_name(self.prefix)]  # (the manifest: if its
         self._undo(names, committed=self._early_done)  # write failed, as it was checked)
 
-    def settle_early(self) -> bool:
-        """Settle the pending journal if it is an early commit's (see the module docs):
-        whether it was one (it is gone then). A journal this user's runs didn't write is
-        refused (:class:`~recprep.errors.UntrustedFileError`), never acted on."""
-        journal = self.journal()
+    def settle_early(self, journal: Journal | None = None) -> bool:
+        """Settle the pending journal (``journal``, when the caller read it already) if it
+        is an early commit's (see the module docs): whether it was one (it is gone then).
+        A journal this user's runs didn't write is refused
+        (:class:`~recprep.errors.UntrustedFileError`), never acted on."""
+        journal = self.journal() if journal is None else journal
         if not journal.early:
             return False
         final = posixpath.join(self.output, manifest_name(self.prefix))

@@ -34,6 +34,7 @@ from ..errors import (
 from ..storage.discovery import Kind, set_files
 from ..storage.fs import display
 from ..storage.manifest import Manifest, read_manifest
+from ..storage.records import Journal
 from ..storage.shardnames import manifest_name
 from ..storage.staging import FileFacts, facts_intact
 from .job import ConvertJob
@@ -68,8 +69,9 @@ def resumed_set(
     :class:`~recprep.errors.KilledRunWarning` when that run left a trace (its lock's
     temporary, ``killed_takers``, or its record's)."""
     staging = job.staging
-    if staging.pending_commit() and not staging.settle_early():  # (a killed copy's: gone)
-        manifest = _finish_pending(job)  # None: a new commit replaces what it left
+    journal = staging.journal() if staging.pending_commit() else None  # (checked)
+    if journal is not None and not staging.settle_early(journal):  # (a killed copy's: gone)
+        manifest = _finish_pending(job, journal)  # None: a new commit replaces what it left
         return manifest, manifest is None
     staged = staging.exists()
     run = staging.run() if staged else None
@@ -93,11 +95,11 @@ def resumed_set(
     return complete, False
 
 
-def _finish_pending(job: ConvertJob) -> Manifest | None:
-    """The manifest of the commit a killed run started, once finished; None when it is
-    of other options (an overwrite replaces it) or can't be finished."""
+def _finish_pending(job: ConvertJob, journal: Journal) -> Manifest | None:
+    """The manifest of the commit a killed run started (``journal``, checked: this user's,
+    names inside the directory), once finished; None when it is of other options (an
+    overwrite replaces it) or can't be finished."""
     staging, fs = job.staging, job.fs
-    journal = staging.journal()  # checked: this user's, names inside the directory
     data = staging.staged_manifest(journal)
     source = staging.file(manifest_name(job.prefix))
     if data is None:  # moved in: the commit point was passed
