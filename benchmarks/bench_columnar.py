@@ -245,12 +245,20 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
     from bench_reading import floor_read, floor_write
 
     from recprep import RecordIO
+    from recprep._core.native import native_off
 
     root = Path(tempfile.mkdtemp(prefix="bench-arrow-"))
     out: dict[str, dict[str, list[float]]] = {}
 
     def batches(pattern: str, size: int = 256, **kw: object) -> int:
         return sum(len(b) if kw else len(b[1]) for b in RecordIO(pattern).batches(size, **kw))
+
+    def without_kernels(run: Callable[[], int]) -> Callable[[], int]:
+        """``run`` with recprep's C kernels off: numpy alone (``RECPREP_NATIVE=0``)."""
+        def off() -> int:
+            with native_off():
+                return run()
+        return off
 
     def chunks(directory: Path, decode: bool) -> int:
         """The set's chunks read (CRC, decompress, split) — and decoded to Arrow — alone,
@@ -279,6 +287,8 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
                     "numpy": lambda p=pattern: batches(p),
                     "arrow": lambda p=pattern: batches(p, format="arrow"),
                     "arrow8k": lambda p=pattern: batches(p, 8192, format="arrow"),
+                    "arrow_numpy": without_kernels(lambda p=pattern: batches(p, format="arrow")),
+                    "numpy_numpy": without_kernels(lambda p=pattern: batches(p)),
                     "chunks": lambda k=key: chunks(root / k, False),
                     "decoded": lambda k=key: chunks(root / k, True),
                 }, len(data), reps, key)
@@ -287,6 +297,8 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
                     pq.write_table(table, root / "small.parquet", compression="snappy")
                     out["table"] = interleaved({
                         "to_arrow": lambda p=pattern: RecordIO(p).to_arrow().num_rows,
+                        "to_arrow_numpy": without_kernels(
+                            lambda p=pattern: RecordIO(p).to_arrow().num_rows),
                         "read_table": lambda: pq.read_table(root / "small.parquet").num_rows,
                         "read_table_1": lambda: pq.read_table(root / "small.parquet",
                                                               use_threads=False).num_rows,
@@ -334,6 +346,9 @@ def render_arrow(reps: int, duckdb_rows: int, got: dict[str, dict[str, list[floa
         for name, what in (("floor", "floor (`pickle.loads`)"), ("numpy", "`batches(256)`"),
                            ("arrow", '`batches(256, format="arrow")`'),
                            ("arrow8k", '`batches(8192, format="arrow")`'),
+                           ("numpy_numpy", "`batches(256)`, without the C kernels"),
+                           ("arrow_numpy", '`batches(256, format="arrow")`, without the C '
+                            'kernels'),
                            ("chunks", "part: chunks read alone (CRC, decompress, split)"),
                            ("decoded", "part: chunks read and decoded to Arrow")):
             s, c = med[key][name], cpu[key][name]
@@ -349,7 +364,9 @@ def render_arrow(reps: int, duckdb_rows: int, got: dict[str, dict[str, list[floa
         f"in CPU time {tcpu['to_arrow'] * 1e3:.0f} ms against "
         f"{tcpu['read_table'] * 1e3:.0f} ms ({tcpu['read_table'] / tcpu['to_arrow']:.2f}x). "
         f"`read_table(use_threads=False)`: {table['read_table_1'] * 1e3:.0f} ms "
-        f"({table['read_table_1'] / table['to_arrow']:.2f}x).",
+        f"({table['read_table_1'] / table['to_arrow']:.2f}x). Without recprep's C kernels "
+        f"(numpy alone): {table['to_arrow_numpy'] * 1e3:.0f} ms "
+        f"({table['read_table'] / table['to_arrow_numpy']:.2f}x).",
         f"- DuckDB `SELECT count(*), avg(f1)` over {duckdb_rows:,} small tuples: through "
         f"the reader's Arrow stream {duck['reader'] * 1e3:.0f} ms, over Parquet "
         f"{duck['parquet'] * 1e3:.0f} ms — **{duck['reader'] / duck['parquet']:.2f}x** "

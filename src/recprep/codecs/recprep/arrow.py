@@ -32,6 +32,7 @@ import numpy as np
 
 from ..._core.arrowcols import INSTANCE_KEY, arrow, is_arrow, record_batch
 from ..._core.batching import Columns
+from ..._core.native import kernels
 from ...errors import ArrowMappingError
 from .columns import _columns_and_layout
 from .layout import Layout
@@ -127,30 +128,20 @@ def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
     """The Arrow array of the ``n`` str (or bytes) values at ``pos`` of ``size`` bytes of
     ``u8``, or None if a str isn't valid UTF-8 (its record then fails as it decodes).
 
-    The values lie in ``u8`` in order, other bytes between them: ``u8`` is taken as it is
-    for the data of a binary array of ``2n - 1`` values — each value, then the gap to the
-    next — and Arrow's ``take`` of every other one copies the values out (in C, a value
-    at a time). Text all ASCII (numpy's ``max``) is UTF-8; other text is checked by Arrow.
+    The values are copied out into one buffer by recprep's C kernel
+    (:func:`_gathered_strings`) or, without it, by Arrow's ``take``
+    (:func:`_taken_strings`). Text all ASCII (numpy's ``max``) is UTF-8; other text is
+    checked by Arrow.
     """
     pa = arrow()
-    ends = pos + size
-    if not bool((pos[1:] >= ends[:-1]).all()):
-        return None  # not in order (records given out of order): record by record
-    total = int(size.sum())
     if not n:
         return pa.array([], pa.string() if is_str else pa.binary())
-    wide = len(u8) > _OFFSETS_MAX
-    index: Any = np.int64 if wide else np.int32
-    bounds = np.empty((n, 2), index)
-    bounds[:, 0] = pos
-    bounds[:, 1] = ends
-    spaced = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
-                                   [None, pa.py_buffer(bounds), pa.py_buffer(u8)])
-    out = spaced.take(_every_other(n, wide))
-    if total > _OFFSETS_MAX:
-        out = out.cast(pa.large_binary())
-    elif wide:
-        out = out.cast(pa.binary())
+    total = int(size.sum())
+    native = kernels()
+    out = (_gathered_strings(native, u8, pos, size, total) if native is not None
+           else _taken_strings(u8, pos, size, total, n))
+    if out is None:
+        return None
     if not is_str:
         return out
     out = out.view(pa.large_string() if total > _OFFSETS_MAX else pa.string())
@@ -161,3 +152,43 @@ def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
         except pa.ArrowInvalid:
             return None
     return out
+
+
+def _gathered_strings(native: Any, u8: np.ndarray, pos: np.ndarray, size: np.ndarray,
+                      total: int) -> Any:
+    """The binary (or large binary) array of the values, copied out by the C kernel
+    ``gather_spans`` into one Arrow buffer, behind offsets summed by numpy."""
+    pa = arrow()
+    wide = total > _OFFSETS_MAX
+    offsets = np.empty(len(size) + 1, np.int64 if wide else np.int32)
+    offsets[0] = 0
+    np.cumsum(size, out=offsets[1:])
+    data = pa.allocate_buffer(total)
+    native.gather_spans(u8, np.ascontiguousarray(pos, np.int64),
+                        np.ascontiguousarray(size, np.int64), data)
+    return pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), len(size),
+                                 [None, pa.py_buffer(offsets), data])
+
+
+def _taken_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, total: int,
+                   n: int) -> Any:
+    """The binary (or large binary) array of the values, made without the C kernels:
+    ``u8`` is taken as it is for the data of a binary array of ``2n - 1`` values —
+    each value, then the gap to the next — and Arrow's ``take`` of every other one
+    copies the values out (in C, a value at a time); None if the values aren't in
+    order."""
+    pa = arrow()
+    ends = pos + size
+    if not bool((pos[1:] >= ends[:-1]).all()):
+        return None  # not in order (records given out of order): record by record
+    wide = len(u8) > _OFFSETS_MAX
+    index: Any = np.int64 if wide else np.int32
+    bounds = np.empty((n, 2), index)
+    bounds[:, 0] = pos
+    bounds[:, 1] = ends
+    spaced = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
+                                   [None, pa.py_buffer(bounds), pa.py_buffer(u8)])
+    out = spaced.take(_every_other(n, wide))
+    if total > _OFFSETS_MAX:
+        return out.cast(pa.large_binary())
+    return out.cast(pa.binary()) if wide else out

@@ -29,8 +29,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._core.batching import Columns
+from ..._core.native import kernels
 from ..._core.records import Records
-from .layout import Layout, layout_of, layout_segments
+from .layout import Layout, layout_of, layout_program, layout_segments
 from .wire import FORMAT_TAG, T_FALSE, T_TRUE
 
 __all__ = ["LAYOUT_MIN_RECORDS", "recprep_decode_columns", "recprep_decode_rows"]
@@ -158,13 +159,10 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
                  strings: Strings) -> Columns | None:
     """The columns of the ``n`` records ``buf[starts[i]:ends[i]]`` if all pass ``lay``."""
     u8 = np.frombuffer(buf, np.uint8)
-    lens = ends - starts
-    width = int(lens[0])
-    rows = None
-    if bool((lens == width).all()):  # one row per record, if they are evenly spaced
-        stride = int(starts[1] - starts[0]) if n > 1 else width
-        if stride >= width and bool((np.diff(starts) == stride).all()):
-            rows = as_strided(u8[int(starts[0]):], (n, width), (stride, 1), writeable=False)
+    rows = _evenly_spaced(u8, starts, ends, n)
+    native = kernels()
+    if native is not None:
+        return _cut_walked(native, lay, buf, starts, ends, rows, strings)
     off = 0
     extra: np.ndarray | None = None  # per record, what sized values moved the cursor
     leaves: list[Any] = [None] * lay.slots
@@ -173,7 +171,7 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
     def take(size: int) -> np.ndarray | None:
         """The next ``size`` bytes of every record, one row each."""
         if rows is not None and extra is None:
-            return rows[:, off : off + size] if off + size <= width else None
+            return rows[:, off : off + size] if off + size <= rows.shape[1] else None
         pos = starts + off if extra is None else starts + off + extra
         if not (pos + size <= ends).all():
             return None
@@ -204,6 +202,55 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
     final = starts + off if extra is None else starts + off + extra
     if not (final == ends).all():
         return None
+    return Columns(_filled(lay.template, leaves), n, lay.signature)
+
+
+def _evenly_spaced(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int
+                   ) -> np.ndarray | None:
+    """The records as the rows of one strided view of ``u8`` (nothing copied), if they
+    are all as long and evenly spaced; else None."""
+    lens = ends - starts
+    width = int(lens[0])
+    if not bool((lens == width).all()):
+        return None
+    stride = int(starts[1] - starts[0]) if n > 1 else width
+    if stride < width or not bool((np.diff(starts) == stride).all()):
+        return None
+    return as_strided(u8[int(starts[0]):], (n, width), (stride, 1), writeable=False)
+
+
+def _cut_walked(native: Any, lay: Layout, buf: bytes, starts: np.ndarray,
+                ends: np.ndarray, rows: np.ndarray | None, strings: Strings
+                ) -> Columns | None:
+    """:func:`_cut_columns` with the records checked against the layout in C
+    (``walk_layout``: shared bytes, sizes, nothing left over), which finds where each
+    segment of each record begins; numpy then cuts the values out as before."""
+    n = len(starts)
+    segments = layout_segments(lay)
+    program, consts = layout_program(lay)
+    starts = np.ascontiguousarray(starts, np.int64)
+    at = np.empty((len(segments), n), np.int64)
+    if not native.walk_layout(buf, starts, np.ascontiguousarray(ends, np.int64), program,
+                              consts, at):
+        return None
+    u8 = np.frombuffer(buf, np.uint8)
+    leaves: list[Any] = [None] * lay.slots
+    lengths: list[Any] = [None] * lay.lslots
+    for k, (size, _, ops, data) in enumerate(segments):
+        if size:  # the first segment of records all alike: a strided view of them
+            got = rows[:, :size] if k == 0 and rows is not None else _gathered(buf, at[k],
+                                                                             size)
+            if not _cut_fixed(got, ops, leaves, lengths, n):
+                return None
+        else:
+            for op, _ in ops:  # only Nones: no bytes of their own
+                leaves[op[1]] = [None] * n
+        if data is None:
+            break
+        _, slot, lslot, is_str = data
+        leaves[slot] = strings(u8, at[k] + size, lengths[lslot], is_str, n)
+        if leaves[slot] is None:
+            return None
     return Columns(_filled(lay.template, leaves), n, lay.signature)
 
 
@@ -305,7 +352,13 @@ def _string_column(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
         out[:] = [""] * n if is_str else [b""] * n
         return out
     placed = np.cumsum(size) - size
-    data = u8[np.repeat(pos - placed, size) + np.arange(total)]
+    native = kernels()
+    if native is not None:  # the values end to end, copied in C
+        data = np.empty(total, np.uint8)
+        native.gather_spans(u8, np.ascontiguousarray(pos, np.int64),
+                            np.ascontiguousarray(size, np.int64), data)
+    else:
+        data = u8[np.repeat(pos - placed, size) + np.arange(total)]
     counts = np.bincount(data, minlength=256)[:128 if is_str else 256]
     free = np.flatnonzero(counts == 0)
     if free.size:  # join with a byte no value holds, split in C

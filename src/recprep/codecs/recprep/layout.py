@@ -44,7 +44,7 @@ from .wire import (
     u32,
 )
 
-__all__ = ["Layout", "layout_of", "layout_segments"]
+__all__ = ["Layout", "layout_of", "layout_program", "layout_segments"]
 
 _FIXED = {T_INT: ("int", "<i8"), T_FLOAT: ("float", "<f8"), T_COMPLEX: ("complex", "<c16")}
 _PACKED = {ord("?"): ("bool", "|u1", 1), ord("q"): ("int", "<i8", 8),
@@ -62,7 +62,8 @@ class Layout:
     lslot)``, ``("data", slot, lslot, is_str)``; a template of the value's structure
     (``("leaf", slot)``, ``("tuple", templates)``, ``("dict", keys, templates)``), each
     leaf's kind, and a signature (template and kinds) that tells layouts apart. What the
-    column cutter learns of it once is kept on it (``segments``, ``rowwise``)."""
+    column cutter learns of it once is kept on it (``segments``, ``rowwise``,
+    ``program``)."""
 
     def __init__(self) -> None:
         self.ops: list[tuple] = []
@@ -73,6 +74,7 @@ class Layout:
         self.signature: Any = None
         self.segments: list[tuple[int, list, list, tuple | None]] | None = None
         self.rowwise: bool | None = None
+        self.program: tuple[np.ndarray, bytes] | None = None
         self.arrow_schema: Any = None  # (type ids, record batch schema) of its chunks
 
     def const(self, b: bytes) -> None:
@@ -260,3 +262,40 @@ def layout_segments(lay: Layout) -> list[tuple[int, list, list, tuple | None]]:
     lay.segments = segments
     return segments
 
+
+
+#: in a layout program: a segment followed by no sized value
+NO_DATA = 0xFFFFFFFF
+
+
+def layout_program(lay: Layout) -> tuple[np.ndarray, bytes]:
+    """The layout's segments as the C kernel ``walk_layout`` reads them
+    (:mod:`recprep._core.native`): uint32 values ``segments, length slots``, then per
+    segment ``width, runs, (offset, length, at) * runs, lens, (offset, slot) * lens,
+    data slot`` — and the bytes the runs are ``at`` in.
+
+    >>> from recprep.codecs.recprep import RecprepCodec
+    >>> lay = layout_of(RecprepCodec().encode(("ab", 1)), ("ab", 1))
+    >>> program, consts = layout_program(lay)  # "ab" comes after the packed 1
+    >>> program.tolist(), consts.hex(" ")
+    ([2, 1, 20, 1, 0, 8, 0, 1, 8, 0, 0, 0, 0, 0, 4294967295], 'f1 0e 02 00 00 00 73 71')
+    """
+    if lay.program is not None:
+        return lay.program
+    words: list[int] = [0, lay.lslots]
+    consts: list[bytes] = []
+    at = 0
+    for width, runs, ops, data in layout_segments(lay):
+        words += [width, len(runs)]
+        for offset, want in runs:
+            words += [offset, len(want), at]
+            consts.append(want.tobytes())
+            at += len(want)
+        lens = [(offset, op[1]) for op, offset in ops if op[0] == "len"]
+        words.append(len(lens))
+        for offset, slot in lens:
+            words += [offset, slot]
+        words.append(NO_DATA if data is None else data[2])
+        words[0] += 1
+    lay.program = (np.array(words, np.uint32), b"".join(consts))
+    return lay.program

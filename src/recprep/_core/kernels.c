@@ -1,0 +1,395 @@
+/* recprep._core._kernels: the loops over a chunk's records that numpy can only do in
+ * several passes. Optional: recprep._core.native imports this module if it was built
+ * and falls back to numpy where it wasn't; both give the same results
+ * (tests/codecs/test_native_kernels.py).
+ *
+ * Every function takes buffers (bytes, numpy arrays, Arrow buffers) and fills buffers
+ * the caller allocated; none builds a Python object per record, and each releases the
+ * GIL while it walks. Nothing here raises on damage: a function that finds the records
+ * don't hold what it was told says False, and the caller's careful path says why.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t
+load_u32(const uint8_t *p)
+{
+    /* little-endian, unaligned */
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+/* A buffer of int64 values, checked for its item count. */
+static int
+get_i64(PyObject *obj, Py_buffer *view, Py_ssize_t count, int writable, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
+                                               : PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (count >= 0 && view->len != count * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd int64 values, found %zd bytes",
+                     what, count, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (view->len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes is not a whole number of int64",
+                     what, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ split_records */
+
+PyDoc_STRVAR(split_records_doc,
+"split_records(payload, starts, ends) -> bool\n\n"
+"Cut a RecordIO chunk's payload (``[u32 length][bytes]`` per record) into as many\n"
+"records as ``starts`` (a writable int64 buffer) holds: each record's first byte and\n"
+"end go into ``starts`` and ``ends``. True if the records end the payload exactly;\n"
+"False otherwise (a length runs past the end, the payload is short, bytes are left\n"
+"over): the buffers then hold nothing to rely on.");
+
+static PyObject *
+split_records(PyObject *self, PyObject *args)
+{
+    PyObject *p_obj, *s_obj, *e_obj;
+    Py_buffer payload, starts, ends;
+    if (!PyArg_ParseTuple(args, "OOO:split_records", &p_obj, &s_obj, &e_obj))
+        return NULL;
+    if (PyObject_GetBuffer(p_obj, &payload, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (get_i64(s_obj, &starts, -1, 1, "starts") < 0) {
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    Py_ssize_t count = starts.len / (Py_ssize_t)sizeof(int64_t);
+    if (get_i64(e_obj, &ends, count, 1, "ends") < 0) {
+        PyBuffer_Release(&starts);
+        PyBuffer_Release(&payload);
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)payload.buf;
+    int64_t size = (int64_t)payload.len, pos = 0;
+    int64_t *s = (int64_t *)starts.buf, *e = (int64_t *)ends.buf;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (pos + 4 > size) {
+            ok = 0;
+            break;
+        }
+        int64_t start = pos + 4, end = start + (int64_t)load_u32(buf + pos);
+        if (end > size) {
+            ok = 0;
+            break;
+        }
+        s[i] = start;
+        e[i] = end;
+        pos = end;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&payload);
+    return PyBool_FromLong(ok && pos == size);
+}
+
+/* ------------------------------------------------------------------- walk_layout */
+
+PyDoc_STRVAR(walk_layout_doc,
+"walk_layout(buf, starts, ends, program, consts, positions) -> bool\n\n"
+"Check every record ``buf[starts[i]:ends[i]]`` against a layout and find where its\n"
+"segments begin. ``program`` (uint32 values) is ``nseg, nlen``, then per segment:\n"
+"``width, runs, (offset, length, at) * runs, lens, (offset, lslot) * lens, data``: the\n"
+"segment's fixed-width bytes, the runs of them every record holds (``consts[at:at +\n"
+"length]`` at ``offset``), the u32 lengths read there (into ``lslot``), and the slot of\n"
+"the length of the str/bytes value that follows the segment (0xFFFFFFFF: none).\n"
+"``positions`` (writable int64, ``nseg * n``, a segment's row after another) gets each\n"
+"record's segment starts. True if every record holds the layout exactly to its end.");
+
+typedef struct {
+    uint32_t width, runs, lens, data;
+    const uint32_t *run;  /* (offset, length, at) * runs */
+    const uint32_t *len;  /* (offset, lslot) * lens */
+} segment;
+
+/* The program's segments, checked against its own size and ``consts``; NULL (and an
+ * exception) if it doesn't hold together. */
+static segment *
+parse_program(const uint32_t *prog, Py_ssize_t words, Py_ssize_t nconsts,
+              uint32_t *nseg_out, uint32_t *nlen_out)
+{
+    if (words < 2)
+        goto bad;
+    uint32_t nseg = prog[0], nlen = prog[1];
+    if (!nseg || nseg > (1u << 20) || nlen > (1u << 20))
+        goto bad;
+    segment *segs = PyMem_Calloc(nseg, sizeof(segment));
+    if (!segs) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t at = 2;
+    for (uint32_t k = 0; k < nseg; k++) {
+        segment *g = &segs[k];
+        if (at + 2 > words)
+            goto bad_free;
+        g->width = prog[at];
+        g->runs = prog[at + 1];
+        at += 2;
+        if ((Py_ssize_t)g->runs > (words - at) / 3)
+            goto bad_free;
+        g->run = prog + at;
+        for (uint32_t r = 0; r < g->runs; r++) {
+            uint64_t off = g->run[3 * r], n = g->run[3 * r + 1], c = g->run[3 * r + 2];
+            if (off + n > g->width || c + n > (uint64_t)nconsts)
+                goto bad_free;
+        }
+        at += 3 * (Py_ssize_t)g->runs;
+        if (at + 1 > words)
+            goto bad_free;
+        g->lens = prog[at++];
+        if ((Py_ssize_t)g->lens > (words - at) / 2)
+            goto bad_free;
+        g->len = prog + at;
+        for (uint32_t r = 0; r < g->lens; r++)
+            if ((uint64_t)g->len[2 * r] + 4 > g->width || g->len[2 * r + 1] >= nlen)
+                goto bad_free;
+        at += 2 * (Py_ssize_t)g->lens;
+        if (at + 1 > words)
+            goto bad_free;
+        g->data = prog[at++];
+        if (g->data != 0xFFFFFFFFu && g->data >= nlen)
+            goto bad_free;
+    }
+    if (at != words)
+        goto bad_free;
+    *nseg_out = nseg;
+    *nlen_out = nlen;
+    return segs;
+bad_free:
+    PyMem_Free(segs);
+bad:
+    PyErr_SetString(PyExc_ValueError, "walk_layout: a malformed layout program");
+    return NULL;
+}
+
+/* Whether the ``n`` bytes at ``a`` and ``b`` are equal: a word at a time (runs are a
+ * few bytes; a call to memcmp costs more than comparing them). */
+static inline int
+same_bytes(const uint8_t *a, const uint8_t *b, uint32_t n)
+{
+    for (; n >= 8; a += 8, b += 8, n -= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+    }
+    if (n >= 4) {
+        uint32_t x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        if (x != y)
+            return 0;
+        a += 4, b += 4, n -= 4;
+    }
+    for (; n; a++, b++, n--)
+        if (*a != *b)
+            return 0;
+    return 1;
+}
+
+/* One record against the segments: 1 if it holds them exactly to ``end``. */
+static inline int
+walk_one(const uint8_t *buf, int64_t pos, int64_t end, const segment *segs, uint32_t nseg,
+         const uint8_t *consts, uint32_t *lens, int64_t *positions, Py_ssize_t n,
+         Py_ssize_t i, uint32_t nlen)
+{
+    memset(lens, 0, nlen * sizeof(uint32_t));  /* no length of the record before */
+    for (uint32_t k = 0; k < nseg; k++) {
+        const segment *g = &segs[k];
+        if (pos + (int64_t)g->width > end)
+            return 0;
+        const uint8_t *at = buf + pos;
+        for (uint32_t r = 0; r < g->runs; r++) {
+            const uint32_t *run = g->run + 3 * r;
+            if (!same_bytes(at + run[0], consts + run[2], run[1]))
+                return 0;
+        }
+        for (uint32_t r = 0; r < g->lens; r++)
+            lens[g->len[2 * r + 1]] = load_u32(at + g->len[2 * r]);
+        positions[(Py_ssize_t)k * n + i] = pos;
+        pos += g->width;
+        if (g->data != 0xFFFFFFFFu) {
+            pos += lens[g->data];
+            if (pos > end)
+                return 0;
+        }
+    }
+    return pos == end;
+}
+
+static PyObject *
+walk_layout(PyObject *self, PyObject *args)
+{
+    PyObject *b_obj, *s_obj, *e_obj, *p_obj, *c_obj, *o_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOO:walk_layout", &b_obj, &s_obj, &e_obj, &p_obj,
+                          &c_obj, &o_obj))
+        return NULL;
+    Py_buffer buf = {0}, starts = {0}, ends = {0}, prog = {0}, consts = {0}, out = {0};
+    PyObject *result = NULL;
+    segment *segs = NULL;
+    uint32_t *lens = NULL, nseg = 0, nlen = 0;
+    if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (get_i64(s_obj, &starts, -1, 0, "starts") < 0)
+        goto done_buf;
+    Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
+    if (get_i64(e_obj, &ends, n, 0, "ends") < 0)
+        goto done_starts;
+    if (PyObject_GetBuffer(p_obj, &prog, PyBUF_C_CONTIGUOUS) < 0)
+        goto done_ends;
+    if (PyObject_GetBuffer(c_obj, &consts, PyBUF_C_CONTIGUOUS) < 0)
+        goto done_prog;
+    if (prog.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "walk_layout: the program is not uint32 values");
+        goto done_consts;
+    }
+    segs = parse_program((const uint32_t *)prog.buf, prog.len / 4, consts.len, &nseg,
+                         &nlen);
+    if (!segs)
+        goto done_consts;
+    if (get_i64(o_obj, &out, (Py_ssize_t)nseg * n, 1, "positions") < 0)
+        goto done_segs;
+    lens = PyMem_Calloc(nlen ? nlen : 1, sizeof(uint32_t));
+    if (!lens) {
+        PyErr_NoMemory();
+        goto done_out;
+    }
+    const int64_t *s = (const int64_t *)starts.buf, *e = (const int64_t *)ends.buf;
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        if (s[i] < 0 || s[i] > e[i] || e[i] > (int64_t)buf.len)
+            ok = 0;
+        else
+            ok = walk_one((const uint8_t *)buf.buf, s[i], e[i], segs, nseg,
+                          (const uint8_t *)consts.buf, lens, (int64_t *)out.buf, n, i, nlen);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyBool_FromLong(ok);
+    PyMem_Free(lens);
+done_out:
+    PyBuffer_Release(&out);
+done_segs:
+    PyMem_Free(segs);
+done_consts:
+    PyBuffer_Release(&consts);
+done_prog:
+    PyBuffer_Release(&prog);
+done_ends:
+    PyBuffer_Release(&ends);
+done_starts:
+    PyBuffer_Release(&starts);
+done_buf:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------ gather_spans */
+
+PyDoc_STRVAR(gather_spans_doc,
+"gather_spans(buf, pos, sizes, out) -> None\n\n"
+"Copy the ``sizes[i]`` bytes at ``pos[i]`` of ``buf``, one span after another, into\n"
+"``out`` (writable, exactly ``sum(sizes)`` bytes). ValueError if a span lies outside\n"
+"``buf`` or ``out`` isn't that size: nothing is copied then.");
+
+static PyObject *
+gather_spans(PyObject *self, PyObject *args)
+{
+    PyObject *b_obj, *p_obj, *z_obj, *o_obj;
+    if (!PyArg_ParseTuple(args, "OOOO:gather_spans", &b_obj, &p_obj, &z_obj, &o_obj))
+        return NULL;
+    Py_buffer buf = {0}, pos = {0}, sizes = {0}, out = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (get_i64(p_obj, &pos, -1, 0, "pos") < 0)
+        goto done_buf;
+    Py_ssize_t n = pos.len / (Py_ssize_t)sizeof(int64_t);
+    if (get_i64(z_obj, &sizes, n, 0, "sizes") < 0)
+        goto done_pos;
+    if (PyObject_GetBuffer(o_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        goto done_sizes;
+    const int64_t *p = (const int64_t *)pos.buf, *z = (const int64_t *)sizes.buf;
+    int64_t total = 0, limit = (int64_t)buf.len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < 0 || z[i] < 0 || z[i] > limit || p[i] > limit - z[i]) {
+            PyErr_Format(PyExc_ValueError,
+                         "gather_spans: span %zd (%lld bytes at %lld) lies outside the "
+                         "%lld bytes given", i, (long long)z[i], (long long)p[i],
+                         (long long)limit);
+            goto done_out;
+        }
+        total += z[i];
+    }
+    if (total != (int64_t)out.len) {
+        PyErr_Format(PyExc_ValueError, "gather_spans: the spans hold %lld bytes, out has %zd",
+                     (long long)total, out.len);
+        goto done_out;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    uint8_t *o = (uint8_t *)out.buf;
+    const uint8_t *b = (const uint8_t *)buf.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        memcpy(o, b + p[i], (size_t)z[i]);
+        o += z[i];
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done_out:
+    PyBuffer_Release(&out);
+done_sizes:
+    PyBuffer_Release(&sizes);
+done_pos:
+    PyBuffer_Release(&pos);
+done_buf:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"split_records", split_records, METH_VARARGS, split_records_doc},
+    {"walk_layout", walk_layout, METH_VARARGS, walk_layout_doc},
+    {"gather_spans", gather_spans, METH_VARARGS, gather_spans_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot slots[] = {
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "recprep._core._kernels",
+    "recprep's optional C loops over a chunk's records (see recprep._core.native).", 0,
+    methods, slots, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__kernels(void)
+{
+    return PyModuleDef_Init(&module);
+}

@@ -1,0 +1,63 @@
+"""recprep's optional C kernels, and whether they are in use.
+
+A few loops over a chunk's records cost numpy several passes and Python a call per
+record: cutting a RecordIO payload into its records, checking records against a
+``"recprep"`` layout while finding where each value sits, and copying strings out into one
+buffer. ``recprep._core._kernels`` (``kernels.c``) runs them in one pass each, without the
+GIL. It is built when recprep is installed where a C compiler is (every wheel recprep
+publishes has it); an install without one still works, through numpy alone, and gives the
+same results (``tests/native`` holds both to that). ``RECPREP_NATIVE=0`` in the
+environment turns the kernels off for a process (to compare, or to rule them out).
+
+>>> kernels() is None or hasattr(kernels(), "split_records")
+True
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+__all__ = ["NATIVE_ENV", "kernels", "native_off"]
+
+#: set to ``0`` in the environment: recprep doesn't use its C kernels (numpy alone)
+NATIVE_ENV = "RECPREP_NATIVE"
+
+_LOADED: list[ModuleType | None] = []  # [the kernels, or None], once looked up
+
+
+def kernels() -> ModuleType | None:
+    """The compiled kernels, or None where they weren't built or are turned off."""
+    if not _LOADED:
+        _LOADED.append(_load())
+    return _LOADED[0]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get(NATIVE_ENV, "1").strip() == "0":
+        return None
+    try:
+        from . import _kernels  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    module: ModuleType = _kernels
+    return module
+
+
+@contextmanager
+def native_off() -> Iterator[None]:
+    """Within the block, recprep runs without its C kernels (this thread and others):
+    how the tests hold the numpy path to the same results.
+
+    >>> with native_off():
+    ...     kernels() is None
+    True
+    """
+    saved = list(_LOADED)
+    _LOADED[:] = [None]
+    try:
+        yield
+    finally:
+        _LOADED[:] = saved

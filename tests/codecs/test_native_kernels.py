@@ -1,0 +1,206 @@
+"""recprep's C kernels (``recprep._core._kernels``) give exactly what numpy alone gives.
+
+Each kernel is held to the path it replaces, on any bytes (hypothesis): a RecordIO
+payload cut into records (``split_records``), a chunk of ``"recprep"`` records checked
+against a layout and cut into numpy columns and Arrow record batches (``walk_layout``,
+``gather_spans``), valid chunks and chunks mutated alike or in one record. The same
+records, values and types, or the same error, or no columns both ways. And the kernels
+refuse what they are handed wrong with a ``ValueError``, never reading out of bounds.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recprep import RecordIO, convert
+from recprep._core.native import NATIVE_ENV, kernels, native_off
+from recprep.codecs.recprep import RecprepCodec
+from recprep.codecs.recprep.layout import layout_of, layout_program
+from recprep.containers.recordio import encode_payload, split_payload
+from recprep.errors import CorruptDataError
+
+from .test_recprep_decode_paths import FUZZ, _apply, _same, chunks, edits
+
+pa = pytest.importorskip("pyarrow")
+native = kernels()
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::recprep.errors.RecprepWarning"),
+    pytest.mark.skipif(native is None, reason="recprep's C kernels are not built here"),
+]
+CODEC = RecprepCodec()
+
+
+def test_the_kernels_are_built_where_the_tests_run():
+    """``make venv`` installs recprep with its kernels (a C compiler is on every machine
+    the suite runs on): a build that quietly fell back to numpy would test one path."""
+    if os.environ.get(NATIVE_ENV) == "0":
+        pytest.skip(f"{NATIVE_ENV}=0")
+    assert native is not None and native.__name__ == "recprep._core._kernels"
+
+
+def _outcome(fn):
+    try:
+        return fn(), None
+    except CorruptDataError as err:
+        return None, str(err)
+
+
+def _split_both(payload: bytes, count: int) -> tuple:
+    fast = _outcome(lambda: split_payload(payload, count))
+    with native_off():
+        slow = _outcome(lambda: split_payload(payload, count))
+    return fast, slow
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=40), max_size=90), st.integers(-2, 2),
+       st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), max_size=3),
+       st.integers(0, 8))
+def test_a_payload_is_cut_into_the_same_records_with_and_without_the_kernel(
+        records, miscount, flips, cut):
+    """Sound payloads (records of one length too: numpy's all-at-once cut), and payloads
+    with a wrong count, flipped bytes or cut short: the same records or error."""
+    payload = bytearray(encode_payload(records))
+    for at, value in flips:
+        if payload:
+            payload[at % len(payload)] = value
+    payload = bytes(payload[: len(payload) - cut if cut < len(payload) else None])
+    count = max(0, len(records) + miscount)
+    (fast, fast_err), (slow, slow_err) = _split_both(payload, count)
+    assert fast_err == slow_err
+    if fast is not None:
+        assert list(fast) == list(slow)
+        assert fast.starts.dtype == slow.starts.dtype == np.int64
+
+
+def test_a_payload_of_many_small_records_alike_is_cut_alike():
+    records = [b"ABCD" + bytes([i % 7]) * (i % 5) for i in range(500)]
+    (fast, _), (slow, _) = _split_both(encode_payload(records), 500)
+    assert list(fast) == list(slow) == records
+    assert fast.ends.tolist() == slow.ends.tolist()
+
+
+def _columns_both(records: list[bytes]) -> None:
+    cols, batch = CODEC.decode_columns(records), CODEC.decode_arrow_columns(records)
+    with native_off():
+        cols_slow = CODEC.decode_columns(records)
+        batch_slow = CODEC.decode_arrow_columns(records)
+    assert (cols is None) == (cols_slow is None)
+    if cols is not None:
+        assert cols.n == cols_slow.n and cols.signature == cols_slow.signature
+        assert _same(cols.tree, cols_slow.tree)
+    assert (batch is None) == (batch_slow is None)
+    if batch is not None:
+        if isinstance(batch.tree, pa.RecordBatch):
+            assert batch.tree.schema.equals(batch_slow.tree.schema, check_metadata=True)
+            assert _same(batch.tree.to_pydict(), batch_slow.tree.to_pydict())  # NaN too
+        else:
+            assert _same(batch.tree, batch_slow.tree)
+
+
+@FUZZ
+@given(chunks(), edits())
+def test_chunks_mutated_alike_decode_to_the_same_columns_with_and_without_the_kernels(
+        records, ops):
+    _columns_both([_apply(r, ops) for r in records])
+
+
+@FUZZ
+@given(chunks(), edits(), st.integers(0, 7))
+def test_a_chunk_with_one_record_mutated_decodes_alike_with_and_without_the_kernels(
+        records, ops, which):
+    records[which % len(records)] = _apply(records[which % len(records)], ops)
+    _columns_both(records)
+
+
+def test_strings_past_ascii_and_invalid_utf8_decode_alike():
+    good = [CODEC.encode((i, f"é{i}", b"\xff" * (i % 3))) for i in range(600)]
+    _columns_both(good)
+    assert CODEC.decode_arrow_columns(good).tree.column(1).to_pylist()[:2] == ["é0", "é1"]
+    bad = list(good)  # a str whose bytes are no UTF-8: record by record, both ways
+    bad[300] = bad[300].replace("é".encode(), b"\xc3\x28")
+    _columns_both(bad)
+    assert CODEC.decode_arrow_columns(bad) is None
+
+
+def test_a_set_reads_the_same_with_and_without_the_kernels(tmp_path):
+    rows = [{"i": i, "s": "x" * (i % 9), "a": np.full(3, i, np.float32)} for i in range(900)]
+    convert(str(tmp_path), rows, 3, "k", progress=False)
+    pattern = str(tmp_path / "k-*-of-*")
+
+    def read_all():
+        reader = RecordIO(pattern, shuffle=True, seed=3)
+        return (list(reader()), reader.to_arrow(),
+                list(RecordIO(pattern).batches(64)))
+
+    fast = read_all()
+    with native_off():
+        slow = read_all()
+    assert _same(fast[0], slow[0])
+    assert _same(sorted(fast[0], key=lambda row: row["i"]), rows)
+    assert fast[1].equals(slow[1]) and fast[1].num_rows == len(rows)
+    assert _same(fast[2], slow[2])
+
+
+# ------------------------------------------------------------- handed the wrong things
+
+
+def test_gather_spans_refuses_a_span_outside_the_buffer_and_a_wrong_output_size():
+    buf = b"0123456789"
+    out = bytearray(4)
+    native.gather_spans(buf, np.array([1, 7], np.int64), np.array([2, 2], np.int64), out)
+    assert bytes(out) == b"1278"
+    for pos, size in (([9], [2]), ([-1], [1]), ([0], [-1]), ([2**62], [2**62])):
+        with pytest.raises(ValueError, match="outside"):
+            native.gather_spans(buf, np.array(pos, np.int64), np.array(size, np.int64),
+                                bytearray(max(0, size[0]) % 64))
+    with pytest.raises(ValueError, match="out has 3"):
+        native.gather_spans(buf, np.array([0], np.int64), np.array([2], np.int64),
+                            bytearray(3))
+    with pytest.raises(ValueError, match="int64"):
+        native.gather_spans(buf, np.array([0], np.int32), np.array([2], np.int64), out)
+    with pytest.raises(BufferError):  # read-only
+        native.gather_spans(buf, np.array([0], np.int64), np.array([2], np.int64), b"xx")
+
+
+def test_split_records_wants_two_int64_buffers_of_one_length():
+    with pytest.raises(ValueError, match="expected 2 int64"):
+        native.split_records(b"", np.empty(2, np.int64), np.empty(3, np.int64))
+    with pytest.raises(BufferError):  # read-only
+        native.split_records(b"", np.empty(0, np.int64), b"")
+
+
+def test_walk_layout_refuses_a_malformed_program():
+    record = CODEC.encode((1, "ab"))
+    program, consts = layout_program(layout_of(record, (1, "ab")))
+    starts, ends = np.array([0], np.int64), np.array([len(record)], np.int64)
+    at = np.empty(2, np.int64)
+    assert native.walk_layout(record, starts, ends, program, consts, at)
+    assert at.tolist() == [0, len(record)]
+    broken = [program[:-1], program[:1], np.append(program, 0),
+              np.concatenate([program[:2], [2**31, 1, 0, 0, 0, 0, 0]]).astype(np.uint32)]
+    for wrong in broken:
+        with pytest.raises(ValueError, match="malformed layout program"):
+            native.walk_layout(record, starts, ends, wrong.astype(np.uint32), consts, at)
+    with pytest.raises(ValueError, match="malformed layout program"):  # runs past consts
+        native.walk_layout(record, starts, ends, program, consts[:-1], at)
+    with pytest.raises(ValueError, match="positions"):
+        native.walk_layout(record, starts, ends, program, consts, np.empty(3, np.int64))
+    outside = np.array([len(record) + 5], np.int64)  # a record past the buffer: False
+    assert not native.walk_layout(record, starts, outside, program, consts, at)
+    assert not native.walk_layout(record, outside, outside, program, consts, at)
+
+
+def test_a_length_past_the_record_is_no_columns_with_the_kernels():
+    records = [CODEC.encode((i, "ab")) for i in range(8)]
+    long = bytearray(records[3])
+    long[-6:-2] = struct.pack("<I", 0xFFFFFFF0)  # the str's length, beyond the record
+    records[3] = bytes(long)
+    assert CODEC.decode_columns(records) is None
+    assert CODEC.decode_arrow_columns(records) is None
