@@ -129,7 +129,10 @@ parse_program(const uint32_t *prog, Py_ssize_t words, Py_ssize_t nconsts,
     if (!nseg || nseg > (1u << 20) || nlen > (1u << 20))
         goto bad;
     segment *segs = PyMem_Calloc(nseg, sizeof(segment));
-    if (!segs) {
+    uint8_t *seen = PyMem_Calloc(nlen ? nlen : 1, 1);  /* lengths read by now */
+    if (!segs || !seen) {
+        PyMem_Free(segs);
+        PyMem_Free(seen);
         PyErr_NoMemory();
         return NULL;
     }
@@ -156,22 +159,26 @@ parse_program(const uint32_t *prog, Py_ssize_t words, Py_ssize_t nconsts,
         if ((Py_ssize_t)g->lens > (words - at) / 2)
             goto bad_free;
         g->len = prog + at;
-        for (uint32_t r = 0; r < g->lens; r++)
+        for (uint32_t r = 0; r < g->lens; r++) {
             if ((uint64_t)g->len[2 * r] + 4 > g->width || g->len[2 * r + 1] >= nlen)
                 goto bad_free;
+            seen[g->len[2 * r + 1]] = 1;
+        }
         at += 2 * (Py_ssize_t)g->lens;
         if (at + 1 > words)
             goto bad_free;
         g->data = prog[at++];
-        if (g->data != 0xFFFFFFFFu && g->data >= nlen)
-            goto bad_free;
+        if (g->data != 0xFFFFFFFFu && (g->data >= nlen || !seen[g->data]))
+            goto bad_free;  /* a value sized by a length not read yet */
     }
     if (at != words)
         goto bad_free;
+    PyMem_Free(seen);
     *nseg_out = nseg;
     *nlen_out = nlen;
     return segs;
 bad_free:
+    PyMem_Free(seen);
     PyMem_Free(segs);
 bad:
     PyErr_SetString(PyExc_ValueError, "walk_layout: a malformed layout program");
@@ -208,9 +215,8 @@ same_bytes(const uint8_t *a, const uint8_t *b, uint32_t n)
 static inline int
 walk_one(const uint8_t *buf, int64_t pos, int64_t end, const segment *segs, uint32_t nseg,
          const uint8_t *consts, uint32_t *lens, int64_t *positions, Py_ssize_t n,
-         Py_ssize_t i, uint32_t nlen)
+         Py_ssize_t i)
 {
-    memset(lens, 0, nlen * sizeof(uint32_t));  /* no length of the record before */
     for (uint32_t k = 0; k < nseg; k++) {
         const segment *g = &segs[k];
         if (pos + (int64_t)g->width > end)
@@ -279,7 +285,7 @@ walk_layout(PyObject *self, PyObject *args)
             ok = 0;
         else
             ok = walk_one((const uint8_t *)buf.buf, s[i], e[i], segs, nseg,
-                          (const uint8_t *)consts.buf, lens, (int64_t *)out.buf, n, i, nlen);
+                          (const uint8_t *)consts.buf, lens, (int64_t *)out.buf, n, i);
     }
     Py_END_ALLOW_THREADS
     result = PyBool_FromLong(ok);
@@ -304,18 +310,21 @@ done_buf:
 /* ------------------------------------------------------------------ gather_spans */
 
 PyDoc_STRVAR(gather_spans_doc,
-"gather_spans(buf, pos, sizes, out) -> None\n\n"
+"gather_spans(buf, pos, sizes, out, offsets) -> None\n\n"
 "Copy the ``sizes[i]`` bytes at ``pos[i]`` of ``buf``, one span after another, into\n"
-"``out`` (writable, exactly ``sum(sizes)`` bytes). ValueError if a span lies outside\n"
-"``buf`` or ``out`` isn't that size: nothing is copied then.");
+"``out`` (writable, exactly ``sum(sizes)`` bytes), and where each begins into\n"
+"``offsets`` (writable, ``n + 1`` int32 or int64 values, by its size: Arrow's offsets\n"
+"of a binary array). ValueError if a span lies outside ``buf``, ``out`` isn't that size\n"
+"or the offsets don't fit: nothing is copied then.");
 
 static PyObject *
 gather_spans(PyObject *self, PyObject *args)
 {
-    PyObject *b_obj, *p_obj, *z_obj, *o_obj;
-    if (!PyArg_ParseTuple(args, "OOOO:gather_spans", &b_obj, &p_obj, &z_obj, &o_obj))
+    PyObject *b_obj, *p_obj, *z_obj, *o_obj, *f_obj;
+    if (!PyArg_ParseTuple(args, "OOOOO:gather_spans", &b_obj, &p_obj, &z_obj, &o_obj,
+                          &f_obj))
         return NULL;
-    Py_buffer buf = {0}, pos = {0}, sizes = {0}, out = {0};
+    Py_buffer buf = {0}, pos = {0}, sizes = {0}, out = {0}, offs = {0};
     PyObject *result = NULL;
     if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
@@ -326,6 +335,14 @@ gather_spans(PyObject *self, PyObject *args)
         goto done_pos;
     if (PyObject_GetBuffer(o_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
         goto done_sizes;
+    if (PyObject_GetBuffer(f_obj, &offs, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        goto done_out;
+    int wide = offs.len == (n + 1) * 8;
+    if (!wide && offs.len != (n + 1) * 4) {
+        PyErr_Format(PyExc_ValueError, "gather_spans: offsets of %zd bytes, expected %zd "
+                     "int32 or int64 values", offs.len, n + 1);
+        goto done_offs;
+    }
     const int64_t *p = (const int64_t *)pos.buf, *z = (const int64_t *)sizes.buf;
     int64_t total = 0, limit = (int64_t)buf.len;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -334,28 +351,110 @@ gather_spans(PyObject *self, PyObject *args)
                          "gather_spans: span %zd (%lld bytes at %lld) lies outside the "
                          "%lld bytes given", i, (long long)z[i], (long long)p[i],
                          (long long)limit);
-            goto done_out;
+            goto done_offs;
         }
         total += z[i];
     }
-    if (total != (int64_t)out.len) {
-        PyErr_Format(PyExc_ValueError, "gather_spans: the spans hold %lld bytes, out has %zd",
-                     (long long)total, out.len);
-        goto done_out;
+    if (total != (int64_t)out.len || (!wide && total > INT32_MAX)) {
+        PyErr_Format(PyExc_ValueError, "gather_spans: the spans hold %lld bytes, out has %zd"
+                     " (offsets of %d bytes)", (long long)total, out.len, wide ? 8 : 4);
+        goto done_offs;
     }
     Py_BEGIN_ALLOW_THREADS
     uint8_t *o = (uint8_t *)out.buf;
     const uint8_t *b = (const uint8_t *)buf.buf;
+    int64_t at = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        memcpy(o, b + p[i], (size_t)z[i]);
-        o += z[i];
+        if (wide)
+            ((int64_t *)offs.buf)[i] = at;
+        else
+            ((int32_t *)offs.buf)[i] = (int32_t)at;
+        memcpy(o + at, b + p[i], (size_t)z[i]);
+        at += z[i];
+    }
+    if (wide)
+        ((int64_t *)offs.buf)[n] = at;
+    else
+        ((int32_t *)offs.buf)[n] = (int32_t)at;
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done_offs:
+    PyBuffer_Release(&offs);
+done_out:
+    PyBuffer_Release(&out);
+done_sizes:
+    PyBuffer_Release(&sizes);
+done_pos:
+    PyBuffer_Release(&pos);
+done_buf:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------ gather_items */
+
+PyDoc_STRVAR(gather_items_doc,
+"gather_items(buf, pos, offset, out) -> None\n\n"
+"Copy the ``size`` bytes at ``pos[i] + offset`` of ``buf`` into item ``i`` of ``out``\n"
+"(writable, ``n * size`` bytes: ``size`` is its length over the ``n`` positions): a\n"
+"fixed-width field of every record, made one column. ValueError if an item lies outside\n"
+"``buf``: nothing is copied then.");
+
+static PyObject *
+gather_items(PyObject *self, PyObject *args)
+{
+    PyObject *b_obj, *p_obj, *o_obj;
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "OOnO:gather_items", &b_obj, &p_obj, &offset, &o_obj))
+        return NULL;
+    Py_buffer buf = {0}, pos = {0}, out = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (get_i64(p_obj, &pos, -1, 0, "pos") < 0)
+        goto done_buf;
+    Py_ssize_t n = pos.len / (Py_ssize_t)sizeof(int64_t);
+    if (PyObject_GetBuffer(o_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        goto done_pos;
+    if (n ? out.len % n != 0 : out.len != 0) {
+        PyErr_Format(PyExc_ValueError, "gather_items: out has %zd bytes, not a whole item "
+                     "for each of %zd positions", out.len, n);
+        goto done_out;
+    }
+    int64_t size = n ? (int64_t)(out.len / n) : 0, limit = (int64_t)buf.len;
+    const int64_t *p = (const int64_t *)pos.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (offset < 0 || p[i] < 0 || p[i] > limit - size - (int64_t)offset) {
+            PyErr_Format(PyExc_ValueError, "gather_items: item %zd (%lld bytes at %lld) lies"
+                         " outside the %lld bytes given", i, (long long)size,
+                         (long long)(p[i] + offset), (long long)limit);
+            goto done_out;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *b = (const uint8_t *)buf.buf + offset;
+    uint8_t *o = (uint8_t *)out.buf;
+    switch (size) {  /* the common widths: one load and store each */
+    case 8:
+        for (Py_ssize_t i = 0; i < n; i++)
+            memcpy(o + 8 * i, b + p[i], 8);
+        break;
+    case 4:
+        for (Py_ssize_t i = 0; i < n; i++)
+            memcpy(o + 4 * i, b + p[i], 4);
+        break;
+    case 1:
+        for (Py_ssize_t i = 0; i < n; i++)
+            o[i] = b[p[i]];
+        break;
+    default:
+        for (Py_ssize_t i = 0; i < n; i++)
+            memcpy(o + size * i, b + p[i], (size_t)size);
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done_out:
     PyBuffer_Release(&out);
-done_sizes:
-    PyBuffer_Release(&sizes);
 done_pos:
     PyBuffer_Release(&pos);
 done_buf:
@@ -369,6 +468,7 @@ static PyMethodDef methods[] = {
     {"split_records", split_records, METH_VARARGS, split_records_doc},
     {"walk_layout", walk_layout, METH_VARARGS, walk_layout_doc},
     {"gather_spans", gather_spans, METH_VARARGS, gather_spans_doc},
+    {"gather_items", gather_items, METH_VARARGS, gather_items_doc},
     {NULL, NULL, 0, NULL},
 };
 

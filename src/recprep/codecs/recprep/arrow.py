@@ -157,15 +157,12 @@ def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
 def _gathered_strings(native: Any, u8: np.ndarray, pos: np.ndarray, size: np.ndarray,
                       total: int) -> Any:
     """The binary (or large binary) array of the values, copied out by the C kernel
-    ``gather_spans`` into one Arrow buffer, behind offsets summed by numpy."""
+    ``gather_spans`` into one Arrow buffer, behind the offsets it writes."""
     pa = arrow()
     wide = total > _OFFSETS_MAX
     offsets = np.empty(len(size) + 1, np.int64 if wide else np.int32)
-    offsets[0] = 0
-    np.cumsum(size, out=offsets[1:])
     data = pa.allocate_buffer(total)
-    native.gather_spans(u8, np.ascontiguousarray(pos, np.int64),
-                        np.ascontiguousarray(size, np.int64), data)
+    native.gather_spans(u8, pos, size, data, offsets)
     return pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), len(size),
                                  [None, pa.py_buffer(offsets), data])
 

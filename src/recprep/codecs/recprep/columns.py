@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ..._core.batching import Columns
 from ..._core.native import kernels
@@ -159,10 +158,11 @@ def _cut_columns(lay: Layout, buf: bytes, starts: np.ndarray, ends: np.ndarray, 
                  strings: Strings) -> Columns | None:
     """The columns of the ``n`` records ``buf[starts[i]:ends[i]]`` if all pass ``lay``."""
     u8 = np.frombuffer(buf, np.uint8)
-    rows = _evenly_spaced(u8, starts, ends, n)
     native = kernels()
-    if native is not None:
+    if native is not None:  # big records alike: a strided view of them (nothing copied)
+        rows = _evenly_spaced(u8, starts, ends, n) if ends[0] - starts[0] >= 256 else None
         return _cut_walked(native, lay, buf, starts, ends, rows, strings)
+    rows = _evenly_spaced(u8, starts, ends, n)
     off = 0
     extra: np.ndarray | None = None  # per record, what sized values moved the cursor
     leaves: list[Any] = [None] * lay.slots
@@ -209,14 +209,16 @@ def _evenly_spaced(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int
                    ) -> np.ndarray | None:
     """The records as the rows of one strided view of ``u8`` (nothing copied), if they
     are all as long and evenly spaced; else None."""
-    lens = ends - starts
-    width = int(lens[0])
-    if not bool((lens == width).all()):
+    first, width = int(starts[0]), int(ends[0] - starts[0])
+    stride = int(starts[1]) - first if n > 1 else width
+    if stride < width or int(starts[-1]) != first + (n - 1) * stride:
+        return None  # not evenly spaced (checked whole below, when the ends say so)
+    if not (bool((ends - starts == width).all())
+            and bool((starts[1:] - starts[:-1] == stride).all())):
         return None
-    stride = int(starts[1] - starts[0]) if n > 1 else width
-    if stride < width or not bool((np.diff(starts) == stride).all()):
-        return None
-    return as_strided(u8[int(starts[0]):], (n, width), (stride, 1), writeable=False)
+    view = np.ndarray((n, width), np.uint8, u8, first, (stride, 1))
+    view.flags.writeable = False
+    return view
 
 
 def _cut_walked(native: Any, lay: Layout, buf: bytes, starts: np.ndarray,
@@ -224,34 +226,41 @@ def _cut_walked(native: Any, lay: Layout, buf: bytes, starts: np.ndarray,
                 ) -> Columns | None:
     """:func:`_cut_columns` with the records checked against the layout in C
     (``walk_layout``: shared bytes, sizes, nothing left over), which finds where each
-    segment of each record begins; numpy then cuts the values out as before."""
+    segment of each record begins; each value is then copied out by ``gather_items``
+    into a column of its own, or (the first segment of records all alike) cut from a
+    strided view of them, and each str/bytes value by ``gather_spans``."""
     n = len(starts)
     segments = layout_segments(lay)
     program, consts = layout_program(lay)
-    starts = np.ascontiguousarray(starts, np.int64)
     at = np.empty((len(segments), n), np.int64)
-    if not native.walk_layout(buf, starts, np.ascontiguousarray(ends, np.int64), program,
-                              consts, at):
+    if not native.walk_layout(buf, starts, ends, program, consts, at):
         return None
-    u8 = np.frombuffer(buf, np.uint8)
     leaves: list[Any] = [None] * lay.slots
     lengths: list[Any] = [None] * lay.lslots
     for k, (size, _, ops, data) in enumerate(segments):
-        if size:  # the first segment of records all alike: a strided view of them
-            got = rows[:, :size] if k == 0 and rows is not None else _gathered(buf, at[k],
-                                                                             size)
-            if not _cut_fixed(got, ops, leaves, lengths, n):
+        if k == 0 and rows is not None:
+            if not _cut_fixed(rows[:, :size], ops, leaves, lengths, n):
                 return None
         else:
-            for op, _ in ops:  # only Nones: no bytes of their own
-                leaves[op[1]] = [None] * n
+            for op, offset in ops:
+                got = np.empty((n, _OP_BYTES.get(op[0], op[2] if op[0] == "fixed" else 0)),
+                               np.uint8)
+                if got.shape[1]:
+                    native.gather_items(buf, at[k], offset, got)
+                if not _cut_fixed(got, [(op, 0)], leaves, lengths, n):
+                    return None
         if data is None:
             break
         _, slot, lslot, is_str = data
-        leaves[slot] = strings(u8, at[k] + size, lengths[lslot], is_str, n)
+        leaves[slot] = strings(np.frombuffer(buf, np.uint8), at[k] + size, lengths[lslot],
+                               is_str, n)
         if leaves[slot] is None:
             return None
     return Columns(_filled(lay.template, leaves), n, lay.signature)
+
+
+#: the bytes of a layout operation's value in a record (a "fixed" one: its own size)
+_OP_BYTES = {"tagbool": 1, "len": 4, "none": 0}
 
 
 def _gathered(buf: bytes, pos: np.ndarray, size: int) -> np.ndarray:
@@ -351,13 +360,13 @@ def _string_column(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
     if not total:
         out[:] = [""] * n if is_str else [b""] * n
         return out
-    placed = np.cumsum(size) - size
     native = kernels()
     if native is not None:  # the values end to end, copied in C
-        data = np.empty(total, np.uint8)
-        native.gather_spans(u8, np.ascontiguousarray(pos, np.int64),
-                            np.ascontiguousarray(size, np.int64), data)
+        data, offsets = np.empty(total, np.uint8), np.empty(n + 1, np.int64)
+        native.gather_spans(u8, pos, size, data, offsets)
+        placed = offsets[:-1]
     else:
+        placed = np.cumsum(size) - size
         data = u8[np.repeat(pos - placed, size) + np.arange(total)]
     counts = np.bincount(data, minlength=256)[:128 if is_str else 256]
     free = np.flatnonzero(counts == 0)
