@@ -151,22 +151,44 @@ def test_a_set_reads_the_same_with_and_without_the_kernels(tmp_path):
 # ------------------------------------------------------------- handed the wrong things
 
 
-def test_gather_spans_refuses_a_span_outside_the_buffer_and_a_wrong_output_size():
-    buf = b"0123456789"
-    out = bytearray(4)
-    native.gather_spans(buf, np.array([1, 7], np.int64), np.array([2, 2], np.int64), out)
-    assert bytes(out) == b"1278"
-    for pos, size in (([9], [2]), ([-1], [1]), ([0], [-1]), ([2**62], [2**62])):
+def test_gather_spans_refuses_a_span_outside_the_buffer_and_offsets_of_a_wrong_size():
+    buf = b"0123456789\xc3\xa9"
+    offsets = np.empty(3, np.int32)
+    got = native.gather_spans(buf, np.array([1, 7], np.int64), np.array([2, 2], np.int64),
+                              offsets)
+    assert got == (b"1278", False) and offsets.tolist() == [0, 2, 4]
+    wide = np.empty(2, np.int64)
+    assert native.gather_spans(buf, np.array([10], np.int64), np.array([2], np.int64),
+                               wide) == ("é".encode(), True)
+    assert wide.tolist() == [0, 2]
+    for pos, size in (([11], [2]), ([-1], [1]), ([0], [-1]), ([2**62], [2**62])):
         with pytest.raises(ValueError, match="outside"):
             native.gather_spans(buf, np.array(pos, np.int64), np.array(size, np.int64),
-                                bytearray(max(0, size[0]) % 64))
-    with pytest.raises(ValueError, match="out has 3"):
+                                np.empty(2, np.int32))
+    with pytest.raises(ValueError, match="offsets of 12 bytes"):
         native.gather_spans(buf, np.array([0], np.int64), np.array([2], np.int64),
-                            bytearray(3))
+                            np.empty(3, np.int32))
     with pytest.raises(ValueError, match="int64"):
-        native.gather_spans(buf, np.array([0], np.int32), np.array([2], np.int64), out)
+        native.gather_spans(buf, np.array([0], np.int32), np.array([2], np.int64), offsets)
     with pytest.raises(BufferError):  # read-only
-        native.gather_spans(buf, np.array([0], np.int64), np.array([2], np.int64), b"xx")
+        native.gather_spans(buf, np.array([0], np.int64), np.array([2], np.int64), b"x" * 8)
+
+
+def test_gather_items_copies_a_field_of_every_record_and_refuses_one_outside():
+    buf = bytes(range(40))
+    out = np.empty((3, 4), np.uint8)
+    native.gather_items(buf, np.array([0, 10, 30], np.int64), 2, out)
+    assert out.tolist() == [[2, 3, 4, 5], [12, 13, 14, 15], [32, 33, 34, 35]]
+    for size in (1, 8, 3):  # the widths with a loop of their own, and another
+        got = np.empty((2, size), np.uint8)
+        native.gather_items(buf, np.array([5, 20], np.int64), 1, got)
+        assert got.tolist() == [list(range(6, 6 + size)), list(range(21, 21 + size))]
+    with pytest.raises(ValueError, match="outside"):
+        native.gather_items(buf, np.array([0, 35], np.int64), 2, out[:2])
+    with pytest.raises(ValueError, match="outside"):
+        native.gather_items(buf, np.array([0], np.int64), -1, out[:1])
+    with pytest.raises(ValueError, match="not a whole item"):
+        native.gather_items(buf, np.array([0, 1], np.int64), 0, np.empty(5, np.uint8))
 
 
 def test_split_records_wants_two_int64_buffers_of_one_length():

@@ -310,22 +310,21 @@ done_buf:
 /* ------------------------------------------------------------------ gather_spans */
 
 PyDoc_STRVAR(gather_spans_doc,
-"gather_spans(buf, pos, sizes, out, offsets) -> None\n\n"
-"Copy the ``sizes[i]`` bytes at ``pos[i]`` of ``buf``, one span after another, into\n"
-"``out`` (writable, exactly ``sum(sizes)`` bytes), and where each begins into\n"
-"``offsets`` (writable, ``n + 1`` int32 or int64 values, by its size: Arrow's offsets\n"
-"of a binary array). ValueError if a span lies outside ``buf``, ``out`` isn't that size\n"
-"or the offsets don't fit: nothing is copied then.");
+"gather_spans(buf, pos, sizes, offsets) -> (bytes, bool)\n\n"
+"The ``sizes[i]`` bytes at ``pos[i]`` of ``buf``, one span after another, as one\n"
+"``bytes``, and whether any of them is 0x80 or more (text that isn't all ASCII). Where\n"
+"each span begins goes into ``offsets`` (writable, ``n + 1`` int32 or int64 values, by\n"
+"its size: Arrow's offsets of a binary array). ValueError if a span lies outside ``buf``\n"
+"or the spans hold more than int32 offsets can say.");
 
 static PyObject *
 gather_spans(PyObject *self, PyObject *args)
 {
-    PyObject *b_obj, *p_obj, *z_obj, *o_obj, *f_obj;
-    if (!PyArg_ParseTuple(args, "OOOOO:gather_spans", &b_obj, &p_obj, &z_obj, &o_obj,
-                          &f_obj))
+    PyObject *b_obj, *p_obj, *z_obj, *f_obj;
+    if (!PyArg_ParseTuple(args, "OOOO:gather_spans", &b_obj, &p_obj, &z_obj, &f_obj))
         return NULL;
-    Py_buffer buf = {0}, pos = {0}, sizes = {0}, out = {0}, offs = {0};
-    PyObject *result = NULL;
+    Py_buffer buf = {0}, pos = {0}, sizes = {0}, offs = {0};
+    PyObject *result = NULL, *data = NULL;
     if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
     if (get_i64(p_obj, &pos, -1, 0, "pos") < 0)
@@ -333,10 +332,8 @@ gather_spans(PyObject *self, PyObject *args)
     Py_ssize_t n = pos.len / (Py_ssize_t)sizeof(int64_t);
     if (get_i64(z_obj, &sizes, n, 0, "sizes") < 0)
         goto done_pos;
-    if (PyObject_GetBuffer(o_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        goto done_sizes;
     if (PyObject_GetBuffer(f_obj, &offs, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        goto done_out;
+        goto done_sizes;
     int wide = offs.len == (n + 1) * 8;
     if (!wide && offs.len != (n + 1) * 4) {
         PyErr_Format(PyExc_ValueError, "gather_spans: offsets of %zd bytes, expected %zd "
@@ -354,14 +351,18 @@ gather_spans(PyObject *self, PyObject *args)
             goto done_offs;
         }
         total += z[i];
+        if (total > PY_SSIZE_T_MAX / 2 || (!wide && total > INT32_MAX)) {
+            PyErr_Format(PyExc_ValueError, "gather_spans: the spans hold more than %s "
+                         "offsets can say", wide ? "int64" : "int32");
+            goto done_offs;
+        }
     }
-    if (total != (int64_t)out.len || (!wide && total > INT32_MAX)) {
-        PyErr_Format(PyExc_ValueError, "gather_spans: the spans hold %lld bytes, out has %zd"
-                     " (offsets of %d bytes)", (long long)total, out.len, wide ? 8 : 4);
+    data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!data)
         goto done_offs;
-    }
+    uint8_t high = 0;
     Py_BEGIN_ALLOW_THREADS
-    uint8_t *o = (uint8_t *)out.buf;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(data);
     const uint8_t *b = (const uint8_t *)buf.buf;
     int64_t at = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -376,12 +377,13 @@ gather_spans(PyObject *self, PyObject *args)
         ((int64_t *)offs.buf)[n] = at;
     else
         ((int32_t *)offs.buf)[n] = (int32_t)at;
+    for (int64_t i = 0; i < total; i++)  /* a loop the compiler makes wide */
+        high |= o[i];
     Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
+    result = Py_BuildValue("(OO)", data, (high & 0x80) ? Py_True : Py_False);
+    Py_DECREF(data);
 done_offs:
     PyBuffer_Release(&offs);
-done_out:
-    PyBuffer_Release(&out);
 done_sizes:
     PyBuffer_Release(&sizes);
 done_pos:

@@ -30,14 +30,15 @@ class Records(Sequence[bytes]):
     (2, b'cde', [b'ab'], 5)
     """
 
-    __slots__ = ("_list", "ends", "payload", "starts")
+    __slots__ = ("_list", "_nbytes", "ends", "payload", "starts")
 
     def __init__(self, payload: bytes, starts: Sequence[int] | np.ndarray,
-                 ends: Sequence[int] | np.ndarray) -> None:
+                 ends: Sequence[int] | np.ndarray, nbytes: int | None = None) -> None:
         self.payload = payload
         self.starts = np.asarray(starts, dtype=np.int64)
         self.ends = np.asarray(ends, dtype=np.int64)
         self._list: list[bytes] | None = None
+        self._nbytes = nbytes  # the records' bytes together, where the caller knows
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -45,7 +46,9 @@ class Records(Sequence[bytes]):
     @property
     def nbytes(self) -> int:
         """The records' bytes, together."""
-        return int((self.ends - self.starts).sum())
+        if self._nbytes is None:
+            self._nbytes = int((self.ends - self.starts).sum())
+        return self._nbytes
 
     def list(self) -> list[bytes]:
         """The records as ``bytes`` objects (cut out once)."""

@@ -138,7 +138,7 @@ def split_payload(payload: bytes, count: int) -> Records:
         bounds = np.empty((2, count), np.int64)
         if not native.split_records(payload, bounds[0], bounds[1]):
             _check_payload(payload, count)
-        return Records(payload, bounds[0], bounds[1])
+        return Records(payload, bounds[0], bounds[1], len(payload) - 4 * count)
     if count >= AT_ONCE_MIN_RECORDS and len(payload) < AT_ONCE_BELOW_BYTES * count:
         found = _split_at_once(payload, count)
         if found is not None:

@@ -33,9 +33,8 @@ from .._core.arrowcols import arrow, is_arrow
 from .._core.batching import Columns, collate
 from ..containers import Gap
 
-__all__ = [
-    "Block", "Gap", "Mosaic", "assemble", "cut", "flatten", "interleave", "part", "pick",
-]
+__all__ = ["Block", "Gap", "Mosaic", "assemble", "cut", "flatten", "interleave", "part",
+           "pick"]
 
 #: where rows come from in a chunk's columns, or go to in a block: a ``range`` (a slice),
 #: or an index array
@@ -309,9 +308,22 @@ def _arrow_round(parts: list[tuple[Block, int, int]]) -> Columns | None:
     pa = arrow()
     k, m = len(parts), parts[0][2]
     joined = pa.concat_batches([b.tree.slice(start, m) for b, start, _ in parts])  # type: ignore[union-attr]
-    order = (np.arange(m)[:, None] + np.arange(0, k * m, m)[None, :]).reshape(-1)
-    return Columns(joined.take(pa.array(order)), k * m, first.signature, lambda: _woven_mosaic(
+    return Columns(joined.take(_round_order(k, m)), k * m, first.signature, lambda: _woven_mosaic(
         [part(block, start, start + m) for block, start, _ in parts]).instances())
+
+
+_ROUND_ORDER: dict[tuple[int, int], Any] = {}  # the last round's order (rounds repeat)
+
+
+def _round_order(k: int, m: int) -> Any:
+    """The Arrow array ``0, m, 2m, …, 1, m + 1, …`` that weaves ``k`` parts of ``m``
+    rows end to end (the last one is kept: a pass's rounds are mostly alike)."""
+    order = _ROUND_ORDER.get((k, m))
+    if order is None:  # (another thread may be replacing it meanwhile: then made twice)
+        order = arrow().array(np.arange(k * m).reshape(k, m).T.reshape(-1), arrow().int64())
+        _ROUND_ORDER.clear()
+        _ROUND_ORDER[(k, m)] = order
+    return order
 
 
 #: rows of fewer bytes are woven into fresh columns at once (a batch then takes a slice of

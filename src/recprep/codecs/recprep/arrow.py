@@ -130,23 +130,21 @@ def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
 
     The values are copied out into one buffer by recprep's C kernel
     (:func:`_gathered_strings`) or, without it, by Arrow's ``take``
-    (:func:`_taken_strings`). Text all ASCII (numpy's ``max``) is UTF-8; other text is
-    checked by Arrow.
+    (:func:`_taken_strings`). Text all ASCII is UTF-8; other text is checked by Arrow.
     """
     pa = arrow()
     if not n:
         return pa.array([], pa.string() if is_str else pa.binary())
-    total = int(size.sum())
     native = kernels()
-    out = (_gathered_strings(native, u8, pos, size, total) if native is not None
-           else _taken_strings(u8, pos, size, total, n))
-    if out is None:
+    found = (_gathered_strings(native, u8, pos, size) if native is not None
+             else _taken_strings(u8, pos, size, n))
+    if found is None:
         return None
+    out, high = found
     if not is_str:
         return out
-    out = out.view(pa.large_string() if total > _OFFSETS_MAX else pa.string())
-    data = out.buffers()[2]
-    if data is not None and total and int(np.frombuffer(data, np.uint8, total).max()) >= 0x80:
+    out = out.view(pa.large_string() if out.type == pa.large_binary() else pa.string())
+    if high:
         try:
             out.validate(full=True)
         except pa.ArrowInvalid:
@@ -154,26 +152,29 @@ def _arrow_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
     return out
 
 
-def _gathered_strings(native: Any, u8: np.ndarray, pos: np.ndarray, size: np.ndarray,
-                      total: int) -> Any:
+def _gathered_strings(native: Any, u8: np.ndarray, pos: np.ndarray, size: np.ndarray
+                      ) -> tuple[Any, bool]:
     """The binary (or large binary) array of the values, copied out by the C kernel
-    ``gather_spans`` into one Arrow buffer, behind the offsets it writes."""
+    ``gather_spans`` into one buffer behind the offsets it writes, and whether a byte of
+    them is past ASCII. The values lie in distinct places of ``u8``: they hold no more
+    bytes than it, so its size says whether 32-bit offsets do."""
     pa = arrow()
-    wide = total > _OFFSETS_MAX
+    wide = len(u8) > _OFFSETS_MAX
     offsets = np.empty(len(size) + 1, np.int64 if wide else np.int32)
-    data = pa.allocate_buffer(total)
-    native.gather_spans(u8, pos, size, data, offsets)
-    return pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), len(size),
-                                 [None, pa.py_buffer(offsets), data])
+    data, high = native.gather_spans(u8, pos, size, offsets)
+    out = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), len(size),
+                                [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    if wide and len(data) <= _OFFSETS_MAX:  # the type Arrow's take path gives it
+        out = out.cast(pa.binary())
+    return out, high
 
 
-def _taken_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, total: int,
-                   n: int) -> Any:
-    """The binary (or large binary) array of the values, made without the C kernels:
-    ``u8`` is taken as it is for the data of a binary array of ``2n - 1`` values —
-    each value, then the gap to the next — and Arrow's ``take`` of every other one
-    copies the values out (in C, a value at a time); None if the values aren't in
-    order."""
+def _taken_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, n: int
+                   ) -> tuple[Any, bool] | None:
+    """:func:`_gathered_strings` without the C kernels: ``u8`` is taken as it is for the
+    data of a binary array of ``2n - 1`` values — each value, then the gap to the next
+    — and Arrow's ``take`` of every other one copies the values out (in C, a value at a
+    time; numpy's ``max`` tells ASCII); None if the values aren't in order."""
     pa = arrow()
     ends = pos + size
     if not bool((pos[1:] >= ends[:-1]).all()):
@@ -186,6 +187,10 @@ def _taken_strings(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, total: int
     spaced = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
                                    [None, pa.py_buffer(bounds), pa.py_buffer(u8)])
     out = spaced.take(_every_other(n, wide))
+    total = int(size.sum())
+    data = out.buffers()[2]
+    high = data is not None and total > 0 and int(
+        np.frombuffer(data, np.uint8, total).max()) >= 0x80
     if total > _OFFSETS_MAX:
-        return out.cast(pa.large_binary())
-    return out.cast(pa.binary()) if wide else out
+        return out.cast(pa.large_binary()), high
+    return (out.cast(pa.binary()) if wide else out), high

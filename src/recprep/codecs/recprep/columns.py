@@ -362,8 +362,8 @@ def _string_column(u8: np.ndarray, pos: np.ndarray, size: np.ndarray, is_str: bo
         return out
     native = kernels()
     if native is not None:  # the values end to end, copied in C
-        data, offsets = np.empty(total, np.uint8), np.empty(n + 1, np.int64)
-        native.gather_spans(u8, pos, size, data, offsets)
+        offsets = np.empty(n + 1, np.int64)
+        data = np.frombuffer(native.gather_spans(u8, pos, size, offsets)[0], np.uint8)
         placed = offsets[:-1]
     else:
         placed = np.cumsum(size) - size
