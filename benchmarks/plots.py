@@ -2,9 +2,10 @@
 
     python benchmarks/plots.py [--results benchmarks] [--out docs/img]   (or: make plots)
 
-Reads the markdown tables of ``benchmarks/RESULTS.md``, ``RESULTS-reading.md`` and
-``RESULTS-storage.md`` (what ``bench_core.py``, ``bench_reading.py`` and
-``bench_storage.py`` write with ``--out``) and writes one PNG per figure into
+Reads the markdown tables of ``benchmarks/RESULTS.md``, ``RESULTS-reading.md``,
+``RESULTS-columnar.md`` and ``RESULTS-storage.md`` (what ``bench_core.py``,
+``bench_reading.py``, ``bench_columnar.py`` and ``bench_storage.py`` write with
+``--out``) and writes one PNG per figure into
 ``docs/img/``. Rerun it after a benchmark run; the PNGs are committed with the results.
 Only the tables are read, so the plots always show the figures of the results files.
 """
@@ -235,6 +236,33 @@ def plot_batches(tables: list[Table], plt) -> object:
     return fig
 
 
+def plot_arrow(tables: list[Table], plt) -> object:
+    table = find_table(tables, "The C kernels", "x floor")
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.8))
+    sets = list(dict.fromkeys(row["set"] for row in table.rows))
+    shown = [("`batches(256)`, without the C kernels", "batches(256), numpy alone"),
+             ("`batches(256)`", "batches(256)"),
+             ('`batches(256, format="arrow")`, without the C kernels', "Arrow, numpy alone"),
+             ('`batches(256, format="arrow")`', "Arrow")]
+    width = 0.8 / len(shown)
+    for k, (contender, label) in enumerate(shown):
+        values = [next(table.number(row, "x floor") for row in table.rows
+                       if row["set"] == name and row["contender"] == contender)
+                  for name in sets]
+        bars = ax.bar([i + (k - (len(shown) - 1) / 2) * width for i in range(len(sets))],
+                      values, width=width, label=label)
+        ax.bar_label(bars, [f"{v:.2f}x" for v in values], padding=2, fontsize=MIN_FONT_PT)
+    ax.set_xticks(range(len(sets)), sets)
+    ax.set_ylim(0, max(table.number(row, "x floor") for row in table.rows
+                       if not row["contender"].startswith("part")) * 1.25)
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_ylabel("instances / s, x floor")
+    ax.legend(loc="upper right")
+    fig.suptitle("Batches of 256, numpy and Arrow, with and without the C kernels\n"
+                 "(benchmarks/RESULTS-columnar.md)")
+    return fig
+
+
 def plot_storage(tables: list[Table], plt) -> object:
     table = find_table(tables, "", "MB/s")
     labels = [_short(row["operation"]) for row in table.rows]
@@ -308,6 +336,7 @@ FIGURES = {
     "bench-chunk-size.png": ("RESULTS.md", plot_chunk_sizes),
     "bench-reading.png": ("RESULTS-reading.md", plot_reading),
     "bench-batches.png": ("RESULTS-reading.md", plot_batches),
+    "bench-arrow.png": ("RESULTS-columnar.md", plot_arrow),
     "bench-storage.png": ("RESULTS-storage.md", plot_storage),
     "bench-network.png": ("RESULTS-storage.md", plot_network),
 }
