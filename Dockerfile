@@ -10,8 +10,14 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
     && rm -rf /var/lib/apt/lists/*
 
+# gcc only while recprep installs: it builds recprep's C kernels (optional: without a
+# compiler recprep works on numpy alone, slower on small records)
 COPY . /opt/recprep
-RUN pip install --no-cache-dir "/opt/recprep[spark,ray,s3]"
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir "/opt/recprep[spark,ray,s3]" \
+    && apt-get purge -y gcc libc6-dev && apt-get autoremove -y \
+    && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /work
 ENTRYPOINT ["recprep", "prepare"]
