@@ -226,3 +226,81 @@ def test_a_length_past_the_record_is_no_columns_with_the_kernels():
     records[3] = bytes(long)
     assert CODEC.decode_columns(records) is None
     assert CODEC.decode_arrow_columns(records) is None
+
+
+# ------------------------------------------------------------------- TFRecord frames
+
+
+def test_the_kernels_crc32c_is_google_crc32cs_on_any_bytes():
+    import google_crc32c
+
+    for size in (0, 1, 7, 8, 9, 63, 64, 65, 4096 + 3):
+        data = np.random.default_rng(size).bytes(size)
+        want = google_crc32c.value(data)
+        assert native.crc32c_value(data) == native.crc32c_value(data, True) == want
+
+
+def _tfrecords(records: list[bytes]) -> bytes:
+    import io
+
+    from recprep.containers import get_format
+
+    buf = io.BytesIO()
+    writer = get_format("tfrecord").writer(buf, "none", 1 << 20)
+    for record in records:
+        writer.write(record)
+    writer.close()
+    return buf.getvalue()
+
+
+def _read_tfrecords(data: bytes, on_corrupt: str) -> tuple:
+    import io
+    import warnings
+
+    from recprep.containers import get_format
+
+    chunks, error, seen = [], None, []
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        try:
+            for c in get_format("tfrecord").read_chunks(
+                    io.BytesIO(data), path="f.tfrecord", on_corrupt=on_corrupt,
+                    on_skip=lambda w: seen.append((w.offset, w.records_lost, str(w)))):
+                chunks.append((c.offset, list(c.records)))
+        except CorruptDataError as err:
+            error = (type(err).__name__, str(err), err.offset)
+    return chunks, error, seen
+
+
+@FUZZ
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=60),
+       st.lists(st.tuples(st.integers(0, 20000), st.integers(0, 255)), max_size=3),
+       st.integers(0, 20), st.sampled_from(["raise", "skip"]))
+def test_tfrecord_frames_read_the_same_with_and_without_the_kernel(records, flips, cut,
+                                                                    on_corrupt):
+    """Sound files, and files with flipped bytes (a length, a CRC, data) or cut short:
+    the same chunks, errors and skips either way."""
+    data = bytearray(_tfrecords(records))
+    for at, value in flips:
+        data[at % len(data)] = value
+    data = bytes(data[: len(data) - cut])
+    fast = _read_tfrecords(data, on_corrupt)
+    with native_off():
+        slow = _read_tfrecords(data, on_corrupt)
+    assert fast == slow
+
+
+def test_tfrecord_frames_stop_at_the_first_frame_that_is_not_whole_and_sound():
+    records = [bytes([i]) * (i * 7) for i in range(40)]
+    data = _tfrecords(records)
+    starts, ends = native.tfrecord_frames(data, 0, len(data) - 16, 1 << 20)
+    starts, ends = np.frombuffer(starts, np.int64), np.frombuffer(ends, np.int64)
+    assert [data[a:b] for a, b in zip(starts, ends, strict=True)] == records
+    ninth = int(starts[9])  # a flipped data byte of record 9: the frames before it
+    bad = data[:ninth] + bytes([data[ninth] ^ 1]) + data[ninth + 1 :]
+    assert len(native.tfrecord_frames(bad, 0, len(bad) - 16, 1 << 20)[0]) == 9 * 8
+    assert len(native.tfrecord_frames(data, 0, len(data) - 16, 62)[0]) == 9 * 8  # limit
+    cut = native.tfrecord_frames(data[:-1], 0, len(data) - 17, 1 << 20)  # the last torn
+    assert cut[0] == starts[:-1].tobytes() and cut[1] == ends[:-1].tobytes()
+    with pytest.raises(ValueError, match=">= 0"):
+        native.tfrecord_frames(data, -1, 10, 10)

@@ -1,9 +1,9 @@
 """recprep's optional C kernels, and whether they are in use.
 
 A few loops over a chunk's records cost numpy several passes and Python a call per
-record: cutting a RecordIO payload into its records, checking records against a
-``"recprep"`` layout while finding where each value sits, and copying strings out into one
-buffer. ``recprep._core._kernels`` (``kernels.c``) runs them in one pass each, without the
+record: cutting a RecordIO payload into its records, walking TFRecord frames with both
+CRC-32Cs of each checked, checking records against a ``"recprep"`` layout while finding
+where each value sits, and copying values out into their columns. ``recprep._core._kernels`` (``kernels.c``) runs them in one pass each, without the
 GIL. It is built when recprep is installed where a C compiler is (every wheel recprep
 publishes has it); an install without one still works, through numpy alone, and gives the
 same results (``tests/native`` holds both to that). ``RECPREP_NATIVE=0`` in the

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
+from .._core.native import kernels
 from .._core.records import Records
 from ..errors import ChunkTooLargeError, CorruptDataError
 from .base import Source
@@ -178,6 +180,9 @@ class _FrameParser:
         frame is whole and sound here: :meth:`records` then reads it the careful way,
         which says what is wrong."""
         buf, pos = self.buf, self.pos
+        native = kernels()
+        if native is not None:  # the walk and both CRCs of each frame, in one pass in C
+            return self._bulk_native(native, buf, pos)
         heads, ends = self._frames(buf, pos)
         if not len(heads):
             return None
@@ -193,6 +198,19 @@ class _FrameParser:
             return None
         self.pos = int(ends[keep - 1]) + 4
         return self.base + pos, Records(buf, starts[:keep], ends[:keep])
+
+    def _bulk_native(self, native: Any, buf: bytes, pos: int) -> tuple[int, Records] | None:
+        """:meth:`bulk` by the C kernel ``tfrecord_frames``: the same frames, up to the
+        first that runs past the buffer or over the limit or fails a CRC."""
+        last = min(len(buf) - _FRAME, pos + _BATCH - 1)  # the last start a frame can have
+        starts, ends = native.tfrecord_frames(buf, pos, last, self.limit)
+        if not starts:
+            return None
+        starts, ends = np.frombuffer(starts, np.int64), np.frombuffer(ends, np.int64)
+        self.pos = int(ends[-1]) + 4
+        n = len(starts)  # frames back to back: their data is the span less 16 bytes each
+        return self.base + pos, Records(buf, starts, ends,
+                                        int(ends[-1]) - int(starts[0]) - _FRAME * (n - 1))
 
     def _frames(self, buf: bytes, pos: int) -> tuple[np.ndarray, np.ndarray]:
         """Where the frames that start in ``buf[pos:pos + _BATCH]`` start and where their
