@@ -304,3 +304,16 @@ def test_tfrecord_frames_stop_at_the_first_frame_that_is_not_whole_and_sound():
     assert cut[0] == starts[:-1].tobytes() and cut[1] == ends[:-1].tobytes()
     with pytest.raises(ValueError, match=">= 0"):
         native.tfrecord_frames(data, -1, 10, 10)
+
+
+def test_records_picked_with_a_step_decode_alike():
+    """Spans of a payload that aren't one contiguous array (every other record)."""
+    from recprep._core.records import Records
+
+    records = split_payload(encode_payload(
+        [CODEC.encode((i, "s" * (i % 5), float(i))) for i in range(40)]), 40)
+    picked = Records(records.payload, records.starts[::2], records.ends[::2])
+    assert not picked.starts.flags.c_contiguous
+    _columns_both(picked)
+    assert CODEC.decode_arrow_columns(picked).tree.column(0).to_pylist() == list(
+        range(0, 40, 2))

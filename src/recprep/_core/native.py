@@ -3,10 +3,11 @@
 A few loops over a chunk's records cost numpy several passes and Python a call per
 record: cutting a RecordIO payload into its records, walking TFRecord frames with both
 CRC-32Cs of each checked, checking records against a ``"recprep"`` layout while finding
-where each value sits, and copying values out into their columns. ``recprep._core._kernels`` (``kernels.c``) runs them in one pass each, without the
-GIL. It is built when recprep is installed where a C compiler is (every wheel recprep
-publishes has it); an install without one still works, through numpy alone, and gives the
-same results (``tests/native`` holds both to that). ``RECPREP_NATIVE=0`` in the
+where each value sits, and copying values out into their columns.
+``recprep._core._kernels`` (``kernels.c``) runs them in one pass each, without the GIL.
+It is built when recprep is installed where a C compiler is (a wheel built there has
+it); an install without one still works, through numpy alone, and gives the same results
+(``tests/codecs/test_native_kernels.py`` holds both to that). ``RECPREP_NATIVE=0`` in the
 environment turns the kernels off for a process (to compare, or to rule them out).
 
 >>> kernels() is None or hasattr(kernels(), "split_records")

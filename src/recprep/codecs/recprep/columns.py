@@ -233,6 +233,7 @@ def _cut_walked(native: Any, lay: Layout, buf: bytes, starts: np.ndarray,
     segments = layout_segments(lay)
     program, consts = layout_program(lay)
     at = np.empty((len(segments), n), np.int64)
+    starts, ends = np.ascontiguousarray(starts), np.ascontiguousarray(ends)  # (int64)
     if not native.walk_layout(buf, starts, ends, program, consts, at):
         return None
     leaves: list[Any] = [None] * lay.slots

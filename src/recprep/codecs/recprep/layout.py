@@ -263,7 +263,6 @@ def layout_segments(lay: Layout) -> list[tuple[int, list, list, tuple | None]]:
     return segments
 
 
-
 #: in a layout program: a segment followed by no sized value
 NO_DATA = 0xFFFFFFFF
 
