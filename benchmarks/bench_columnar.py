@@ -35,7 +35,8 @@ a Parquet file of the same rows (``--duckdb-rows``, default 1M). Parts of the Ar
 batches are timed in the same interleaving: ``batches(8192, format="arrow")`` (the
 difference is what 256-row batches cost), the set's chunks read alone (CRC, decompress,
 split), and read then decoded to Arrow a chunk at a time (the rest is the reader's path,
-the round-robin weave and the batches). Wall and CPU time (``time.process_time``) are
+the round-robin weave and the batches). The batches and ``to_arrow()`` run again with
+recprep's C kernels off (``native_off()``: numpy alone), in the same interleaving. Wall and CPU time (``time.process_time``) are
 taken of the same runs, with the load average.
 """
 
