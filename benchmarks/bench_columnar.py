@@ -36,8 +36,8 @@ batches are timed in the same interleaving: ``batches(8192, format="arrow")`` (t
 difference is what 256-row batches cost), the set's chunks read alone (CRC, decompress,
 split), and read then decoded to Arrow a chunk at a time (the rest is the reader's path,
 the round-robin weave and the batches). The batches and ``to_arrow()`` run again with
-recprep's C kernels off (``native_off()``: numpy alone), in the same interleaving. Wall and CPU time (``time.process_time``) are
-taken of the same runs, with the load average.
+recprep's C kernels off (``native_off()``: numpy alone), in the same interleaving. Wall
+and CPU time (``time.process_time``) are taken of the same runs, with the load average.
 """
 
 from __future__ import annotations
