@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._core.native import kernels
 from ..codecs import get_codec
 from ..containers import DEFAULT_MAX_CHUNK_BYTES, Format, sniff
 from ..containers.tfrecord import TFRecordFormat
@@ -103,8 +104,10 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, where: str) -> pa.RecordBa
 def _side_index(fs: Any, path: str, container: Format) -> dict[str, Any]:
     """``read_chunks``' keywords for the file's side index: a TFRecord file's frames where
     it has a usable ``.tfindex`` (a hint checked against the file's own lengths: an index
-    that doesn't match changes nothing), else none."""
-    if not isinstance(container, TFRecordFormat):
+    that doesn't match changes nothing), else none. The hint spares numpy's walk over the
+    lengths only: with recprep's C kernels, which walk the frames in one pass anyway, the
+    index isn't read at all."""
+    if not isinstance(container, TFRecordFormat) or kernels() is not None:
         return {}
     try:
         index = load_index(fs, path, container)
