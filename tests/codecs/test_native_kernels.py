@@ -317,3 +317,109 @@ def test_records_picked_with_a_step_decode_alike():
     _columns_both(picked)
     assert CODEC.decode_arrow_columns(picked).tree.column(0).to_pylist() == list(
         range(0, 40, 2))
+
+
+# ------------------------------------------------------------------- snappy framing
+
+_PIECES = st.one_of(st.binary(max_size=24), st.sampled_from(
+    [b"a", b"ab", b"abcabcab", b"token-", bytes(range(40)), b"\0" * 70]))
+_TEXTS = st.builds(lambda parts, times: b"".join(parts) * times,
+                   st.lists(_PIECES, max_size=60), st.sampled_from([1, 2, 300, 3000]))
+
+
+def _framed(data: bytes) -> bytes:
+    import cramjam
+
+    return bytes(cramjam.snappy.compress(data))
+
+
+def _decompressed(payload: bytes, limit: int) -> tuple:
+    from recprep.containers.compression import get_compression
+
+    snappy = get_compression("snappy-framed")
+    try:
+        return snappy.decompress(payload, limit), None
+    except CorruptDataError as err:  # ChunkTooLargeError too
+        return None, (type(err).__name__, str(err))
+
+
+@FUZZ
+@given(_TEXTS, st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)),
+                        max_size=3), st.integers(0, 12), st.sampled_from([1 << 30, 5000]))
+def test_snappy_streams_decompress_the_same_with_and_without_the_kernel(data, flips, cut,
+                                                                        limit):
+    """Streams cramjam wrote (runs that copy over themselves, frames stored as they are,
+    several frames of 64 KiB), with flipped bytes, cut short or past ``limit``: the same
+    bytes or the same error either way — the kernel decodes what it can vouch for (every
+    frame's CRC-32C) and hands anything else to the careful path."""
+    payload = bytearray(_framed(data))
+    for at, value in flips if payload else ():
+        payload[at % len(payload)] = value
+    payload = bytes(payload[: max(len(payload) - cut, 0)])
+    fast = _decompressed(payload, limit)
+    with native_off():
+        slow = _decompressed(payload, limit)
+    assert fast == slow
+    if not flips and not cut and len(data) <= limit:
+        assert fast == (data, None)
+        assert native.snappy_framed(payload, limit) == data
+
+
+def _frame(kind: int, body: bytes) -> bytes:
+    return bytes([kind]) + len(body).to_bytes(3, "little") + body
+
+
+def _crc(data: bytes) -> bytes:
+    crc = native.crc32c_value(data)
+    return ((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def test_snappy_framed_reads_every_kind_of_frame_and_copy():
+    """Hand-made frames: padding and a repeated identifier skipped, a stored frame, and
+    a raw block of a literal and copies of each offset width, overlapping ones included."""
+    from recprep.containers.compression import SNAPPY_STREAM
+
+    out = b"abcd" * 3 + b"d" * 9 + b"abcdab"
+    block = (bytes([len(out)]) + bytes([3 << 2]) + b"abcd"  # a literal, "abcd"
+             + bytes([1 | (4 << 2)]) + b"\x04"  # 1-byte offset 4, 8 bytes: overlapping
+             + bytes([2 | (8 << 2)]) + b"\x01\x00"  # 2-byte offset 1: 9 x "d"
+             + bytes([3 | (5 << 2)]) + b"\x15\x00\x00\x00")  # 4-byte offset 21: 6 bytes
+    stream = (SNAPPY_STREAM + _frame(0xFE, b"pad") + _frame(0x00, _crc(out) + block)
+              + SNAPPY_STREAM + _frame(0x01, _crc(b"stored") + b"stored")
+              + _frame(0x80, b"skippable"))
+    assert native.snappy_framed(stream, 1 << 20) == out + b"stored"
+    with native_off():
+        assert _decompressed(stream, 1 << 20) == (out + b"stored", None)
+    assert native.snappy_framed(b"", 10) == b""
+
+
+def test_snappy_framed_turns_down_what_it_cannot_vouch_for():
+    """None — the careful path then says what is wrong — for a stream past the limit,
+    a bad CRC, a copy from before the frame's output, output longer or shorter than the
+    block says, more than 64 KiB in a frame, a reserved frame type, no identifier."""
+    from recprep.containers.compression import SNAPPY_STREAM
+
+    def raw(size: int, elements: bytes, crc_of: bytes = b"abcdabcd") -> bytes:
+        return SNAPPY_STREAM + _frame(0x00, _crc(crc_of) + bytes([size]) + elements)
+
+    good = raw(8, bytes([3 << 2]) + b"abcd" + bytes([1]) + b"\x04")
+    assert native.snappy_framed(good, 8) == b"abcdabcd"
+    for bad in (
+        raw(8, bytes([3 << 2]) + b"abcd" + bytes([1]) + b"\x05"),  # copy before the start
+        raw(9, bytes([3 << 2]) + b"abcd" + bytes([1]) + b"\x04"),  # one byte short
+        raw(7, bytes([3 << 2]) + b"abcd" + bytes([1]) + b"\x04"),  # one byte too many
+        raw(8, bytes([3 << 2]) + b"abcd" + bytes([1]) + b"\x04", b"abcdabce"),  # CRC
+        raw(8, bytes([7 << 2]) + b"abcd"),  # a literal past the block
+        SNAPPY_STREAM + _frame(0x01, _crc(b"x" * 65537) + b"x" * 65537),  # > 64 KiB
+        SNAPPY_STREAM + _frame(0x02, b""),  # reserved, unskippable
+        _frame(0x01, _crc(b"stored") + b"stored"),  # no stream identifier
+        good[:-1],  # cut short
+    ):
+        assert native.snappy_framed(bad, 1 << 20) is None, bad
+        with native_off():
+            slow = _decompressed(bad, 1 << 20)
+        assert _decompressed(bad, 1 << 20) == slow
+    assert native.snappy_framed(good, 7) is None  # past the limit
+    assert _decompressed(good, 7)[1][0] == "ChunkTooLargeError"
+    with pytest.raises(TypeError):
+        native.snappy_framed("text", 10)

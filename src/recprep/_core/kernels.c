@@ -649,6 +649,210 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- snappy_framed */
+
+/* A snappy framing stream (what Go's RecordIO and cramjam.snappy.compress write): a
+ * stream identifier frame, then frames of a type byte and a 3-byte length; type 0x00
+ * holds a masked CRC-32C of its data and a raw snappy block of at most 64 KiB of output,
+ * 0x01 the CRC and the data as it is, 0x80-0xFE are skipped, 0xFF repeats the stream
+ * identifier. */
+#define SNAPPY_BLOCK_MAX 65536
+
+static const uint8_t snappy_stream_id[10] = {0xFF, 0x06, 0x00, 0x00, 's', 'N', 'a', 'P',
+                                             'p', 'Y'};
+
+/* The output size a raw snappy block's preamble (a varint of at most 5 bytes) says, and
+ * where its elements start; -1 when the varint is bad or cut off. */
+static int64_t
+snappy_preamble(const uint8_t *p, const uint8_t *end, const uint8_t **body)
+{
+    uint64_t size = 0;
+    for (int k = 0; k < 5 && p + k < end; k++) {
+        size |= (uint64_t)(p[k] & 0x7F) << (7 * k);
+        if (p[k] < 0x80) {
+            *body = p + k + 1;
+            return size > 0xFFFFFFFFu ? -1 : (int64_t)size;
+        }
+    }
+    return -1;
+}
+
+/* Decode the elements of one raw snappy block from [ip, ip_end) into exactly
+ * [op, op_end) (a copy reaches back no further than op's start: frames are independent).
+ * 0 when the block fills its output exactly, -1 on anything else. */
+static int
+snappy_block(const uint8_t *ip, const uint8_t *ip_end, uint8_t *op, uint8_t *const op_end)
+{
+    uint8_t *const base = op;
+    while (ip < ip_end) {
+        const uint8_t tag = *ip++;
+        size_t len, offset;
+        if ((tag & 3) == 0) { /* a literal: its length in the tag, or in 1-4 bytes after */
+            len = (size_t)(tag >> 2) + 1;
+            if (len > 60) {
+                size_t extra = len - 60;
+                if ((size_t)(ip_end - ip) < extra)
+                    return -1;
+                len = 0;
+                for (size_t k = 0; k < extra; k++)
+                    len |= (size_t)ip[k] << (8 * k);
+                len += 1;
+                ip += extra;
+            }
+            if ((size_t)(ip_end - ip) < len || (size_t)(op_end - op) < len)
+                return -1;
+            if (len <= 16 && ip_end - ip >= 16 && op_end - op >= 16)
+                memcpy(op, ip, 16); /* the bytes past len are overwritten later */
+            else
+                memcpy(op, ip, len);
+            op += len;
+            ip += len;
+            continue;
+        }
+        if ((tag & 3) == 1) { /* a copy, offset in 11 bits */
+            if (ip_end - ip < 1)
+                return -1;
+            len = 4 + ((tag >> 2) & 7);
+            offset = ((size_t)(tag >> 5) << 8) | ip[0];
+            ip += 1;
+        } else if ((tag & 3) == 2) { /* a copy, offset in 2 bytes */
+            if (ip_end - ip < 2)
+                return -1;
+            len = 1 + (tag >> 2);
+            offset = (size_t)ip[0] | ((size_t)ip[1] << 8);
+            ip += 2;
+        } else { /* a copy, offset in 4 bytes */
+            if (ip_end - ip < 4)
+                return -1;
+            len = 1 + (tag >> 2);
+            offset = load_u32(ip);
+            ip += 4;
+        }
+        if (offset == 0 || offset > (size_t)(op - base) || (size_t)(op_end - op) < len)
+            return -1;
+        const uint8_t *from = op - offset;
+        if (offset >= 8 && (size_t)(op_end - op) >= len + 8) {
+            /* 8 bytes at a time: each reads only bytes already written */
+            for (size_t k = 0; k < len; k += 8)
+                memcpy(op + k, from + k, 8);
+        } else {
+            for (size_t k = 0; k < len; k++)
+                op[k] = from[k];
+        }
+        op += len;
+    }
+    return op == op_end ? 0 : -1;
+}
+
+/* The output size of a framing stream, its frames checked as far as their headers go;
+ * -1 for anything but a well-formed stream (which must start with its identifier). */
+static int64_t
+snappy_framed_size(const uint8_t *b, int64_t n)
+{
+    if (n > 0 && (n < 10 || memcmp(b, snappy_stream_id, 10) != 0))
+        return -1;
+    int64_t at = 0, total = 0;
+    while (at < n) {
+        if (n - at < 4)
+            return -1;
+        const uint8_t kind = b[at];
+        const int64_t length = b[at + 1] | (b[at + 2] << 8) | (b[at + 3] << 16);
+        const uint8_t *body = b + at + 4;
+        if (length > n - at - 4)
+            return -1;
+        if (kind == 0x00) {
+            const uint8_t *elements;
+            int64_t size = length < 4 ? -1 : snappy_preamble(body + 4, body + length,
+                                                            &elements);
+            if (size < 0 || size > SNAPPY_BLOCK_MAX)
+                return -1;
+            total += size;
+        } else if (kind == 0x01) {
+            if (length < 4 || length - 4 > SNAPPY_BLOCK_MAX)
+                return -1;
+            total += length - 4;
+        } else if (kind == 0xFF) {
+            if (length != 6 || memcmp(b + at, snappy_stream_id, 10) != 0)
+                return -1;
+        } else if (kind < 0x80) {
+            return -1; /* reserved, unskippable */
+        }
+        at += 4 + length;
+    }
+    return total;
+}
+
+/* Every data frame of a well-formed stream decoded into out (exactly its size), each
+ * frame's data checked against its masked CRC-32C; -1 at the first that fails. */
+static int
+snappy_framed_into(const uint8_t *b, int64_t n, uint8_t *out)
+{
+    int64_t at = 10;
+    while (at < n) {
+        const uint8_t kind = b[at];
+        const int64_t length = b[at + 1] | (b[at + 2] << 8) | (b[at + 3] << 16);
+        const uint8_t *body = b + at + 4;
+        at += 4 + length;
+        if (kind > 0x01)
+            continue;
+        const uint8_t *elements = body + 4;
+        int64_t size = length - 4;
+        if (kind == 0x00) {
+            size = snappy_preamble(body + 4, body + length, &elements);
+            if (snappy_block(elements, body + length, out, out + size) < 0)
+                return -1;
+        } else {
+            memcpy(out, elements, (size_t)size);
+        }
+        if (masked(crc32c(0, out, (size_t)size)) != load_u32(body))
+            return -1;
+        out += size;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(snappy_framed_doc,
+"snappy_framed(buf, limit) -> bytes | None\n\n"
+"The data of the snappy framing stream ``buf`` (what ``cramjam.snappy.decompress``\n"
+"gives), each frame's masked CRC-32C checked; None for anything else — a frame that\n"
+"is malformed, fails its CRC or holds more than 64 KiB, a stream that doesn't start\n"
+"with its identifier or would hold more than ``limit`` bytes — which the caller then\n"
+"reads the careful way, to say what is wrong.");
+
+static PyObject *
+snappy_framed(PyObject *self, PyObject *args)
+{
+    PyObject *b_obj;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "On:snappy_framed", &b_obj, &limit))
+        return NULL;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)buf.buf;
+    int64_t total = snappy_framed_size(b, (int64_t)buf.len);
+    PyObject *out = NULL;
+    if (total < 0 || total > (int64_t)limit) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (out == NULL) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = snappy_framed_into(b, (int64_t)buf.len, (uint8_t *)PyBytes_AS_STRING(out));
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (failed) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 /* ------------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -658,6 +862,7 @@ static PyMethodDef methods[] = {
     {"gather_items", gather_items, METH_VARARGS, gather_items_doc},
     {"crc32c_value", crc32c_value, METH_VARARGS, crc32c_value_doc},
     {"tfrecord_frames", tfrecord_frames, METH_VARARGS, tfrecord_frames_doc},
+    {"snappy_framed", snappy_framed, METH_VARARGS, snappy_framed_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,7 +6,11 @@ claims to inflate to gigabytes fails with :class:`~recprep.errors.ChunkTooLargeE
 before any such allocation. Containers map their own on-disk ids to these by name.
 
 The work is done by cramjam (snappy, gzip) and zlib; Python only walks the snappy
-framing's frame headers (one per 64 KiB) to learn the output size in advance.
+framing's frame headers (one per 64 KiB) to learn the output size in advance. Where
+recprep's C kernels are built (:mod:`recprep._core.native`), a snappy framing stream is
+decoded by them instead, frame by frame straight into the bytes returned, each frame's
+CRC-32C checked in the same pass; a stream they turn down is read as above, which says
+what is wrong with it.
 
 :meth:`Compression.compress_below` compresses only when that pays: it returns ``None``
 when the result would not be smaller than a share of the input, so a writer can store
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 import cramjam
 import google_crc32c
 
+from .._core.native import kernels
 from .._core.registry import Registry
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
 
@@ -226,7 +231,9 @@ _MASK_DELTA = 0xA282EAD8
 
 
 def _masked_crc32c(data: Buffer) -> bytes:
-    crc = google_crc32c.value(bytes(data))  # it takes no memoryview
+    native = kernels()  # google_crc32c takes no memoryview: a copy of the block for it
+    crc = native.crc32c_value(data) if native is not None else google_crc32c.value(
+        bytes(data))
     return (((crc >> 15 | crc << 17) + _MASK_DELTA) & 0xFFFFFFFF).to_bytes(4, "little")
 
 
@@ -265,6 +272,16 @@ def _snappy_framed_compress(data: Buffer) -> bytes:
 
 
 def _snappy_framed_decompress(data: Buffer, limit: int) -> bytes:
+    """The data of a snappy framing stream, at most ``limit`` bytes: by recprep's C kernel
+    (frames decoded straight into the bytes returned, each frame's CRC-32C checked in the
+    same pass) where it is built, else by cramjam. Anything the kernel turns down — a
+    malformed or damaged stream, or one past ``limit`` — is read here the careful way,
+    which says what is wrong."""
+    native = kernels()
+    if native is not None:
+        out = native.snappy_framed(data, limit)
+        if out is not None:
+            return out
     if len(data) and data[0] != 0xFF:
         raise CorruptDataError("snappy payload does not start with the stream identifier")
     _check_decompressed_size(framed_output_size(data), limit)
