@@ -302,6 +302,18 @@ def test_a_round_of_small_arrow_rows_is_the_take_of_its_mosaic(sizes, data):
     assert _weave(parts).tree.equals(fast.tree)  # the round's weave takes it
 
 
+def test_the_orders_of_rounds_of_alternating_sizes_are_kept():
+    """Rounds alternate between a few sizes (chunks of 2,857 and 2,858 records: rounds of
+    2,857 rows, then of one): each size's order is made once, not once a round."""
+    from recprep.read.blocks import _ROUND_ORDER, _round_order
+
+    _ROUND_ORDER.clear()  # what rounds before kept
+    four = _round_order(3, 4)
+    assert four.to_pylist() == [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]
+    assert _round_order(3, 2).to_pylist() == [0, 2, 4, 1, 3, 5]
+    assert _round_order(3, 4) is four
+
+
 def test_a_round_of_other_blocks_is_woven_as_before():
     from recprep.read.blocks import _arrow_round
 

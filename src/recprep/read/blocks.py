@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -308,20 +309,22 @@ def _arrow_round(parts: list[tuple[Block, int, int]]) -> Columns | None:
     pa = arrow()
     k, m = len(parts), parts[0][2]
     joined = pa.concat_batches([b.tree.slice(start, m) for b, start, _ in parts])  # type: ignore[union-attr]
-    return Columns(joined.take(_round_order(k, m)), k * m, first.signature, lambda: _woven_mosaic(
+    woven = joined if m == 1 else joined.take(_round_order(k, m))  # one row each: in order
+    return Columns(woven, k * m, first.signature, lambda: _woven_mosaic(
         [part(block, start, start + m) for block, start, _ in parts]).instances())
 
 
-_ROUND_ORDER: dict[tuple[int, int], Any] = {}  # the last round's order (rounds repeat)
+_ROUND_ORDER: dict[tuple[int, int], Any] = {}  # the last rounds' orders (rounds repeat)
 
 
 def _round_order(k: int, m: int) -> Any:
     """The Arrow array ``0, m, 2m, …, 1, m + 1, …`` that weaves ``k`` parts of ``m``
-    rows end to end (the last one is kept: a pass's rounds are mostly alike)."""
+    rows end to end (the last few are kept: rounds alternate between a few sizes)."""
     order = _ROUND_ORDER.get((k, m))
     if order is None:  # (another thread may be replacing it meanwhile: then made twice)
         order = arrow().array(np.arange(k * m).reshape(k, m).T.reshape(-1), arrow().int64())
-        _ROUND_ORDER.clear()
+        if len(_ROUND_ORDER) >= 4:
+            _ROUND_ORDER.clear()
         _ROUND_ORDER[(k, m)] = order
     return order
 
@@ -344,7 +347,7 @@ def _row_bytes(tree: Any) -> int:
 
 def _solid(mosaic: Mosaic) -> Columns:
     """``mosaic``'s rows copied into columns of their own."""
-    tree = _copy_out(mosaic.entries, mosaic.n, _tree, settle=False)
+    tree = _copy_out(mosaic.entries, mosaic.n, attrgetter("tree"), settle=False)
     return Columns(tree, mosaic.n, mosaic.signature, mosaic.instances)
 
 
@@ -422,11 +425,7 @@ def assemble(parts: list[Block]) -> Any:
         entries.extend((cols, got, _shift(at, base))
                        for cols, got, at in _entries(block))  # type: ignore[arg-type]
         base += len(block)
-    return _copy_out(entries, base, _tree, settle=True)
-
-
-def _tree(cols: Columns) -> Any:
-    return cols.tree
+    return _copy_out(entries, base, attrgetter("tree"), settle=True)
 
 
 def _copy_out(entries: list[tuple[Columns, Rows, Rows]], n: int,
