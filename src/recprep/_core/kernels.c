@@ -782,23 +782,34 @@ snappy_framed_size(const uint8_t *b, int64_t n)
     return total;
 }
 
-/* Every data frame of a well-formed stream decoded into out (exactly its size), each
- * frame's data checked against its masked CRC-32C; -1 at the first that fails. */
+/* Every data frame of a well-formed stream decoded into [out, out_end), each frame's
+ * data checked against its masked CRC-32C; -1 at the first that fails. The stream's
+ * frames are checked again as they are read (a buffer another thread changes between
+ * the two passes can make them fail, never write past out_end). */
 static int
-snappy_framed_into(const uint8_t *b, int64_t n, uint8_t *out)
+snappy_framed_into(const uint8_t *b, int64_t n, uint8_t *out, uint8_t *const out_end)
 {
     int64_t at = 10;
     while (at < n) {
+        if (n - at < 4)
+            return -1;
         const uint8_t kind = b[at];
         const int64_t length = b[at + 1] | (b[at + 2] << 8) | (b[at + 3] << 16);
         const uint8_t *body = b + at + 4;
+        if (length > n - at - 4)
+            return -1;
         at += 4 + length;
         if (kind > 0x01)
             continue;
+        if (length < 4)
+            return -1;
         const uint8_t *elements = body + 4;
         int64_t size = length - 4;
-        if (kind == 0x00) {
+        if (kind == 0x00)
             size = snappy_preamble(body + 4, body + length, &elements);
+        if (size < 0 || size > out_end - out)
+            return -1;
+        if (kind == 0x00) {
             if (snappy_block(elements, body + length, out, out + size) < 0)
                 return -1;
         } else {
@@ -808,7 +819,7 @@ snappy_framed_into(const uint8_t *b, int64_t n, uint8_t *out)
             return -1;
         out += size;
     }
-    return 0;
+    return out == out_end ? 0 : -1;
 }
 
 PyDoc_STRVAR(snappy_framed_doc,
@@ -843,7 +854,8 @@ snappy_framed(PyObject *self, PyObject *args)
     }
     int failed;
     Py_BEGIN_ALLOW_THREADS
-    failed = snappy_framed_into(b, (int64_t)buf.len, (uint8_t *)PyBytes_AS_STRING(out));
+    uint8_t *to = (uint8_t *)PyBytes_AS_STRING(out);
+    failed = snappy_framed_into(b, (int64_t)buf.len, to, to + total);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     if (failed) {
