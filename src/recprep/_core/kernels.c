@@ -744,10 +744,14 @@ snappy_block(const uint8_t *ip, const uint8_t *ip_end, uint8_t *op, uint8_t *con
     return op == op_end ? 0 : -1;
 }
 
-/* The output size of a framing stream, its frames checked as far as their headers go;
- * -1 for anything but a well-formed stream (which must start with its identifier). */
+/* The frames of a framing stream, checked: with out NULL, the size of their data (each
+ * frame's header and its block's preamble checked); else their data decoded into exactly
+ * [out, out_end), each frame's checked against its masked CRC-32C, and 0. -1 for
+ * anything but a well-formed stream that starts with its identifier (the decoding pass
+ * checks every frame again: a buffer another thread changes between the two passes can
+ * make it fail, never write past out_end). */
 static int64_t
-snappy_framed_size(const uint8_t *b, int64_t n)
+snappy_frames(const uint8_t *b, int64_t n, uint8_t *out, uint8_t *const out_end)
 {
     if (n > 0 && (n < 10 || memcmp(b, snappy_stream_id, 10) != 0))
         return -1;
@@ -757,69 +761,36 @@ snappy_framed_size(const uint8_t *b, int64_t n)
             return -1;
         const uint8_t kind = b[at];
         const int64_t length = b[at + 1] | (b[at + 2] << 8) | (b[at + 3] << 16);
-        const uint8_t *body = b + at + 4;
+        const uint8_t *body = b + at + 4, *elements = body + 4;
         if (length > n - at - 4)
             return -1;
-        if (kind == 0x00) {
-            const uint8_t *elements;
-            int64_t size = length < 4 ? -1 : snappy_preamble(body + 4, body + length,
-                                                            &elements);
-            if (size < 0 || size > SNAPPY_BLOCK_MAX)
-                return -1;
-            total += size;
-        } else if (kind == 0x01) {
-            if (length < 4 || length - 4 > SNAPPY_BLOCK_MAX)
-                return -1;
-            total += length - 4;
-        } else if (kind == 0xFF) {
-            if (length != 6 || memcmp(b + at, snappy_stream_id, 10) != 0)
-                return -1;
-        } else if (kind < 0x80) {
+        if (kind == 0xFF && (length != 6 || memcmp(b + at, snappy_stream_id, 10) != 0))
+            return -1;
+        if (kind > 0x01 && kind < 0x80)
             return -1; /* reserved, unskippable */
-        }
-        at += 4 + length;
-    }
-    return total;
-}
-
-/* Every data frame of a well-formed stream decoded into [out, out_end), each frame's
- * data checked against its masked CRC-32C; -1 at the first that fails. The stream's
- * frames are checked again as they are read (a buffer another thread changes between
- * the two passes can make them fail, never write past out_end). */
-static int
-snappy_framed_into(const uint8_t *b, int64_t n, uint8_t *out, uint8_t *const out_end)
-{
-    int64_t at = 10;
-    while (at < n) {
-        if (n - at < 4)
-            return -1;
-        const uint8_t kind = b[at];
-        const int64_t length = b[at + 1] | (b[at + 2] << 8) | (b[at + 3] << 16);
-        const uint8_t *body = b + at + 4;
-        if (length > n - at - 4)
-            return -1;
         at += 4 + length;
         if (kind > 0x01)
-            continue;
+            continue; /* skippable, or the identifier again */
         if (length < 4)
             return -1;
-        const uint8_t *elements = body + 4;
-        int64_t size = length - 4;
-        if (kind == 0x00)
-            size = snappy_preamble(body + 4, body + length, &elements);
-        if (size < 0 || size > out_end - out)
+        int64_t size = kind == 0x01 ? length - 4
+                                    : snappy_preamble(elements, body + length, &elements);
+        if (size < 0 || size > SNAPPY_BLOCK_MAX)
             return -1;
-        if (kind == 0x00) {
-            if (snappy_block(elements, body + length, out, out + size) < 0)
-                return -1;
-        } else {
+        total += size;
+        if (out == NULL)
+            continue;
+        if (size > out_end - out)
+            return -1;
+        if (kind == 0x01)
             memcpy(out, elements, (size_t)size);
-        }
+        else if (snappy_block(elements, body + length, out, out + size) < 0)
+            return -1;
         if (masked(crc32c(0, out, (size_t)size)) != load_u32(body))
             return -1;
         out += size;
     }
-    return out == out_end ? 0 : -1;
+    return out == NULL ? total : (out == out_end ? 0 : -1);
 }
 
 PyDoc_STRVAR(snappy_framed_doc,
@@ -841,7 +812,7 @@ snappy_framed(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
     const uint8_t *b = (const uint8_t *)buf.buf;
-    int64_t total = snappy_framed_size(b, (int64_t)buf.len);
+    int64_t total = snappy_frames(b, (int64_t)buf.len, NULL, NULL);
     PyObject *out = NULL;
     if (total < 0 || total > (int64_t)limit) {
         PyBuffer_Release(&buf);
@@ -855,7 +826,7 @@ snappy_framed(PyObject *self, PyObject *args)
     int failed;
     Py_BEGIN_ALLOW_THREADS
     uint8_t *to = (uint8_t *)PyBytes_AS_STRING(out);
-    failed = snappy_framed_into(b, (int64_t)buf.len, to, to + total);
+    failed = snappy_frames(b, (int64_t)buf.len, to, to + total) < 0;
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     if (failed) {
