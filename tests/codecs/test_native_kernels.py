@@ -421,5 +421,20 @@ def test_snappy_framed_turns_down_what_it_cannot_vouch_for():
         assert _decompressed(bad, 1 << 20) == slow
     assert native.snappy_framed(good, 7) is None  # past the limit
     assert _decompressed(good, 7)[1][0] == "ChunkTooLargeError"
+    assert _decompressed(good, 1 << 70) == (b"abcdabcd", None)  # past a C size: no limit
     with pytest.raises(TypeError):
         native.snappy_framed("text", 10)
+
+
+def test_a_limit_past_what_c_holds_reads_as_no_limit(tmp_path):
+    """``max_chunk_bytes`` is any positive int: one past a C ``ssize_t`` reaches the
+    kernels as no limit (it raised ``OverflowError`` from the TFRecord frame walk)."""
+    data = [(i, "w" * (i % 7)) for i in range(300)]
+    convert(str(tmp_path / "r"), data, 2, "r", progress=False)
+    frames = [bytes([i % 5]) * i for i in range(60)]
+    convert(str(tmp_path / "t"), frames, 2, "t", format="tfrecord", codec="raw",
+            progress=False)
+    huge = 1 << 70
+    assert list(RecordIO(str(tmp_path / "r" / "r-*-of-*"), max_chunk_bytes=huge)()) == data
+    assert list(RecordIO(str(tmp_path / "t" / "t-*-of-*"), codec="raw",
+                         max_chunk_bytes=huge)()) == frames
