@@ -21,6 +21,18 @@ load_u32(const uint8_t *p)
            ((uint32_t)p[3] << 24);
 }
 
+/* A limit in bytes (a PyArg "O&" converter): any int, one past what Py_ssize_t holds
+ * taken as the largest it holds (no limit: recprep's limits are any positive int). */
+static int
+limit_arg(PyObject *obj, void *to)
+{
+    Py_ssize_t value = PyNumber_AsSsize_t(obj, NULL); /* NULL: clipped, not raised */
+    if (value == -1 && PyErr_Occurred())
+        return 0;
+    *(Py_ssize_t *)to = value;
+    return 1;
+}
+
 /* A buffer of int64 values, checked for its item count. */
 static int
 get_i64(PyObject *obj, Py_buffer *view, Py_ssize_t count, int writable, const char *what)
@@ -581,7 +593,8 @@ tfrecord_frames(PyObject *self, PyObject *args)
 {
     PyObject *b_obj;
     Py_ssize_t pos, last, limit;
-    if (!PyArg_ParseTuple(args, "Onnn:tfrecord_frames", &b_obj, &pos, &last, &limit))
+    if (!PyArg_ParseTuple(args, "OnnO&:tfrecord_frames", &b_obj, &pos, &last, limit_arg,
+                          &limit))
         return NULL;
     Py_buffer buf;
     if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
@@ -806,7 +819,7 @@ snappy_framed(PyObject *self, PyObject *args)
 {
     PyObject *b_obj;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "On:snappy_framed", &b_obj, &limit))
+    if (!PyArg_ParseTuple(args, "OO&:snappy_framed", &b_obj, limit_arg, &limit))
         return NULL;
     Py_buffer buf;
     if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)

@@ -28,7 +28,6 @@ b'abcabcabcabcabcabcabcabcabcabc'
 
 from __future__ import annotations
 
-import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -280,7 +279,7 @@ def _snappy_framed_decompress(data: Buffer, limit: int) -> bytes:
     which says what is wrong."""
     native = kernels()
     if native is not None:
-        out = native.snappy_framed(data, min(limit, sys.maxsize))  # past it: no limit
+        out = native.snappy_framed(data, limit)
         if out is not None:
             return out
     if len(data) and data[0] != 0xFF:

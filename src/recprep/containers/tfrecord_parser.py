@@ -203,7 +203,7 @@ class _FrameParser:
         """:meth:`bulk` by the C kernel ``tfrecord_frames``: the same frames, up to the
         first that runs past the buffer or over the limit or fails a CRC."""
         last = min(len(buf) - _FRAME, pos + _BATCH - 1)  # the last start a frame can have
-        starts, ends = native.tfrecord_frames(buf, pos, last, min(self.limit, len(buf)))
+        starts, ends = native.tfrecord_frames(buf, pos, last, self.limit)
         if not starts:
             return None
         starts, ends = np.frombuffer(starts, np.int64), np.frombuffer(ends, np.int64)
