@@ -237,8 +237,7 @@ def plot_batches(tables: list[Table], plt) -> object:
 
 
 def plot_arrow(tables: list[Table], plt) -> object:
-    table = [t for t in tables if t.heading.startswith("The C kernels")  # the last run
-             and "x floor" in t.columns][-1]
+    table = find_table(tables[::-1], "The C kernels", "x floor")  # the last run
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.8))
     sets = list(dict.fromkeys(row["set"] for row in table.rows))
     shown = [("`batches(256)`, without the C kernels", "batches(256), numpy alone"),

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("pyarrow")
 
-from recprep._core import native  # noqa: E402
+from recprep._core.native import native_off  # noqa: E402
 from recprep.codecs.example import ExampleCodec  # noqa: E402
 from recprep.containers import get_format, tfrecord_parser  # noqa: E402
 from recprep.containers.tfrecord_index import TFRecordIndex, index_path  # noqa: E402
@@ -54,11 +54,16 @@ def expected() -> list[dict]:
     return [{"id": i, "word": "w" * (i % 13)} for i in range(N)]
 
 
+@pytest.fixture
+def numpy_path():
+    """The test runs on the numpy path: recprep's C kernels off (their walk makes no call
+    per record to count, and needs no index)."""
+    with native_off():
+        yield
+
+
 def counting_walk(monkeypatch) -> list[int]:
-    """The lengths the parser reads one by one (the walk without an index), on the
-    numpy path (recprep's C kernels off: their walk makes no call per record, and needs
-    no index)."""
-    monkeypatch.setattr(native, "_LOADED", [None])
+    """The lengths the parser reads one by one (the walk without an index)."""
     calls: list[int] = []
     unpack = tfrecord_parser._unpack_u64
 
@@ -70,6 +75,7 @@ def counting_walk(monkeypatch) -> list[int]:
     return calls
 
 
+@pytest.mark.usefixtures("numpy_path")
 def test_a_side_index_places_the_frames(tmp_path, monkeypatch):
     path = write_file(tmp_path)
     assert index_path(str(path)).endswith("/.part-00000.tfindex")
@@ -79,6 +85,7 @@ def test_a_side_index_places_the_frames(tmp_path, monkeypatch):
     assert rows(path, []) == [{}] * N  # no data column: still every frame, every CRC
 
 
+@pytest.mark.usefixtures("numpy_path")
 def test_without_a_side_index_the_frames_are_walked(tmp_path, monkeypatch):
     path = write_file(tmp_path, with_index=False)
     walked = counting_walk(monkeypatch)
@@ -86,6 +93,7 @@ def test_without_a_side_index_the_frames_are_walked(tmp_path, monkeypatch):
     assert len(walked) == N
 
 
+@pytest.mark.usefixtures("numpy_path")
 def test_an_index_of_other_offsets_changes_nothing(tmp_path, monkeypatch):
     """A side index that passes its own checks (magic, CRC, the file's size) but whose
     offsets are not the file's (records 100 and 101 swapped): the same rows, walked from
