@@ -22,7 +22,7 @@ the work per instance differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
@@ -33,14 +33,10 @@ import numpy as np
 from .._core.arrowcols import arrow, is_arrow
 from .._core.batching import Columns, collate
 from ..containers import Gap
+from .gather import Empty, Rows, copy_out
 
 __all__ = ["Block", "Gap", "Mosaic", "assemble", "cut", "flatten", "interleave", "part",
            "pick"]
-
-#: where rows come from in a chunk's columns, or go to in a block: a ``range`` (a slice),
-#: or an index array
-Rows: TypeAlias = "range | np.ndarray"
-
 
 @dataclass(eq=False)
 class Mosaic:
@@ -56,7 +52,7 @@ class Mosaic:
         return self.n
 
     def instances(self) -> list[Any]:
-        return _copy_out(self.entries, self.n, Columns.instances, settle=False)
+        return copy_out(self.entries, self.n, Columns.instances, settle=False)
 
 
 Block: TypeAlias = "list[Any] | Columns | Mosaic | Gap"
@@ -70,12 +66,6 @@ def _shift(places: Rows, by: int) -> Rows:
     if isinstance(places, range):
         return range(places.start + by, places.stop + by, places.step)
     return places + by
-
-
-def _like(tree: tuple, items: Any) -> tuple:
-    """A tuple of ``items`` of the kind ``tree`` is (a named tuple stays one)."""
-    kind: Any = type(tree)
-    return kind._make(items) if hasattr(tree, "_fields") else tuple(items)
 
 
 def flatten(block: Block) -> list[Any]:
@@ -347,7 +337,7 @@ def _row_bytes(tree: Any) -> int:
 
 def _solid(mosaic: Mosaic) -> Columns:
     """``mosaic``'s rows copied into columns of their own."""
-    tree = _copy_out(mosaic.entries, mosaic.n, attrgetter("tree"), settle=False)
+    tree = copy_out(mosaic.entries, mosaic.n, attrgetter("tree"), settle=False)
     return Columns(tree, mosaic.n, mosaic.signature, mosaic.instances)
 
 
@@ -383,11 +373,12 @@ def _pick(blocks: list[Block], rows: np.ndarray) -> Block:
 
 
 def cut(runs: Iterator[Block], size: int, drop_last: bool,
-        lost: list[int] | None = None) -> Iterator[Any]:
+        lost: list[int] | None = None, empty: Empty = np.empty) -> Iterator[Any]:
     """Batches of ``size`` instances from ``runs``, as :func:`~recprep.batching.collate`
-    makes them (the last one shorter, or left out with ``drop_last``). The places of
-    records lost to damage (:class:`~recprep.containers.Gap` runs) are added up in
-    ``lost[0]`` as they pass (without ``lost``, ``runs`` holds none)."""
+    makes them (the last one shorter, or left out with ``drop_last``; arrays made by
+    ``empty``: see :mod:`recprep.read.gather`). The places of records lost to damage
+    (:class:`~recprep.containers.Gap` runs) are added up in ``lost[0]`` as they pass
+    (without ``lost``, ``runs`` holds none)."""
     pending: list[Block] = []
     have = 0
     for run in runs:
@@ -407,13 +398,13 @@ def cut(runs: Iterator[Block], size: int, drop_last: bool,
             have += take
             at += take
             if have == size:
-                yield assemble(pending)
+                yield assemble(pending, empty)
                 pending, have = [], 0
     if pending and not drop_last:
-        yield assemble(pending)
+        yield assemble(pending, empty)
 
 
-def assemble(parts: list[Block]) -> Any:
+def assemble(parts: list[Block], empty: Empty = np.empty) -> Any:
     """The batch of the instances of ``parts`` end to end: copied out of their columns
     (once, into fresh arrays) when they all have columns of one signature, else
     ``collate`` of their instances."""
@@ -425,75 +416,4 @@ def assemble(parts: list[Block]) -> Any:
         entries.extend((cols, got, _shift(at, base))
                        for cols, got, at in _entries(block))  # type: ignore[arg-type]
         base += len(block)
-    return _copy_out(entries, base, attrgetter("tree"), settle=True)
-
-
-def _copy_out(entries: list[tuple[Columns, Rows, Rows]], n: int,
-              leaf: Callable[[Columns], Any], settle: bool) -> Any:
-    """``n`` rows, fresh, from ``leaf(columns)`` of each entry (its column tree, or its
-    list of instances): see :func:`_place`."""
-    return _place([leaf(cols) for cols, _, _ in entries],
-                  [_as_index(rows) for _, rows, _ in entries],
-                  [_as_index(places) for _, _, places in entries], n, settle)
-
-
-def _as_index(rows: Rows) -> slice | np.ndarray:
-    """A ``range`` as the slice that indexes it; an index array as it is."""
-    return slice(rows.start, rows.stop, rows.step) if isinstance(rows, range) else rows
-
-
-def _place(trees: list[Any], rows: list[Any], places: list[Any], n: int,
-           settle: bool = True) -> Any:
-    """``n`` rows, fresh: ``rows[k]`` of ``trees[k]`` go to ``places[k]``; with
-    ``settle`` (a batch), a list leaf becomes what ``collate`` makes of its values (a run
-    of a ragged column may hold values of one shape, which a batch stacks)."""
-    first = trees[0]
-    if is_arrow(first):
-        return _place_arrow(trees, rows, places, n)
-    if isinstance(first, np.ndarray):
-        out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
-        for tree, r, p in zip(trees, rows, places, strict=True):
-            out[p] = tree[r]
-        return out
-    if isinstance(first, list):
-        values: list[Any] = [None] * n
-        for tree, r, p in zip(trees, rows, places, strict=True):
-            got = tree[r] if isinstance(r, slice) else [tree[i] for i in r.tolist()]
-            if isinstance(p, slice):
-                values[p] = got
-            else:
-                for i, v in zip(p.tolist(), got, strict=True):
-                    values[i] = v
-        return collate(values) if settle else values
-    if isinstance(first, tuple):
-        return _like(first, (_place([t[i] for t in trees], rows, places, n, settle)
-                             for i in range(len(first))))
-    return {key: _place([t[key] for t in trees], rows, places, n, settle) for key in first}
-
-
-def _place_arrow(batches: list[Any], rows: list[Any], places: list[Any], n: int) -> Any:
-    """``_place`` for chunks decoded to Arrow (``format="arrow"``): their record batches
-    (of one schema), sliced or taken, in order — a slice of one batch copies nothing."""
-    pa = arrow()
-    parts = []
-    for batch, r in zip(batches, rows, strict=True):
-        if isinstance(r, slice) and r.step in (None, 1):
-            start, stop, _ = r.indices(batch.num_rows)
-            parts.append(batch.slice(start, stop - start))
-        else:
-            parts.append(batch.take(pa.array(np.arange(batch.num_rows)[r]
-                                             if isinstance(r, slice) else r)))
-    at = 0
-    for p, part_ in zip(places, parts, strict=True):
-        if not (isinstance(p, slice) and p.start == at and p.step in (None, 1)):
-            break
-        at += part_.num_rows
-    else:  # the parts end to end, in order
-        return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
-    order = np.empty(n, np.int64)
-    base = 0
-    for p, part_ in zip(places, parts, strict=True):
-        order[p] = np.arange(base, base + part_.num_rows)
-        base += part_.num_rows
-    taken = pa.Table.from_batches(parts).take(pa.array(order)).combine_chunks().to_batches()
-    return taken[0] if len(taken) == 1 else pa.concat_batches(taken)  # one copy, no concat
+    return copy_out(entries, base, attrgetter("tree"), settle=True, empty=empty)

@@ -335,7 +335,7 @@ class RecordIO(ArrowOut, StatsOut):
         progress = self._passes.start(self._check_split)
         runs = self._pass(progress.epoch, progress.base, progress.counted,
                           columnar="arrow" if arrow else True)
-        return batches(runs, size, drop_last, progress, self._watch())
+        return batches(runs, size, drop_last, progress, self._watch(), arrow)
 
     def __len__(self) -> int:
         """How many instances a pass yields — this rank's (and worker's) share — from

@@ -33,12 +33,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..codecs import Codec
 from ..containers import Gap
 from .blocks import Block, cut, flatten, interleave, pick
 from .checkpoint import PassProgress
 from .cpugate import CpuGate, storage_waits, usable_cores
 from .decoding import BATCH_BYTES, decoded
+from .gather import arrow_empty
 from .options import ReadOptions
 from .passes import PassPlan
 from .prefetch import prefetched
@@ -230,15 +233,16 @@ def instances(runs: Iterator[Block], progress: PassProgress, watch: PassWatch | 
 
 
 def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassProgress,
-            watch: PassWatch | None = None) -> Iterator[Any]:
+            watch: PassWatch | None = None, arrow: bool = False) -> Iterator[Any]:
     """The batches of ``runs``, counted (by instance, and the places of records lost to
-    damage among them) in ``progress``, timed a batch at a time by ``watch``."""
+    damage among them) in ``progress``, timed a batch at a time by ``watch``; with
+    ``arrow``, their arrays in memory of Arrow's pool (:func:`~.gather.arrow_empty`)."""
     lost = [0]  # places of lost records passed since the last batch handed out
     watch = watch or _unwatched()
     now = time.perf_counter
     try:
         asked = now()
-        for batch in cut(runs, size, drop_last, lost):
+        for batch in cut(runs, size, drop_last, lost, arrow_empty if arrow else np.empty):
             n = _batch_len(batch)
             progress.counted += n + lost[0]
             lost[0] = 0
