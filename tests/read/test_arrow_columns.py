@@ -325,3 +325,42 @@ def test_a_round_of_other_blocks_is_woven_as_before():
     assert _arrow_round([(wide, 0, 4), (wide, 4, 4)]) is None  # big rows: a Mosaic
     assert _arrow_round([(small, 0, 4), (other, 0, 4)]) is None  # two signatures
     assert _arrow_round([(small, 0, 4), (list(range(4)), 0, 4)]) is None  # a list
+
+
+@pytest.mark.parametrize(("dtype", "in_pool"), [
+    (np.float64, True), (np.int16, True), (np.uint8, True), (np.dtype(">f8"), False),
+    (np.bool_, False), (object, False), (np.complex128, False)])
+def test_arrow_batches_arrays_are_made_in_the_system_pool_only_for_numbers(dtype, in_pool):
+    from recprep.read.gather import arrow_empty
+
+    pool = pa.system_memory_pool()
+    before = pool.bytes_allocated()
+    out = arrow_empty((3, 5), np.dtype(dtype))
+    assert (out.shape, out.dtype, out.flags.writeable) == ((3, 5), np.dtype(dtype), True)
+    size = 15 * np.dtype(dtype).itemsize
+    assert (size <= pool.bytes_allocated() - before < size + 64) if in_pool else (
+        pool.bytes_allocated() == before)  # (Arrow pads a buffer to 64 bytes)
+    want = (np.arange(15).reshape(3, 5) % 7).astype(dtype)
+    out[:] = want
+    assert out.tolist() == want.tolist()
+    del out
+    assert pool.bytes_allocated() == before
+
+
+def test_arrow_batches_of_big_rows_hold_the_pool_memory_they_were_copied_into(tmp_path):
+    data = [(np.full((4, 50), i, np.float64), i) for i in range(60)]  # 1.6 kB rows: copied
+    convert(str(tmp_path), data, 3, "m", progress=False)  # once, into a batch's arrays
+    pool = pa.system_memory_pool()
+    before = pool.bytes_allocated()
+    reader = RecordIO(str(tmp_path / "m-*"))
+    batches = list(reader.batches(16, format="arrow"))
+    assert [b.num_rows for b in batches] == [16, 16, 16, 12]
+    held = pool.bytes_allocated() - before  # the values, and the labels, of each batch
+    assert held >= 60 * 200 * 8 + 60 * 8
+    table = pa.Table.from_batches(batches)
+    assert table.column("f1").to_pylist() == list(range(60))
+    values = table.column("f0").combine_chunks().flatten().flatten().to_numpy()
+    assert np.array_equal(values, np.repeat(np.arange(60.0), 200))
+    assert_rows(table, list(reader()))
+    del batches, table, values
+    assert pool.bytes_allocated() == before  # handed back with the batches
