@@ -7,10 +7,9 @@ few fancy-index assignments, never a Python step per value; list leaves (str, by
 ragged values) are lists, and Arrow record batches are sliced, taken and concatenated by
 Arrow.
 
-The arrays are made by ``empty`` — ``numpy.empty``, or for ``format="arrow"``
-:func:`arrow_empty`: memory of Arrow's default pool, which Arrow takes as it is and which
-(unlike memory freed back to the C library, returned to the system and faulted in again
-page by page) is reused batch after batch.
+The arrays are made by ``empty``: ``numpy.empty``, or for ``format="arrow"``
+:func:`arrow_empty`, buffers of Arrow's pool of the system allocator, which Arrow wraps
+as they are (and which, measured, fault in fewer fresh pages a pass).
 
 >>> import numpy as np
 >>> from recprep._core.batching import Columns
@@ -49,10 +48,12 @@ def arrow_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
     Why a pool, and why that one: measured on the MNIST-like set (batches of 256 rows of
     784 float64), a pass faulted in ~7,800 fresh pages with ``numpy.empty``'s batches,
-    ~1,500-4,200 with these, and ~16,000 with Arrow's default pool (mimalloc), which
-    takes the batches out of the C library's heap and leaves it to the chunks' reads,
-    whose pages it then hands back to the system more often; the pass took ~12% less
-    time (``benchmarks/RESULTS-columnar.md``, stop 38).
+    ~2,700 with these (1,500-4,200 across processes), and ~16,000 with Arrow's default
+    pool (mimalloc), which takes the batches out of the C library's heap and leaves it to
+    the chunks' reads, whose pages it then hands back to the system more often; the pass
+    took ~11% less time (``benchmarks/RESULTS-columnar.md``, stop 38). Page faults
+    follow glibc's heuristics and what the process did before: a measured gain, not a
+    guarantee.
 
     >>> a = arrow_empty((2, 3), np.dtype(np.float32))
     >>> a.shape, a.dtype, a.flags.writeable
