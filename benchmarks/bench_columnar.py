@@ -34,10 +34,12 @@ the same rows (snappy both; pyarrow's threads on, its default, and off); and Duc
 a Parquet file of the same rows (``--duckdb-rows``, default 1M). Parts of the Arrow
 batches are timed in the same interleaving: ``batches(8192, format="arrow")`` (the
 difference is what 256-row batches cost), the set's chunks read alone (CRC, decompress,
-split), and read then decoded to Arrow a chunk at a time (the rest is the reader's path,
-the round-robin weave and the batches). The batches and ``to_arrow()`` run again with
-recprep's C kernels off (``native_off()``: numpy alone), in the same interleaving. Wall
-and CPU time (``time.process_time``) are taken of the same runs, with the load average.
+split), read then decoded to Arrow a chunk at a time, and (small rows) those woven
+round-robin and cut into batches with none of the reader around them (the rest is the
+reader's machinery: the manifest and file checks, positions, stats). The batches and
+``to_arrow()`` run again with recprep's C kernels off (``native_off()``: numpy alone),
+in the same interleaving. Wall and CPU time (``time.process_time``) are taken of the
+same runs, with the load average.
 """
 
 from __future__ import annotations
@@ -277,6 +279,42 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
                     count += len(chunk.records)
         return count
 
+    def woven(directory: Path) -> int:
+        """What ``batches(256, format="arrow")`` does with the set's chunks, and nothing
+        around it: each shard's chunks read and decoded to Arrow a chunk at a time (as
+        ``chunks`` does), the shards woven round-robin (a round's rows by one ``take``),
+        each round cut into slices of 256 rows. No reader: no manifest, no file checks,
+        no positions or stats, no pass set up — what the reader's machinery costs is the
+        difference (small rows only: big ones are copied into batches, not woven)."""
+        import pyarrow as pa
+
+        from recprep.codecs import get_codec
+        from recprep.containers import get_format
+        from recprep.read.arrowout import chunk_batch
+
+        fmt, codec, count = get_format("recordio"), get_codec("recprep"), 0
+        paths = sorted(directory.glob("b-*-of-*"))
+        files = [open(path, "rb") for path in paths]
+        try:
+            streams = [(chunk_batch(codec, c.records).tree  # type: ignore[union-attr]
+                        for c in fmt.read_chunks(f, path=str(path)))
+                       for f, path in zip(files, paths, strict=True)]
+            held, at = [next(s, None) for s in streams], [0] * len(streams)
+            while live := [k for k, batch in enumerate(held) if batch is not None]:
+                m = min(held[k].num_rows - at[k] for k in live)
+                joined = pa.concat_batches([held[k].slice(at[k], m) for k in live])
+                if m > 1:
+                    joined = joined.take(np.arange(len(live) * m).reshape(-1, m).T.ravel())
+                count += sum(joined.slice(a, 256).num_rows for a in range(0, len(joined), 256))
+                for k in live:
+                    at[k] += m
+                    if at[k] == held[k].num_rows:
+                        held[k], at[k] = next(streams[k], None), 0
+        finally:
+            for f in files:
+                f.close()
+        return count
+
     try:
         with CpuWatch() as watch:
             for key, data in (("small", small_tuples(200_000)), ("mnist", mnist_like(20_000))):
@@ -292,6 +330,7 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
                     "numpy_numpy": without_kernels(lambda p=pattern: batches(p)),
                     "chunks": lambda k=key: chunks(root / k, False),
                     "decoded": lambda k=key: chunks(root / k, True),
+                    **({"woven": lambda: woven(root / "small")} if key == "small" else {}),
                 }, len(data), reps, key)
                 if key == "small":
                     table = RecordIO(pattern).to_arrow()
@@ -351,7 +390,10 @@ def render_arrow(reps: int, duckdb_rows: int, got: dict[str, dict[str, list[floa
                            ("arrow_numpy", '`batches(256, format="arrow")`, without the C '
                             'kernels'),
                            ("chunks", "part: chunks read alone (CRC, decompress, split)"),
-                           ("decoded", "part: chunks read and decoded to Arrow")):
+                           ("decoded", "part: chunks read and decoded to Arrow"),
+                           ("woven", "part: those woven round-robin and cut, no reader")):
+            if name not in med[key]:
+                continue
             s, c = med[key][name], cpu[key][name]
             lines.append(f"| {label} | {what} | {s * 1e3:.0f} | {n / s:,.0f} | "
                          f"{med[key]['floor'] / s:.2f} | {c * 1e3:.0f} | "
