@@ -206,3 +206,20 @@ def test_a_failed_upload_is_aborted_and_nothing_committed(
         copy(str(big_set / "p"), f"{s3_url}/ds", storage_options=options, progress=False)
     assert s3.filesystem().find(s3_url[5:]) == []
     assert _open_uploads(s3, s3_url) == []
+
+
+def test_a_probe_left_by_a_killed_copy_is_removed_by_the_next(s3, s3_url, tmp_path, caplog):
+    """A copy killed while its set-up's requests were out leaves its checksum probe (the
+    delete never sent): the next copy into that directory removes it with the other
+    leftovers, and its own probe is gone too when it is done."""
+    convert(tmp_path / "src", [b"x" * 100] * 8, 2, "p", codec="raw", progress=False)
+    moto = s3.filesystem()
+    out = f"{s3_url}/d"
+    left = f"{s3_url[5:]}/d/{uploads.PROBE_PREFIX}0123456789ab"
+    moto.pipe(left, b"probe")
+    with caplog.at_level(logging.INFO, logger="recprep"):
+        copy(str(tmp_path / "src"), out, storage_options=s3.storage_options, progress=False)
+    moto.invalidate_cache()
+    assert sorted(p.rsplit("/", 1)[1] for p in moto.find(out)) == sorted(
+        p.name for p in (tmp_path / "src").iterdir())
+    assert any("0123456789ab, a checksum probe" in r.getMessage() for r in caplog.records)

@@ -196,10 +196,13 @@ def copy(
 
 
 def _manifest_copy(item: CopyItem, sources: CopySources, final: str, staging: Staging,
-                   bar: ByteProgress, early: bool) -> tuple[CopiedFile, bytes]:
+                   bar: ByteProgress, early: bool, dest: Destination | None
+                   ) -> tuple[CopiedFile, bytes]:
     """A set's manifest, read (or as planning read it), for its commit to write: never
     uploaded to a temporary (staged at once where its staging allows, but for a set
-    committed ``early``: its commit writes it, nothing else reads it)."""
+    committed ``early``: its commit writes it, nothing else reads it). Staged once the
+    destination's gate is open, as every other write: a copy killed as it stages the
+    manifest must not leave the checksum probe behind."""
     data = item.data
     if data is None:
         data = b"".join(sources.blocks(item.fs, item.path, item.size))
@@ -207,6 +210,8 @@ def _manifest_copy(item: CopyItem, sources: CopySources, final: str, staging: St
         raise CorruptDataError(f"read {len(data)} bytes where the listing said {item.size}: "
                                "the manifest changed during the copy; copy it again",
                                path=display(item.fs, item.path))
+    if not early and dest is not None:
+        dest.opened()  # (what must come first failed: its error as it is, not this file's)
     try:
         if not early:
             staging.stage_manifest(data)
@@ -245,7 +250,7 @@ def _copy_and_commit(
         with cf.ThreadPoolExecutor(threads, thread_name_prefix="recprep-cp") as pool:
             calls: list[tuple[Any, ...]] = [  # the manifests first: small, staged at once
                 (_manifest_copy, it, sources, job.finals[it.name], stagings[p], bar,
-                 p in early) for it, p in manifests]
+                 p in early, dest) for it, p in manifests]
             calls += [(functools.partial(copy_one, deferred=it.name in whole), it, sources,
                        dest, job.finals[it.name] if it.name in placed else temps[it.name],
                        job.finals[it.name], bar, stop) for it in moved]

@@ -193,13 +193,19 @@ def _remove_leftovers(dfs: Any, paths: Sequence[str]) -> None:
     """Temporaries of ``cp`` runs that were killed, of the destination's listing
     ``paths``: on local storage this run holds the directory's ``cp`` lock, so no other
     ``cp`` writes here (on object stores, as for ``convert``, two writers into one
-    directory at once are not supported). A store's checksum probe is not one (it
-    removes itself)."""
+    directory at once are not supported). A store's checksum probe is one too: a run
+    killed while its set-up's requests were out leaves its probe behind, the delete
+    never sent. This run's own probe, if the listing caught it, goes the same way (its
+    own delete then finds it gone, which a delete on S3 doesn't mind)."""
     for entry in paths:
         name = posixpath.basename(entry.rstrip("/"))
-        if name.startswith(TEMP_PREFIX) and not name.startswith(PROBE_PREFIX):
-            log.info("recprep: removing %s, left by a killed copy", display(dfs, entry))
+        if name.startswith(TEMP_PREFIX):
+            log.info("recprep: removing %s, %s", display(dfs, entry),
+                     "a checksum probe" if name.startswith(PROBE_PREFIX)
+                     else "left by a killed copy")
             try:
                 dfs.rm(entry, recursive=True)
+            except FileNotFoundError:
+                continue  # gone meanwhile (this run's probe, by its own delete)
             except OSError as err:
                 raise WriteError(display(dfs, entry), err) from err
