@@ -237,9 +237,9 @@ def plot_batches(tables: list[Table], plt) -> object:
 
 
 def plot_arrow(tables: list[Table], plt) -> object:
-    off = '`batches(256, format="arrow")`, without the C kernels'
-    table = next(t for t in reversed(tables)  # the last run of bench_columnar --part arrow
-                 if "x floor" in t.columns and any(r.get("contender") == off for r in t.rows))
+    # the last run of bench_columnar --part arrow (its tables alone have an "x floor"
+    # column), whatever section it is in
+    table = find_table(tables[::-1], "", "x floor")
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.8))
     sets = list(dict.fromkeys(row["set"] for row in table.rows))
     shown = [("`batches(256)`, without the C kernels", "batches(256), numpy alone"),
