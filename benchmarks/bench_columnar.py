@@ -35,8 +35,9 @@ a Parquet file of the same rows (``--duckdb-rows``, default 1M). Parts of the Ar
 batches are timed in the same interleaving: ``batches(8192, format="arrow")`` (the
 difference is what 256-row batches cost), the set's chunks read alone (CRC, decompress,
 split), read then decoded to Arrow a chunk at a time, and (small rows) those woven
-round-robin and cut into batches with none of the reader around them (the rest is the
-reader's machinery: the manifest and file checks, positions, stats). The batches and
+round-robin and cut into batches by the reader's own ``interleave`` and ``cut`` with none
+of the reader around them (the rest is the reader's machinery: the manifest and file
+checks, positions, stats). The batches and
 ``to_arrow()`` run again with recprep's C kernels off (``native_off()``: numpy alone),
 in the same interleaving. Wall and CPU time (``time.process_time``) are taken of the
 same runs, with the load average.
@@ -282,38 +283,26 @@ def run_arrow(reps: int, duckdb_rows: int) -> tuple[dict[str, dict[str, list[flo
     def woven(directory: Path) -> int:
         """What ``batches(256, format="arrow")`` does with the set's chunks, and nothing
         around it: each shard's chunks read and decoded to Arrow a chunk at a time (as
-        ``chunks`` does), the shards woven round-robin (a round's rows by one ``take``),
-        each round cut into slices of 256 rows. No reader: no manifest, no file checks,
+        ``chunks`` does), then woven round-robin and cut into batches by the reader's own
+        ``read.blocks.interleave`` and ``cut``. No reader: no manifest, no file checks,
         no positions or stats, no pass set up — what the reader's machinery costs is the
         difference (small rows only: big ones are copied into batches, not woven)."""
-        import pyarrow as pa
-
         from recprep.codecs import get_codec
         from recprep.containers import get_format
         from recprep.read.arrowout import chunk_batch
+        from recprep.read.blocks import cut, interleave
 
-        fmt, codec, count = get_format("recordio"), get_codec("recprep"), 0
+        fmt, codec = get_format("recordio"), get_codec("recprep")
         paths = sorted(directory.glob("b-*-of-*"))
         files = [open(path, "rb") for path in paths]
         try:
-            streams = [(chunk_batch(codec, c.records).tree  # type: ignore[union-attr]
-                        for c in fmt.read_chunks(f, path=str(path)))
-                       for f, path in zip(files, paths, strict=True)]
-            held, at = [next(s, None) for s in streams], [0] * len(streams)
-            while live := [k for k, batch in enumerate(held) if batch is not None]:
-                m = min(held[k].num_rows - at[k] for k in live)
-                joined = pa.concat_batches([held[k].slice(at[k], m) for k in live])
-                if m > 1:
-                    joined = joined.take(np.arange(len(live) * m).reshape(-1, m).T.ravel())
-                count += sum(joined.slice(a, 256).num_rows for a in range(0, len(joined), 256))
-                for k in live:
-                    at[k] += m
-                    if at[k] == held[k].num_rows:
-                        held[k], at[k] = next(streams[k], None), 0
+            streams = [(chunk_batch(codec, c.records) for c in fmt.read_chunks(
+                f, path=str(path))) for f, path in zip(files, paths, strict=True)]
+            batches_ = cut(interleave(streams), 256, drop_last=False)  # type: ignore[arg-type]
+            return sum(len(batch) for batch in batches_)
         finally:
             for f in files:
                 f.close()
-        return count
 
     try:
         with CpuWatch() as watch:
