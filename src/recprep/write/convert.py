@@ -43,7 +43,7 @@ from ..storage.locking import ShardSetLock
 from ..storage.manifest import Manifest, ShardInfo
 from ..storage.shardnames import check_prefix, manifest_name
 from ..storage.staging import FileFacts
-from .inputs import as_input, is_sized
+from .inputs import as_input, is_sized, part_rows
 from .job import ConvertJob
 from .options import check_options
 from .plan import Partitions
@@ -216,8 +216,10 @@ def convert(
         reader = as_input(reader)
     backend = get_backend(executor, num_workers, executor_options)
     fs, out = resolve(os.fspath(output_path), storage_options)
+    rows = part_rows(reader, options.codec, num_shards, options.chunk_bytes) if is_sized(
+        reader) else None
     job = ConvertJob(fs, out, name_prefix, num_shards, options, backend, progress,
-                     overwrite, resume)
+                     overwrite, resume, rows)
     try:
         try:
             fs.makedirs(out, exist_ok=True)

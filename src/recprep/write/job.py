@@ -45,7 +45,8 @@ class ConvertJob:
     are written (format, codec, compressor, chunk size), ``backend`` is the executor with
     its workers and options, and ``progress`` is ``convert``'s argument (a
     :class:`~recprep.write.progress.Progress` to report to, or what makes one).
-    ``overwrite`` and ``resume`` are ``convert``'s.
+    ``overwrite`` and ``resume`` are ``convert``'s. ``part_rows``: for a sized input, the
+    instances per row range it is cut into (:func:`~recprep.write.inputs.part_rows`).
     """
 
     fs: Any
@@ -57,6 +58,7 @@ class ConvertJob:
     progress: ProgressArg | Progress = None
     overwrite: bool = False
     resume: bool = False
+    part_rows: int | None = None
     #: the shard names, in shard order
     names: tuple[str, ...] = field(init=False)
     #: the set's hidden staging directory, where everything is written before the commit
@@ -75,7 +77,8 @@ class ConvertJob:
 
     def fingerprint(self, reader: Any) -> str:
         """What staged work depends on: a resumed run reuses it only if this is unchanged
-        (the input's partition groups count, the input itself can't be compared)."""
+        (the input's partition groups count, and a sized input's row ranges; the input
+        itself can't be compared)."""
         options = self.options
         groups = reader.groups() if isinstance(reader, Partitions) else None
         doc = {
@@ -83,4 +86,6 @@ class ConvertJob:
             "codec": options.codec.name, "schema": options.codec.schema(),
             "chunk_bytes": options.chunk_bytes, "shards": list(self.names), "groups": groups,
         }
+        if self.part_rows is not None:  # (absent before the cut depended on record sizes)
+            doc["part_rows"] = self.part_rows
         return json.dumps(doc, sort_keys=True, default=str)

@@ -78,6 +78,7 @@ def write_round_robin(
     *,
     tick: Tick | None = None,
     pickled: dict[str, int] | None = None,
+    first_row: int = 0,
 ) -> list[FileFacts | None]:
     """Encode ``instances`` into ``target.paths``, instance ``j`` to file ``j % len(paths)``
     (see :class:`LoopTarget` for which files are made, and where); their facts, in order.
@@ -92,6 +93,8 @@ def write_round_robin(
     can't represent (:class:`~recprep.errors.EncodeError` with its index), or the output
     (:class:`~recprep.errors.WriteError`). ``pickled`` (if given) is filled with the types
     the codec stored as pickles by its fallback, each with the first instance index.
+    ``first_row``: what an ``EncodeError`` counts instances from (a row range of a sized
+    input names them as the input counts them); ``pickled`` counts from 0.
 
     A table's rows (``instances`` with a ``column_blocks()`` method, see
     :mod:`recprep.write.tables`) are encoded a block at a time where the codec can
@@ -106,7 +109,7 @@ def write_round_robin(
     the files are then byte for byte what writing each run of instances as a partition of
     its own and assembling the pieces gives, as a parallel executor does.
     """
-    writing = _WritePass(target, tick, {} if pickled is None else pickled)
+    writing = _WritePass(target, tick, {} if pickled is None else pickled, first_row)
     try:
         try:
             for run, encode, by_column in _runs(instances, target.options.codec):
@@ -135,8 +138,10 @@ class _WritePass:
     """One pass of the write loop (:func:`write_round_robin`): the task's files, where the
     next cut is, what progress has heard, and whose fault an error is."""
 
-    def __init__(self, target: LoopTarget, tick: Tick | None, pickled: dict[str, int]):
+    def __init__(self, target: LoopTarget, tick: Tick | None, pickled: dict[str, int],
+                 first_row: int = 0):
         self.target, self.tick, self.pickled = target, tick, pickled
+        self.first_row = first_row
         options = target.options
         cuts = target.cuts
         if not options.container().concatenable(options.compressor):
@@ -171,7 +176,7 @@ class _WritePass:
         :class:`~recprep.errors.WriteError` naming the file to raise instead."""
         self.input_failed = False
         if isinstance(err, EncodeError):
-            _locate(err, index, instance, encode)
+            _locate(err, self.first_row + index, instance, encode)
         elif isinstance(err, OSError) and not isinstance(err, WriteError):
             return WriteError(self.target.paths[index % len(self.sinks) if file is None
                                                 else file], err)

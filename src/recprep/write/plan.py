@@ -46,11 +46,16 @@ DEFAULT_MAX_TASKS = 256
 class Partitions:
     """Input that is already split: one reader per file, date, table partition...
 
-    Made by :func:`partitions`; each reader is read where its task runs.
+    Made by :func:`partitions`; each reader is read where its task runs. ``row_bounds``:
+    for a sized input cut into row ranges (:func:`~recprep.write.inputs.split_sized`),
+    where each range starts in the input, and its length last — what a task's errors
+    count instances from, and what the tasks are called by, since the user never made
+    these partitions.
     """
 
     readers: tuple[Any, ...]
     max_tasks: int = DEFAULT_MAX_TASKS
+    row_bounds: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.readers)
@@ -179,16 +184,19 @@ def pieces_task(
     staging: str,
     num_shards: int,
     options: WriteOptions,
+    first_row: int = 0,
     tick: Tick | None = None,
 ) -> TaskResult:
-    """Write partition ``index`` as ``num_shards`` pieces (``None`` for an empty piece)."""
+    """Write partition ``index`` as ``num_shards`` pieces (``None`` for an empty piece);
+    an instance that fails to encode is named counting from ``first_row``."""
     attempt = _attempt(staging, f"part-{index:05d}")
     target = LoopTarget(
         fs, [f"{attempt}-piece-{k:05d}" for k in range(num_shards)], options,
         create_empty=False, pack_into=f"{attempt}-pieces", spill_bytes=loop.SPILL_BYTES,
     )
     pickled: dict[str, int] = {}
-    facts = write_round_robin(as_iterable(reader), target, tick=tick, pickled=pickled)
+    facts = write_round_robin(as_iterable(reader), target, tick=tick, pickled=pickled,
+                              first_row=first_row)
     return TaskResult(facts, reader_notes(reader), pickled)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from ..executors import Backend, get_backend
 from ..executors.dispatch import TaskCall, run_all
 from ..storage.staging import FileFacts
-from .inputs import is_sized, split_sized, warn_unsplit
+from .inputs import ROWS_PER_PART, is_sized, split_sized, warn_unsplit
 from .job import ConvertJob
 from .plan import (
     DEFAULT_MAX_TASKS,
@@ -35,7 +35,6 @@ from .plan import (
     Partitions,
     TaskResult,
     assemble_task,
-    partitions,
     pieces_task,
     plan_assembly,
     stream_task,
@@ -101,9 +100,10 @@ def write_staged(
         # Row ranges cut by the input's length alone: a parallel executor reads them as
         # partitions; this process streams them, cutting chunks at the same places, so
         # the bytes are the same either way.
-        parts = split_sized(reader, DEFAULT_MAX_TASKS)
+        parts = split_sized(reader, DEFAULT_MAX_TASKS, job.part_rows or ROWS_PER_PART)
         if parts is not None and not backend.in_process:
-            reader, parts = partitions(parts), None
+            bounds = (0, *accumulate(len(part) for part in parts))
+            reader, parts = Partitions(tuple(parts), row_bounds=bounds), None
     if isinstance(reader, Partitions):
         return _write_partitions(job, reader, progress, reuse)
     if not backend.in_process:
@@ -124,12 +124,16 @@ def _write_partitions(
 ) -> tuple[list[FileFacts], list[Any], dict[str, int]]:
     """:func:`write_staged` of partitions: pieces per task, then shards of the pieces."""
     piece_tasks = []
+    bounds = reader.row_bounds
     for start, end in reader.groups():
         group = reader.readers[start] if end - start == 1 else PartitionGroup(
             reader.readers[start:end]
         )
         label = f"partition {start}" if end - start == 1 else f"partitions {start}-{end - 1}"
-        args = (start, group, job.fs, job.staging.path, job.num_shards, job.options)
+        if bounds is not None:  # a sized input's row ranges: named as the input counts
+            label = f"instances {bounds[start]}-{bounds[end] - 1} of the input"
+        args = (start, group, job.fs, job.staging.path, job.num_shards, job.options,
+                0 if bounds is None else bounds[start])
         call = TaskCall(pieces_task, args, label, live=True)
         piece_tasks.append(StagedTask(f"part-{start:05d}-{end:05d}", call, end - start))
     pieces = run_recorded(job, job.backend, piece_tasks, progress, reuse)
