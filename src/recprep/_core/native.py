@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-__all__ = ["NATIVE_ENV", "kernels", "native_off"]
+import google_crc32c
+
+__all__ = ["NATIVE_ENV", "crc32c", "kernels", "native_off"]
 
 #: set to ``0`` in the environment: recprep doesn't use its C kernels (numpy alone)
 NATIVE_ENV = "RECPREP_NATIVE"
@@ -47,6 +49,20 @@ def _load() -> ModuleType | None:
         return None
     module: ModuleType = _kernels
     return module
+
+
+def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """The CRC-32C of ``data`` (continuing ``crc``, that of the bytes before it): by the
+    kernels where they are in use, else by google_crc32c (which takes no buffer but
+    ``bytes``: another is copied for it).
+
+    >>> crc32c(memoryview(b"123456789")) == crc32c(b"6789", crc32c(b"12345")) == 0xE3069283
+    True
+    """
+    native = kernels()
+    if native is not None:
+        return int(native.crc32c_value(data, False, crc))
+    return int(google_crc32c.extend(crc, data if type(data) is bytes else bytes(data)))
 
 
 @contextmanager

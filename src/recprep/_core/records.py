@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
-__all__ = ["Chunk", "Gap", "Records", "nbytes"]
+__all__ = ["Chunk", "Gap", "Payload", "Records", "nbytes"]
+
+#: a chunk's payload: ``bytes``, or a view of a scratch buffer (:mod:`recprep._core.scratch`)
+Payload = bytes | bytearray | memoryview
 
 
 class Records(Sequence[bytes]):
@@ -25,14 +28,21 @@ class Records(Sequence[bytes]):
     whole chunks read :attr:`payload`, :attr:`starts` and :attr:`ends` instead, so that
     no record is copied out on its own.
 
+    The payload is ``bytes``, or a ``memoryview`` of a reader's scratch buffer
+    (:mod:`recprep._core.scratch`), whose memory is used again once nothing refers to
+    it: records cut out of one are ``bytes`` all the same (the payload made ``bytes``
+    first, once: :meth:`payload_bytes`), so that no record handed on keeps it.
+
     >>> records = Records(b"..ab..cde", [2, 6], [4, 9])
     >>> len(records), records[1], list(records[:1]), records.nbytes
     (2, b'cde', [b'ab'], 5)
+    >>> Records(memoryview(b"..ab..cde"), [2, 6], [4, 9])[1]
+    b'cde'
     """
 
     __slots__ = ("_list", "_nbytes", "ends", "payload", "starts")
 
-    def __init__(self, payload: bytes, starts: Sequence[int] | np.ndarray,
+    def __init__(self, payload: Payload, starts: Sequence[int] | np.ndarray,
                  ends: Sequence[int] | np.ndarray, nbytes: int | None = None) -> None:
         self.payload = payload
         self.starts = np.asarray(starts, dtype=np.int64)
@@ -50,10 +60,17 @@ class Records(Sequence[bytes]):
             self._nbytes = int((self.ends - self.starts).sum())
         return self._nbytes
 
+    def payload_bytes(self) -> bytes:
+        """The payload as ``bytes`` (a scratch buffer's copied out, once, and let go)."""
+        payload = self.payload
+        if type(payload) is not bytes:
+            payload = self.payload = bytes(payload)
+        return payload
+
     def list(self) -> list[bytes]:
         """The records as ``bytes`` objects (cut out once)."""
         if self._list is None:
-            self._list = list(map(self.payload.__getitem__,
+            self._list = list(map(self.payload_bytes().__getitem__,
                                   map(slice, self.starts.tolist(), self.ends.tolist())))
         return self._list
 
@@ -71,7 +88,12 @@ class Records(Sequence[bytes]):
             return Records(self.payload, self.starts[index], self.ends[index])
         if self._list is not None:
             return self._list[index]
-        return self.payload[int(self.starts[index]) : int(self.ends[index])]
+        start, end = int(self.starts[index]), int(self.ends[index])
+        payload = self.payload
+        return payload[start:end] if type(payload) is bytes else bytes(payload[start:end])
+
+    def __reduce__(self) -> tuple[type[Records], tuple[Any, ...]]:
+        return Records, (self.payload_bytes(), self.starts, self.ends, self._nbytes)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Records, list, tuple)):

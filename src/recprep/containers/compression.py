@@ -43,6 +43,8 @@ __all__ = ["SNAPPY_STREAM", "Compression", "available_compressions", "framed_out
            "get_compression", "register_compression", "snappy_frames"]
 
 Buffer = bytes | bytearray | memoryview
+#: what makes a buffer of a given size for :meth:`Compression.decompress_into` to fill
+Alloc = Callable[[int], Buffer]
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,30 @@ class Compression:
     """A named way to compress a payload and to decompress it within a limit.
 
     ``compress_unless`` (optional) is a cheaper ``compress_below``: it may skip work on
-    output it won't keep.
+    output it won't keep. ``decompress_into`` (optional) is ``decompress`` writing into
+    a buffer ``alloc(size)`` gives (a :func:`~recprep._core.scratch.scratch` buffer
+    whose memory is used again: :meth:`decompressed`).
     """
 
     name: str
     compress: Callable[[Buffer], bytes]
     decompress: Callable[[Buffer, int], bytes]
     compress_unless: Callable[[Buffer, float], bytes | None] | None = None
+    decompress_into: Callable[[Buffer, int, Alloc], Buffer] | None = None
+
+    def decompressed(self, data: Buffer, limit: int, alloc: Alloc) -> Buffer:
+        """``decompress(data, limit)``, into ``alloc(size)`` where the compression can
+        (``decompress_into``).
+
+        >>> from recprep._core.scratch import scratch
+        >>> snappy = get_compression("snappy-framed")
+        >>> out = snappy.decompressed(snappy.compress(b"ab" * 50_000), 1 << 20, scratch)
+        >>> type(out).__name__, bytes(out[:4])
+        ('memoryview', b'abab')
+        """
+        if self.decompress_into is not None:
+            return self.decompress_into(data, limit, alloc)
+        return self.decompress(data, limit)
 
     def compress_below(self, data: Buffer, share: float) -> bytes | None:
         """``compress(data)`` if it is smaller than ``share * len(data)``, else None.
@@ -130,6 +149,13 @@ def _identity(data: Buffer) -> bytes:
 def _identity_bounded(data: Buffer, limit: int) -> bytes:
     _check_decompressed_size(len(data), limit)
     return bytes(data)
+
+
+def _identity_into(data: Buffer, limit: int, alloc: Alloc) -> Buffer:
+    """The data itself: stored uncompressed, a scratch buffer it was read into is its
+    records' (no copy, and nothing more to allocate)."""
+    _check_decompressed_size(len(data), limit)
+    return data
 
 
 # -- snappy, raw block format (pyrecordio 0.0.4) ---------------------------------------
@@ -271,6 +297,17 @@ def _snappy_framed_compress(data: Buffer) -> bytes:
     return bytes(cramjam.snappy.compress(data))
 
 
+def _snappy_framed_into(data: Buffer, limit: int, alloc: Alloc) -> Buffer:
+    """:func:`_snappy_framed_decompress` into ``alloc(size)`` (the C kernel's way; the
+    careful way, for a stream it turns down or where it isn't built, into bytes)."""
+    native = kernels()
+    if native is not None:
+        out = native.snappy_framed(data, limit, alloc)
+        if out is not None:  # read-only to what decodes it, as bytes would be
+            return out.toreadonly() if isinstance(out, memoryview) else out
+    return _snappy_framed_decompress(data, limit)
+
+
 def _snappy_framed_decompress(data: Buffer, limit: int) -> bytes:
     """The data of a snappy framing stream, at most ``limit`` bytes: by recprep's C kernel
     (frames decoded straight into the bytes returned, each frame's CRC-32C checked in the
@@ -331,9 +368,10 @@ def _zlib_decompress(data: Buffer, limit: int) -> bytes:
 
 
 for _c in (
-    Compression("none", _identity, _identity_bounded),
+    Compression("none", _identity, _identity_bounded, decompress_into=_identity_into),
     Compression(
-        "snappy-framed", _snappy_framed_compress, _snappy_framed_decompress, _snappy_frames
+        "snappy-framed", _snappy_framed_compress, _snappy_framed_decompress, _snappy_frames,
+        _snappy_framed_into,
     ),
     Compression(
         "snappy-raw", _snappy_raw_compress, _snappy_raw_decompress, _snappy_raw_unless

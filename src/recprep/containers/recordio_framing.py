@@ -28,12 +28,12 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import google_crc32c
 import numpy as np
 
-from .._core.native import kernels
+from .._core.native import crc32c, kernels
 from .._core.records import Records
 from ..errors import CorruptDataError
+from .compression import Buffer
 
 MAGIC = 0x01020304
 HEADER_SIZE = 20
@@ -52,7 +52,7 @@ class Dialect:
     """How one RecordIO variant lays out and checks a chunk header."""
 
     name: str
-    checksum: Callable[[bytes], int]
+    checksum: Callable[[Buffer], int]
     #: on-disk compressor id -> compression, and user-facing name -> id
     ids: dict[int, str]
     names: dict[str, int]
@@ -70,15 +70,15 @@ class Dialect:
         return b, c, d, a
 
 
-def _crc32c(data: bytes) -> int:
-    return google_crc32c.value(data)
+def _crc32c(data: Buffer) -> int:
+    return crc32c(data)
 
 
-def _fastest_crc32() -> Callable[[bytes], int]:
+def _fastest_crc32() -> Callable[[Buffer], int]:
     """CRC-32 (IEEE): isal's (PCLMUL/ARM CRC, ~10x CPython's zlib here: see
     ``benchmarks/RESULTS.md``) where it is installed, else zlib's. Same values."""
     try:
-        crc32: Callable[[bytes], int] = importlib.import_module("isal.isal_zlib").crc32
+        crc32: Callable[[Buffer], int] = importlib.import_module("isal.isal_zlib").crc32
     except ImportError:
         return zlib.crc32
     return crc32
@@ -127,7 +127,7 @@ def frame_lengths(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -
     heads[starts - 4] = lengths.astype("<u4").view("V4")
 
 
-def split_payload(payload: bytes, count: int) -> Records:
+def split_payload(payload: Buffer, count: int) -> Records:
     """The ``count`` records of a decompressed payload; raises on any inconsistency.
 
     >>> list(split_payload(encode_payload([b"ab", b"", b"c"]), 3))
@@ -168,7 +168,7 @@ AT_ONCE_MIN_RECORDS = 64
 AT_ONCE_BELOW_BYTES = 128
 
 
-def _split_at_once(payload: bytes, count: int) -> Records | None:
+def _split_at_once(payload: Buffer, count: int) -> Records | None:
     """The records of a sound payload whose records all begin with the first record's
     first four bytes (records of one codec and layout do), found with numpy; None when
     that guess doesn't hold exactly.
@@ -198,7 +198,7 @@ def _split_at_once(payload: bytes, count: int) -> Records | None:
     return Records(payload, heads + 4, ends)
 
 
-def record_heads(payload: bytes | memoryview) -> tuple[np.ndarray, np.ndarray] | None:
+def record_heads(payload: Buffer) -> tuple[np.ndarray, np.ndarray] | None:
     """The candidate record starts of a decompressed payload (sorted: every place where
     the first record's first four bytes follow a 4-byte word) and the little-endian word
     at every byte offset; None when the payload can't begin with a record of at least
@@ -224,7 +224,7 @@ def record_heads(payload: bytes | memoryview) -> tuple[np.ndarray, np.ndarray] |
     return heads[words[heads + 4] == int.from_bytes(mark, "little")], words
 
 
-def _check_payload(payload: bytes, count: int) -> None:
+def _check_payload(payload: Buffer, count: int) -> None:
     """Raise what is wrong with a payload that doesn't hold ``count`` records exactly."""
     end = len(payload)
     pos = 0

@@ -36,9 +36,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._core.records import Chunk, Records
+from .._core.scratch import scratch
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError, LocatedError
 from .base import DEFAULT_MAX_CHUNK_BYTES, ChunkInfo, OnSkip, Source, max_records, report_skip
-from .compression import get_compression
+from .compression import Buffer, get_compression
 from .recordio_framing import (
     _HEADER,
     _U32,
@@ -55,6 +56,22 @@ from .recordio_framing import (
 def _read_exact(file: Source, size: int) -> bytes:
     data = file.read(size)
     return data if data is not None else b""
+
+
+def _read_scratch(file: Source, size: int) -> Buffer:
+    """``size`` bytes of ``file`` (fewer at its end), read into a
+    :func:`~recprep._core.scratch.scratch` buffer where the file reads into buffers."""
+    readinto = getattr(file, "readinto", None)
+    if readinto is None:
+        return _read_exact(file, size)
+    view = scratch(size)
+    got = 0
+    while got < size:
+        n = readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return view[:got].toreadonly()  # as bytes would be, to checksums and decoders
 
 
 def _candidates(fields: tuple[int, ...], dialect: Dialect | None) -> list[Dialect]:
@@ -186,7 +203,7 @@ def _hopped(fields: tuple[int, ...], dialect: Dialect, end: int, limit: int,
 def _payload_or_damage(
     file: Source, fields: tuple[int, ...], options: list[Dialect], offset: int, limit: int,
     path: str,
-) -> tuple[Dialect, bytes]:
+) -> tuple[Dialect, Buffer]:
     """:func:`_read_payload`, its error said as the damage it is."""
     try:
         return _read_payload(file, fields, options, offset, limit, path)
@@ -200,12 +217,12 @@ def _payload_or_damage(
         raise _RecordIODamage(err, "payload", lost, offset + HEADER_SIZE + size) from None
 
 
-def _chunk_records(payload: bytes, compression: str, count: int, limit: int,
+def _chunk_records(payload: Buffer, compression: str, count: int, limit: int,
              budget: _ResyncBudget | None, where: dict[str, Any], resume: int) -> Records:
     """The records of a sound payload (its checksum holds); a payload that doesn't
     decompress or split into ``count`` records is damage."""
     try:
-        data = get_compression(compression).decompress(payload, limit)
+        data = get_compression(compression).decompressed(payload, limit, scratch)
         if budget is not None:
             budget.spent += len(data)
         return split_payload(data, count)
@@ -344,8 +361,9 @@ def _read_payload(
     offset: int,
     limit: int,
     path: str,
-) -> tuple[Dialect, bytes]:
-    """Read the payload under each plausible variant; keep the one whose checksum fits."""
+) -> tuple[Dialect, Buffer]:
+    """Read the payload under each plausible variant; keep the one whose checksum fits
+    (into a scratch buffer: its memory is used again once nothing refers to it)."""
     where: dict[str, Any] = {"path": path, "offset": offset}
     start = file.tell()
     problems: list[CorruptDataError] = []
@@ -355,7 +373,7 @@ def _read_payload(
             problems.append(ChunkTooLargeError(size, limit, **where))
             continue
         file.seek(start)
-        payload = _read_exact(file, size)
+        payload = _read_scratch(file, size)
         if len(payload) < size:
             problems.append(
                 CorruptDataError(

@@ -66,7 +66,7 @@ from ..errors import (
 )
 from ..storage.discovery import ShardSet, missing_shards, relist
 from ..storage.fetch import ObjectChangedError
-from ..storage.fs import ChecksumReader, display
+from ..storage.fs import ChecksumReader, display, read_into
 from ..storage.manifest import Manifest, ManifestFile, ShardInfo, fetch_manifest, identity_of
 from ..storage.shardnames import manifest_name
 from ..storage.shardtable import ShardTable, shard_finder
@@ -411,8 +411,21 @@ class _Pinned:
 
     def read(self, size: int = -1) -> bytes:
         pos = self._file.tell() if self._expected is not None else 0
+        data: bytes = self._guarded(self._file.read, size)
+        self._count(pos, data)
+        return data
+
+    def readinto(self, buffer: memoryview) -> int:
+        pos = self._file.tell() if self._expected is not None else 0
+        n: int = self._guarded(lambda: read_into(self._file, buffer))
+        self._count(pos, buffer[:n].toreadonly())
+        return n
+
+    def _guarded(self, read: Callable[..., Any], *args: Any) -> Any:
+        """``read(*args)``, an object store's "the object changed" said as
+        :class:`~recprep.errors.SetChangedError`, a shard gone as missing."""
         try:
-            data = self._file.read(size)
+            return read(*args)
         except OSError as err:  # s3fs: FileExpired; a pinned range read: ObjectChangedError
             if isinstance(err, ObjectChangedError) or type(err).__name__ == "FileExpired":
                 raise SetChangedError(
@@ -423,6 +436,10 @@ class _Pinned:
                 raise error or NotFoundError(self._shown, "a file of the set is missing") \
                     from None
             raise
+
+    def _count(self, pos: int, data: bytes | memoryview) -> None:
+        """Count ``data``, read at ``pos``, into the CRC-32C of the file front to back
+        (with a manifest's ``expected``: checked at its last byte)."""
         expected = self._expected
         if expected is not None and pos <= self._sum.done < pos + len(data):
             self._sum.update(pos, data)
@@ -433,7 +450,6 @@ class _Pinned:
                         f"the file's CRC-32C is {self._sum.crc32c:08x}, its manifest says "
                         f"{expected.crc32c:08x}: its bytes changed since the set was "
                         "committed", path=self._shown, offset=0)
-        return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
         return int(self._file.seek(offset, whence))

@@ -22,6 +22,8 @@ import os
 import threading
 from typing import Any, BinaryIO
 
+from ..storage.fs import read_into
+
 __all__ = ["CpuGate", "storage_waits", "usable_cores"]
 
 
@@ -72,6 +74,13 @@ class _GatedFile:
         self._gate.release()
         try:
             return self._file.read(size)
+        finally:
+            self._gate.acquire()
+
+    def readinto(self, buffer: memoryview) -> int:
+        self._gate.release()
+        try:
+            return read_into(self._file, buffer)
         finally:
             self._gate.acquire()
 

@@ -34,7 +34,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..storage.fetch import Fetcher
-from ..storage.fs import open_regular
+from ..storage.fs import open_regular, read_into
 from ..storage.openfiles import MAX_OPEN_FILES, default_max_open
 
 __all__ = ["MAX_OPEN_FILES", "FilePool", "PooledFile", "default_max_open"]
@@ -70,6 +70,12 @@ class PooledFile:
             data: bytes = self._handle().read(size)
             self._pos += len(data)
             return data
+
+    def readinto(self, buffer: memoryview) -> int:
+        with self._lock:
+            n = read_into(self._handle(), buffer)
+            self._pos += n
+            return n
 
     def seek(self, offset: int, whence: int = 0) -> int:
         with self._lock:

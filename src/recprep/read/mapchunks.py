@@ -62,8 +62,8 @@ class DecodedChunk:
             if not isinstance(records, Records):
                 return records[p]  # type: ignore[return-value]
             if not self.listed:
-                return records.payload[records.starts[p]:records.ends[p]]
-            spans = self._spans = (records.payload, records.starts.tolist(),
+                return records[p]
+            spans = self._spans = (records.payload_bytes(), records.starts.tolist(),
                                    records.ends.tolist())
         return spans[0][spans[1][p]:spans[2][p]]
 

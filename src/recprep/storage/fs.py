@@ -24,6 +24,7 @@ from typing import Any, BinaryIO, Protocol, cast
 import fsspec
 import google_crc32c
 
+from .._core.native import crc32c
 from ..errors import CorruptDataError, InvalidArgumentError
 
 
@@ -254,6 +255,23 @@ def checksum(
     return crc, done
 
 
+def read_into(file: Any, buffer: memoryview) -> int:
+    """Read into ``buffer`` (a memoryview of bytes) from ``file``: with its ``readinto``
+    where it has one, else ``read`` and a copy; how many bytes were read.
+
+    >>> import io
+    >>> buffer = memoryview(bytearray(4))
+    >>> read_into(io.BytesIO(b"abcdef"), buffer), bytes(buffer)
+    (4, b'abcd')
+    """
+    readinto = getattr(file, "readinto", None)
+    if readinto is not None:
+        return int(readinto(buffer) or 0)
+    data = file.read(len(buffer))
+    buffer[: len(data)] = data
+    return len(data)
+
+
 class ChecksumReader:
     """A read-through file wrapper keeping the CRC-32C of the bytes read front to back:
     bytes ``[0, done)`` are in :attr:`crc32c`, however the reader seeks (a byte range read
@@ -276,10 +294,10 @@ class ChecksumReader:
         self.update(pos, data)
         return data
 
-    def update(self, pos: int, data: bytes) -> None:
+    def update(self, pos: int, data: bytes | memoryview) -> None:
         """Count ``data``, read at ``pos``, where it extends what is counted."""
         if pos <= self.done < pos + len(data):
-            self.crc32c = google_crc32c.extend(self.crc32c, data[self.done - pos:])
+            self.crc32c = crc32c(data[self.done - pos:], self.crc32c)
             self.done = pos + len(data)
 
     def seek(self, offset: int, whence: int = 0) -> int:

@@ -1,0 +1,96 @@
+"""Scratch buffers: memory for a chunk's passing bytes, reused once nothing holds it.
+
+Reading a chunk makes two buffers that live only until it is decoded: its stored bytes
+(read from the file) and its records (decompressed). Fresh ones each time cost page
+faults: glibc gives buffers of more than its mmap threshold (128 KiB at first, moved by
+what the process freed before) pages of their own and hands them back when they are
+freed, so every chunk faults its pages in again — 3,400 faults, a third of a pass of
+batches over 200,000 small records, on the machine of ``benchmarks/``, or none at all,
+depending on what the process allocated before. :func:`scratch` gives the memory of a
+buffer this thread used before instead, once nothing refers to it any more.
+
+What it hands out is a ``memoryview`` of a ``bytearray`` it keeps. A buffer is taken
+again only when it has no export: no memoryview of it (or a slice of one), no numpy
+array or Arrow buffer over it is alive anywhere — a ``bytearray`` with exports can't
+change size, which :func:`_free` asks. So a buffer is never written while anything can
+still read it: a decoded value that kept a view of a chunk's records keeps its memory
+out of reuse, and the next chunk gets a fresh one.
+
+>>> a = scratch(100_000)
+>>> a[:3] = b"abc"
+>>> b = scratch(100_000)          # ``a`` is alive: another buffer
+>>> b.obj is a.obj
+False
+>>> kept = a.obj
+>>> del a
+>>> scratch(90_000).obj is kept   # nothing holds the first one now: it is reused
+True
+"""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["HELD_BYTES", "MAX_HELD", "STEP", "scratch"]
+
+HELD_BYTES = 64 << 20
+"""What one thread keeps for reuse at most (buffers in use and free together): the
+chunks of a pass's round-robin round are alive together, one buffer each."""
+
+MAX_HELD = 64
+"""How many buffers one thread keeps at most."""
+
+STEP = 64 << 10
+"""Buffers are made in multiples of this (chunks' sizes vary by a few bytes: a buffer
+then fits the next chunk too); smaller ones are made fresh each time, never kept (the
+heap serves them without page faults of their own, and a small buffer a decoded value
+keeps alive should cost no more than its size)."""
+
+_local = threading.local()
+
+
+def scratch(size: int) -> memoryview:
+    """A writable buffer of ``size`` bytes: the smallest of this thread's buffers that
+    is big enough and that nothing refers to any more, else a fresh one (kept for reuse
+    within :data:`MAX_HELD` buffers and :data:`HELD_BYTES`)."""
+    if size < STEP:
+        return memoryview(bytearray(size))
+    held: list[bytearray] | None = getattr(_local, "held", None)
+    if held is None:
+        held = _local.held = []
+    want = -(-size // STEP) * STEP
+    best = None
+    for buf in held:
+        have = len(buf)
+        if have >= want and (best is None or have < len(best)) and _free(buf):
+            best = buf
+            if have == want:
+                break
+    if best is None:
+        best = bytearray(want)
+        _keep(held, best)
+    return memoryview(best)[:size]
+
+
+def _keep(held: list[bytearray], fresh: bytearray) -> None:
+    """Keep ``fresh`` among ``held`` if there is room, or room made by letting a free
+    buffer go."""
+    total = sum(map(len, held))
+    if len(held) < MAX_HELD and total + len(fresh) <= HELD_BYTES:
+        held.append(fresh)
+        return
+    for k, buf in enumerate(held):
+        if total - len(buf) + len(fresh) <= HELD_BYTES and _free(buf):
+            held[k] = fresh
+            return
+
+
+def _free(buf: bytearray) -> bool:
+    """Whether nothing refers to ``buf``'s memory: no view, array or buffer over it (a
+    ``bytearray`` with exports refuses to change size)."""
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    del buf[-1]
+    return True
