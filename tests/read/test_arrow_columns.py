@@ -327,40 +327,50 @@ def test_a_round_of_other_blocks_is_woven_as_before():
     assert _arrow_round([(small, 0, 4), (list(range(4)), 0, 4)]) is None  # a list
 
 
-@pytest.mark.parametrize(("dtype", "in_pool"), [
+def _memory(array: np.ndarray) -> object:
+    """What owns ``array``'s memory: a scratch buffer (a bytearray), or numpy (None)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return None if array.base is None else array.base.obj
+
+
+@pytest.mark.parametrize(("dtype", "reused"), [
     (np.float64, True), (np.int16, True), (np.uint8, True), (np.dtype(">f8"), False),
     (np.bool_, False), (object, False), (np.complex128, False)])
-def test_arrow_batches_arrays_are_made_in_the_system_pool_only_for_numbers(dtype, in_pool):
+def test_arrow_batches_arrays_reuse_memory_only_for_numbers_and_only_once_let_go(
+        dtype, reused):
     from recprep.read.gather import arrow_empty
 
-    pool = pa.system_memory_pool()
-    before = pool.bytes_allocated()
-    out = arrow_empty((3, 5), np.dtype(dtype))
-    assert (out.shape, out.dtype, out.flags.writeable) == ((3, 5), np.dtype(dtype), True)
-    size = 15 * np.dtype(dtype).itemsize
-    assert (size <= pool.bytes_allocated() - before < size + 64) if in_pool else (
-        pool.bytes_allocated() == before)  # (Arrow pads a buffer to 64 bytes)
-    want = (np.arange(15).reshape(3, 5) % 7).astype(dtype)
+    shape = (256, 400)  # past the size scratch buffers start at
+    out = arrow_empty(shape, np.dtype(dtype))
+    assert (out.shape, out.dtype, out.flags.writeable) == (shape, np.dtype(dtype), True)
+    want = (np.arange(256 * 400).reshape(shape) % 7).astype(dtype)
     out[:] = want
+    held = arrow_empty(shape, np.dtype(dtype))  # ``out`` is alive: not its memory
+    assert not np.shares_memory(out, held)
+    held[:] = 0
     assert out.tolist() == want.tolist()
+    memory = _memory(out)
+    assert (memory is not None) is reused
+    assert memory is None or _memory(held) is not memory
     del out
-    assert pool.bytes_allocated() == before
+    again = arrow_empty(shape, np.dtype(dtype))
+    assert (_memory(again) is memory) if reused else _memory(again) is None
 
 
-def test_arrow_batches_of_big_rows_hold_the_pool_memory_they_were_copied_into(tmp_path):
-    data = [(np.full((4, 50), i, np.float64), i) for i in range(60)]  # 1.6 kB rows: copied
+def test_arrow_batches_of_big_rows_keep_their_memory_while_held_and_hand_it_back(tmp_path):
+    data = [(np.full((4, 50), i, np.float64), i) for i in range(600)]  # 1.6 kB rows: copied
     convert(str(tmp_path), data, 3, "m", progress=False)  # once, into a batch's arrays
-    pool = pa.system_memory_pool()
-    before = pool.bytes_allocated()
     reader = RecordIO(str(tmp_path / "m-*"))
-    batches = list(reader.batches(16, format="arrow"))
-    assert [b.num_rows for b in batches] == [16, 16, 16, 12]
-    held = pool.bytes_allocated() - before  # the values, and the labels, of each batch
-    assert held >= 60 * 200 * 8 + 60 * 8
+    batches = list(reader.batches(160, format="arrow"))  # all held while more are made
+    assert [b.num_rows for b in batches] == [160, 160, 160, 120]
     table = pa.Table.from_batches(batches)
-    assert table.column("f1").to_pylist() == list(range(60))
+    assert table.column("f1").to_pylist() == list(range(600))
     values = table.column("f0").combine_chunks().flatten().flatten().to_numpy()
-    assert np.array_equal(values, np.repeat(np.arange(60.0), 200))
+    assert np.array_equal(values, np.repeat(np.arange(600.0), 200))
     assert_rows(table, list(reader()))
+    first = batches[0].column(0).flatten().flatten().buffers()[1].address
     del batches, table, values
-    assert pool.bytes_allocated() == before  # handed back with the batches
+    again = next(iter(reader.batches(160, format="arrow")))  # a dropped batch's memory
+    assert again.column(0).flatten().flatten().buffers()[1].address == first
+    assert again.column("f1").to_pylist() == list(range(160))

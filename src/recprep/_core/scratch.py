@@ -33,11 +33,11 @@ import threading
 
 __all__ = ["HELD_BYTES", "MAX_HELD", "STEP", "scratch"]
 
-HELD_BYTES = 64 << 20
+HELD_BYTES = 32 << 20
 """What one thread keeps for reuse at most (buffers in use and free together): the
 chunks of a pass's round-robin round are alive together, one buffer each."""
 
-MAX_HELD = 64
+MAX_HELD = 32
 """How many buffers one thread keeps at most."""
 
 STEP = 64 << 10
@@ -87,10 +87,11 @@ def _keep(held: list[bytearray], fresh: bytearray) -> None:
 
 def _free(buf: bytearray) -> bool:
     """Whether nothing refers to ``buf``'s memory: no view, array or buffer over it (a
-    ``bytearray`` with exports refuses to change size)."""
+    ``bytearray`` with exports refuses to change size; one byte off and back on moves
+    nothing: it shrinks and grows within what was allocated)."""
     try:
-        buf.append(0)
+        last = buf.pop()
     except BufferError:
         return False
-    del buf[-1]
+    buf.append(last)
     return True

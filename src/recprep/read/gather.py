@@ -8,8 +8,8 @@ ragged values) are lists, and Arrow record batches are sliced, taken and concate
 Arrow.
 
 The arrays are made by ``empty``: ``numpy.empty``, or for ``format="arrow"``
-:func:`arrow_empty`, buffers of Arrow's pool of the system allocator, which Arrow wraps
-as they are (and which, measured, fault in fewer fresh pages a pass).
+:func:`arrow_empty`, scratch buffers (:mod:`recprep._core.scratch`) a dropped batch
+hands back for the next one, which Arrow wraps as they are.
 
 >>> import numpy as np
 >>> from recprep._core.batching import Columns
@@ -30,6 +30,7 @@ import numpy as np
 
 from .._core.arrowcols import arrow, is_arrow
 from .._core.batching import Columns, collate
+from .._core.scratch import scratch
 
 __all__ = ["Empty", "Rows", "arrow_empty", "copy_out"]
 
@@ -42,18 +43,18 @@ Empty: TypeAlias = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
 def arrow_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A fresh, writable array of ``shape`` and ``dtype`` in a buffer of Arrow's pool of
-    the system allocator (``pyarrow.system_memory_pool()``) when its values are numbers
-    — what Arrow then wraps as it is — else ``numpy.empty``'s.
+    """A writable array of ``shape`` and ``dtype`` over a scratch buffer
+    (:func:`~recprep._core.scratch.scratch`) when its values are numbers — what Arrow
+    then wraps as it is — else ``numpy.empty``'s. A batch's memory goes to a later
+    batch only once nothing refers to it: the batch, a slice of it, a table or a numpy
+    view made of it keep it theirs.
 
-    Why a pool, and why that one: measured on the MNIST-like set (batches of 256 rows of
-    784 float64), a pass faulted in ~7,800 fresh pages with ``numpy.empty``'s batches,
-    ~2,700 with these (1,500-4,200 across processes), and ~16,000 with Arrow's default
-    pool (mimalloc), which takes the batches out of the C library's heap and leaves it to
-    the chunks' reads, whose pages it then hands back to the system more often; the pass
-    took ~11% less time (``benchmarks/RESULTS-columnar.md``, stop 38). Page faults
-    follow glibc's heuristics and what the process did before: a measured gain, not a
-    guarantee.
+    Why: a 1.6 MB batch (256 rows of 784 float64, the MNIST-like set) made fresh each
+    time faults its pages in, or not, by glibc's heuristics and what the process
+    allocated before — ~7,800 faults a pass with ``numpy.empty``, ~2,700 in Arrow's
+    system pool, ~16,000 in its default pool (stop 38). Batches the consumer dropped are
+    used again instead: none, and ``batches(256, format="arrow")`` of that set went from
+    1.75x to 1.93x the floor (``benchmarks/RESULTS-columnar.md``, stop 39).
 
     >>> a = arrow_empty((2, 3), np.dtype(np.float32))
     >>> a.shape, a.dtype, a.flags.writeable
@@ -61,10 +62,7 @@ def arrow_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """
     if dtype.kind not in "iuf" or not dtype.isnative:
         return np.empty(shape, dtype)
-    pa = arrow()
-    size = prod(shape) * dtype.itemsize
-    return np.frombuffer(pa.allocate_buffer(size, memory_pool=pa.system_memory_pool()),
-                         dtype).reshape(shape)
+    return np.frombuffer(scratch(prod(shape) * dtype.itemsize), dtype).reshape(shape)
 
 
 def copy_out(entries: list[tuple[Columns, Rows, Rows]], n: int,

@@ -236,7 +236,8 @@ def batches(runs: Iterator[Block], size: int, drop_last: bool, progress: PassPro
             watch: PassWatch | None = None, arrow: bool = False) -> Iterator[Any]:
     """The batches of ``runs``, counted (by instance, and the places of records lost to
     damage among them) in ``progress``, timed a batch at a time by ``watch``; with
-    ``arrow``, their arrays in Arrow's system-allocator pool (:func:`~.gather.arrow_empty`)."""
+    ``arrow``, their arrays in scratch buffers dropped batches hand back
+    (:func:`~.gather.arrow_empty`)."""
     lost = [0]  # places of lost records passed since the last batch handed out
     watch = watch or _unwatched()
     now = time.perf_counter
