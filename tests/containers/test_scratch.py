@@ -17,7 +17,7 @@ import pytest
 from recprep import RecordIO, convert
 from recprep._core import scratch as scratch_module
 from recprep._core.native import crc32c, native_off
-from recprep._core.scratch import HELD_BYTES, MAX_HELD, STEP, scratch
+from recprep._core.scratch import HELD_BYTES, MAX_BUFFERS, STEP, scratch
 from recprep.codecs import get_codec
 from recprep.containers import get_format
 
@@ -72,14 +72,14 @@ def test_small_buffers_are_made_fresh_and_never_kept():
 
 
 def test_what_a_thread_keeps_is_bounded():
-    alive = [scratch(BIG) for _ in range(MAX_HELD + 10)]  # all in use at once
+    alive = [scratch(BIG) for _ in range(MAX_BUFFERS + 10)]  # all in use at once
     held = scratch_module._local.held
-    assert len(held) <= MAX_HELD and sum(map(len, held)) <= HELD_BYTES
+    assert len(held) <= MAX_BUFFERS and sum(map(len, held)) <= HELD_BYTES
     assert all(len(v) == BIG for v in alive)
     huge = scratch(HELD_BYTES)  # more than there is room for, with the rest in use
     assert huge.obj not in held
     del alive, huge
-    assert len(scratch_module._local.held) <= MAX_HELD
+    assert len(scratch_module._local.held) <= MAX_BUFFERS
 
 
 def test_a_freed_buffer_makes_room_for_a_bigger_one():

@@ -139,3 +139,20 @@ def test_a_resume_never_reuses_ranges_cut_by_another_rule(tmp_path):
     convert(str(fresh), data, 3, "s", codec="raw", chunk_bytes=64 << 10, progress=False)
     assert digests(out) == digests(fresh)
     assert list(RecordIO(str(out / "s-*-of-*"), codec="raw")()) == data
+
+
+def test_a_dataset_of_files_is_not_sampled(tmp_path):
+    """Sampling a pyarrow Dataset would read its files on the driver, before any task:
+    its ranges keep the rows per part; the same rows in memory get longer ones."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from recprep.write.inputs import as_input
+
+    table = pa.table({"i": list(range(70_000)), "s": ["x"] * 70_000})
+    pq.write_table(table, tmp_path / "t.parquet")
+    dataset = ds.dataset(tmp_path / "t.parquet")
+    codec = get_codec("recprep")
+    assert part_rows(as_input(table), codec, 10, DEFAULT_CHUNK_BYTES) > ROWS_PER_PART
+    assert part_rows(as_input(dataset), codec, 10, DEFAULT_CHUNK_BYTES) == ROWS_PER_PART

@@ -14,10 +14,10 @@ from typing import Any, overload
 
 import numpy as np
 
-__all__ = ["Chunk", "Gap", "Payload", "Records", "nbytes"]
+__all__ = ["Chunk", "Gap", "PayloadBuffer", "Records", "nbytes"]
 
 #: a chunk's payload: ``bytes``, or a view of a scratch buffer (:mod:`recprep._core.scratch`)
-Payload = bytes | bytearray | memoryview
+PayloadBuffer = bytes | bytearray | memoryview
 
 
 class Records(Sequence[bytes]):
@@ -42,7 +42,7 @@ class Records(Sequence[bytes]):
 
     __slots__ = ("_list", "_nbytes", "ends", "payload", "starts")
 
-    def __init__(self, payload: Payload, starts: Sequence[int] | np.ndarray,
+    def __init__(self, payload: PayloadBuffer, starts: Sequence[int] | np.ndarray,
                  ends: Sequence[int] | np.ndarray, nbytes: int | None = None) -> None:
         self.payload = payload
         self.starts = np.asarray(starts, dtype=np.int64)

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["HELD_BYTES", "MAX_HELD", "STEP", "scratch"]
+__all__ = ["HELD_BYTES", "MAX_BUFFERS", "STEP", "scratch"]
 
 HELD_BYTES = 32 << 20
 """What one thread keeps for reuse at most (buffers in use and free together): the
 chunks of a pass's round-robin round are alive together, one buffer each."""
 
-MAX_HELD = 32
+MAX_BUFFERS = 32
 """How many buffers one thread keeps at most."""
 
 STEP = 64 << 10
@@ -52,7 +52,7 @@ _local = threading.local()
 def scratch(size: int) -> memoryview:
     """A writable buffer of ``size`` bytes: the smallest of this thread's buffers that
     is big enough and that nothing refers to any more, else a fresh one (kept for reuse
-    within :data:`MAX_HELD` buffers and :data:`HELD_BYTES`)."""
+    within :data:`MAX_BUFFERS` buffers and :data:`HELD_BYTES`)."""
     if size < STEP:
         return memoryview(bytearray(size))
     held: list[bytearray] | None = getattr(_local, "held", None)
@@ -76,7 +76,7 @@ def _keep(held: list[bytearray], fresh: bytearray) -> None:
     """Keep ``fresh`` among ``held`` if there is room, or room made by letting a free
     buffer go."""
     total = sum(map(len, held))
-    if len(held) < MAX_HELD and total + len(fresh) <= HELD_BYTES:
+    if len(held) < MAX_BUFFERS and total + len(fresh) <= HELD_BYTES:
         held.append(fresh)
         return
     for k, buf in enumerate(held):

@@ -137,8 +137,9 @@ def part_rows(reader: Any, codec: Codec, num_shards: int, chunk_bytes: int) -> i
     The records' size is the mean of a sample encoded with a copy of ``codec`` (its
     warnings and its notes of pickled types left out: the tasks give those), a few
     windows spread over the input; it depends on the input and the codec alone, never
-    on the executor. An input too small to split, or a sample the codec fails on (the
-    task that meets the instance says which), gets :data:`ROWS_PER_PART`.
+    on the executor. An input too small to split, a pyarrow ``Dataset`` of files (a
+    sample would read files here, before any task runs), or a sample the codec fails on
+    (the task that meets the instance says which) gets :data:`ROWS_PER_PART`.
 
     >>> from recprep.codecs import get_codec
     >>> small = [(i, "a") for i in range(100_000)]
@@ -148,8 +149,8 @@ def part_rows(reader: Any, codec: Codec, num_shards: int, chunk_bytes: int) -> i
     32768
     """
     count = len(reader)
-    if count < 2 * ROWS_PER_PART:  # one part whatever its records' size
-        return ROWS_PER_PART
+    if count < 2 * ROWS_PER_PART or not getattr(reader, "in_memory", True):
+        return ROWS_PER_PART  # one part whatever its records' size; or files, not read here
     mean = _mean_record_bytes(reader, count, codec)
     if mean is None:
         return ROWS_PER_PART
@@ -178,11 +179,11 @@ def _mean_record_bytes(reader: Any, count: int, codec: Codec) -> float | None:
 
 def _instances(reader: Any, start: int, end: int) -> Iterable[Any]:
     """Instances ``start:end`` of the sized input ``reader``."""
-    part = _rows(reader, start, end)
+    part = _range_of(reader, start, end)
     return part() if isinstance(part, TableReader) else part
 
 
-def _rows(reader: Any, start: int, end: int) -> Any:
+def _range_of(reader: Any, start: int, end: int) -> Any:
     """Rows ``start:end`` of the sized input ``reader``, as the same kind of input."""
     if isinstance(reader, TableReader):
         return reader.rows(start, end)
@@ -213,7 +214,7 @@ def split_sized(reader: Any, max_parts: int, rows_per_part: int = ROWS_PER_PART
     if parts < 2:
         return None
     bounds = [count * p // parts for p in range(parts + 1)]
-    return [_rows(reader, a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [_range_of(reader, a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def warn_unsplit(reader: Any, executor: str) -> None:

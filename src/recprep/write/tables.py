@@ -113,6 +113,8 @@ class _TableSource(abc.ABC):
 
     names: list[Any]
     instance: RowKind = "dict"
+    #: whether its rows are in this process's memory (a few read anywhere cost nothing)
+    in_memory = True
 
     @abc.abstractmethod
     def __len__(self) -> int: ...
@@ -212,6 +214,8 @@ class _Dataset(_TableSource):
     """A pyarrow ``Dataset`` of files: its fragments (in the dataset's row order), each
     one's row count (from metadata), and the dataset schema every fragment is read with
     (partition columns included)."""
+
+    in_memory = False  # a row read is its fragment's file read
 
     def __init__(self, fragments: Sequence[Any], counts: Sequence[int], schema: Any,
                  skip: int = 0, rows: int | None = None) -> None:
@@ -384,6 +388,11 @@ class TableReader:
 
     def __len__(self) -> int:
         return self.end - self.start
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether its rows are in memory (not a ``Dataset``'s files, read when asked)."""
+        return self.source.in_memory
 
     def rows(self, start: int, end: int) -> TableReader:
         """Rows ``start:end`` of this reader (relative to it)."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..._core.batching import Columns
 from ..._core.native import kernels
-from ..._core.records import Payload, Records
+from ..._core.records import PayloadBuffer, Records
 from .layout import Layout, layout_of, layout_program, layout_segments
 from .wire import FORMAT_TAG, T_FALSE, T_TRUE
 
@@ -154,7 +154,7 @@ def _rows(tree: Any, template: Any, kinds: list[Any]) -> list[Any]:
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=False)]
 
 
-def _cut_columns(lay: Layout, buf: Payload, starts: np.ndarray, ends: np.ndarray, n: int,
+def _cut_columns(lay: Layout, buf: PayloadBuffer, starts: np.ndarray, ends: np.ndarray, n: int,
                  strings: Strings) -> Columns | None:
     """The columns of the ``n`` records ``buf[starts[i]:ends[i]]`` if all pass ``lay``."""
     u8 = np.frombuffer(buf, np.uint8)
@@ -221,7 +221,7 @@ def _evenly_spaced(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int
     return view
 
 
-def _cut_walked(native: Any, lay: Layout, buf: Payload, starts: np.ndarray,
+def _cut_walked(native: Any, lay: Layout, buf: PayloadBuffer, starts: np.ndarray,
                 ends: np.ndarray, rows: np.ndarray | None, strings: Strings
                 ) -> Columns | None:
     """:func:`_cut_columns` with the records checked against the layout in C
@@ -264,7 +264,7 @@ def _cut_walked(native: Any, lay: Layout, buf: Payload, starts: np.ndarray,
 _OP_BYTES = {"tagbool": 1, "len": 4, "none": 0}
 
 
-def _gathered(buf: Payload, pos: np.ndarray, size: int) -> np.ndarray:
+def _gathered(buf: PayloadBuffer, pos: np.ndarray, size: int) -> np.ndarray:
     """The ``size`` bytes at each of ``pos`` in ``buf``, a row each (C order): one gather
     of ``size``-byte items (numpy copies an item at a time, a fraction of gathering rows
     of a strided view byte by byte)."""
