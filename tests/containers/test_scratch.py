@@ -77,7 +77,8 @@ def test_what_a_thread_keeps_is_bounded():
     assert len(held) <= MAX_BUFFERS and sum(map(len, held)) <= HELD_BYTES
     assert all(len(v) == BIG for v in alive)
     huge = scratch(HELD_BYTES)  # more than there is room for, with the rest in use
-    assert huge.obj not in held
+    assert not any(huge.obj is buf for buf in held)
+    assert isinstance(huge.obj, np.ndarray)  # not kept: numpy's, not zeroed first
     del alive, huge
     assert len(scratch_module._local.held) <= MAX_BUFFERS
 

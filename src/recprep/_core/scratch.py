@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 __all__ = ["HELD_BYTES", "MAX_BUFFERS", "STEP", "scratch"]
 
 HELD_BYTES = 32 << 20
@@ -51,8 +53,10 @@ _local = threading.local()
 
 def scratch(size: int) -> memoryview:
     """A writable buffer of ``size`` bytes: the smallest of this thread's buffers that
-    is big enough and that nothing refers to any more, else a fresh one (kept for reuse
-    within :data:`MAX_BUFFERS` buffers and :data:`HELD_BYTES`)."""
+    is big enough and that nothing refers to any more, else a fresh one — kept for
+    reuse while this thread keeps fewer than :data:`MAX_BUFFERS` and at most
+    :data:`HELD_BYTES` (letting a free one go to make room), else numpy's, unfilled:
+    one that won't be used again isn't worth zeroing."""
     if size < STEP:
         return memoryview(bytearray(size))
     held: list[bytearray] | None = getattr(_local, "held", None)
@@ -67,22 +71,24 @@ def scratch(size: int) -> memoryview:
             if have == want:
                 break
     if best is None:
+        if not _room(held, want):
+            return memoryview(np.empty(size, np.uint8))
         best = bytearray(want)
-        _keep(held, best)
+        held.append(best)
     return memoryview(best)[:size]
 
 
-def _keep(held: list[bytearray], fresh: bytearray) -> None:
-    """Keep ``fresh`` among ``held`` if there is room, or room made by letting a free
-    buffer go."""
+def _room(held: list[bytearray], size: int) -> bool:
+    """Whether a buffer of ``size`` bytes can be kept among ``held``, once a free one is
+    let go if that makes room."""
     total = sum(map(len, held))
-    if len(held) < MAX_BUFFERS and total + len(fresh) <= HELD_BYTES:
-        held.append(fresh)
-        return
+    if len(held) < MAX_BUFFERS and total + size <= HELD_BYTES:
+        return True
     for k, buf in enumerate(held):
-        if total - len(buf) + len(fresh) <= HELD_BYTES and _free(buf):
-            held[k] = fresh
-            return
+        if total - len(buf) + size <= HELD_BYTES and _free(buf):
+            del held[k]
+            return True
+    return False
 
 
 def _free(buf: bytearray) -> bool:
