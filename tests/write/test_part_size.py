@@ -13,13 +13,14 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 import warnings
 from pathlib import Path
 
 import pytest
 
 from recprep import RecordIO, convert
-from recprep.codecs import get_codec
+from recprep.codecs import Codec, get_codec
 from recprep.containers import get_format
 from recprep.errors import EncodeError, PickleFallbackWarning, TaskFailedError
 from recprep.write.inputs import PART_FILL, ROWS_PER_PART, part_rows, split_sized
@@ -156,3 +157,26 @@ def test_a_dataset_of_files_is_not_sampled(tmp_path):
     codec = get_codec("recprep")
     assert part_rows(as_input(table), codec, 10, DEFAULT_CHUNK_BYTES) > ROWS_PER_PART
     assert part_rows(as_input(dataset), codec, 10, DEFAULT_CHUNK_BYTES) == ROWS_PER_PART
+
+
+class LockedRaw(Codec):
+    """A codec of bytes that holds a lock: it can't be copied for a sample."""
+
+    name = "locked-raw"
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def encode(self, instance):
+        return bytes(instance)
+
+    def decode(self, record, *, allow_pickle=False):
+        return bytes(record)
+
+
+def test_a_codec_that_cant_be_copied_keeps_the_rows_per_part_and_writes(tmp_path):
+    data = [b"r%05d" % (i % 99_999) for i in range(70_000)]
+    codec = LockedRaw()
+    assert part_rows(data, codec, 3, DEFAULT_CHUNK_BYTES) == ROWS_PER_PART
+    convert(str(tmp_path), data, 3, "s", codec=codec, progress=False)
+    assert list(RecordIO(str(tmp_path / "s-*-of-*"), codec=LockedRaw())()) == data

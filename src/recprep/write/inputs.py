@@ -160,9 +160,9 @@ def part_rows(reader: Any, codec: Codec, num_shards: int, chunk_bytes: int) -> i
 def _mean_record_bytes(reader: Any, count: int, codec: Codec) -> float | None:
     """The mean size of a sample of ``reader``'s records (:func:`part_rows`), or None
     when ``codec`` fails on it."""
-    codec = copy.deepcopy(codec)  # a fallback's notes of pickled types stay its own
     sampled = size = 0
     try:
+        codec = copy.deepcopy(codec)  # a fallback's notes of pickled types stay its own
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for window in range(SAMPLE_WINDOWS):
@@ -172,8 +172,8 @@ def _mean_record_bytes(reader: Any, count: int, codec: Codec) -> float | None:
                     sampled += 1
                     if size >= SAMPLE_BYTES:
                         return size / sampled
-    except Exception:  # a sample only: the task that writes the instance raises, located
-        return None
+    except Exception:  # a sample only (or a codec that can't be copied): the task that
+        return None  # writes the instance raises, located
     return size / sampled if sampled and size else None
 
 
