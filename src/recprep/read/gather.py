@@ -53,8 +53,8 @@ def arrow_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     time faults its pages in, or not, by glibc's heuristics and what the process
     allocated before — ~7,800 faults a pass with ``numpy.empty``, ~2,700 in Arrow's
     system pool, ~16,000 in its default pool (stop 38). Batches the consumer dropped are
-    used again instead: none, and ``batches(256, format="arrow")`` of that set went from
-    1.75x to 1.93x the floor (``benchmarks/RESULTS-columnar.md``, stop 39).
+    used again instead: none fault, and a batch too big to keep (51 MB at 8192 rows) is
+    numpy's memory, not zeroed first (``benchmarks/RESULTS-columnar.md``, stop 39).
 
     >>> a = arrow_empty((2, 3), np.dtype(np.float32))
     >>> a.shape, a.dtype, a.flags.writeable
