@@ -53,7 +53,7 @@ HEAP_BLOCK = 4 << 20
 """The block :func:`_settle_heap` hands back to the C library once a process."""
 
 _local = threading.local()
-_settled: list[bool] = []  # [True] once the heap is settled in this process
+_heap_settled: list[bool] = []  # [True] once the heap is settled in this process
 
 
 def _settle_heap() -> None:
@@ -68,7 +68,7 @@ def _settle_heap() -> None:
     that did nothing else kept 128 KiB and faulted its row arrays and batches in again
     and again: ``read()`` of the MNIST-like set 16,000 faults a pass and ~40% slower,
     where after this it faults none. Elsewhere than glibc it is a free of 4 MiB."""
-    _settled.append(True)
+    _heap_settled.append(True)
     block = np.empty(HEAP_BLOCK, np.uint8)  # (its pages never touched: nothing faulted)
     del block
 
@@ -81,7 +81,7 @@ def scratch(size: int) -> memoryview:
     one that won't be used again isn't worth zeroing."""
     if size < STEP:
         return memoryview(bytearray(size))
-    if not _settled:
+    if not _heap_settled:
         _settle_heap()
     held: list[bytearray] | None = getattr(_local, "held", None)
     if held is None:
