@@ -33,9 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import cramjam
-import google_crc32c
 
-from .._core.native import kernels
+from .._core.native import crc32c, kernels
 from .._core.registry import Registry
 from ..errors import ChunkTooLargeError, CorruptDataError, InvalidArgumentError
 
@@ -257,9 +256,7 @@ _MASK_DELTA = 0xA282EAD8
 
 
 def _masked_crc32c(data: Buffer) -> bytes:
-    native = kernels()  # google_crc32c takes no memoryview: a copy of the block for it
-    crc = native.crc32c_value(data) if native is not None else google_crc32c.value(
-        bytes(data))
+    crc = crc32c(data)
     return (((crc >> 15 | crc << 17) + _MASK_DELTA) & 0xFFFFFFFF).to_bytes(4, "little")
 
 

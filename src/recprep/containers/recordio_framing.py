@@ -70,10 +70,6 @@ class Dialect:
         return b, c, d, a
 
 
-def _crc32c(data: Buffer) -> int:
-    return crc32c(data)
-
-
 def _fastest_crc32() -> Callable[[Buffer], int]:
     """CRC-32 (IEEE): isal's (PCLMUL/ARM CRC, ~10x CPython's zlib here: see
     ``benchmarks/RESULTS.md``) where it is installed, else zlib's. Same values."""
@@ -94,7 +90,7 @@ GO = Dialect(
 )
 LEGACY = Dialect(
     "recordio-legacy",
-    _crc32c,
+    crc32c,
     {1: "none", 2: "snappy-raw", 3: "gzip"},
     {"none": 1, "snappy": 2, "gzip": 3},
 )
