@@ -12,6 +12,7 @@ import math
 import socket
 import threading
 
+import numpy as np
 import pytest
 
 from recprep import FetchOptions, FetchStats, RecordIO, StoreUnavailableError, convert
@@ -209,6 +210,40 @@ def test_a_range_hands_out_its_bytes_across_the_pieces_they_arrived_in():
     assert r.slice(2, 8) == b"234567" and r.slice(4, 6) == b"45"
     whole = r.slice(3, 7)
     assert whole == b"3456" and whole is r.pieces[1]  # a whole piece: not copied
+
+
+def test_a_range_copies_its_bytes_across_pieces_into_a_buffer():
+    from recprep.storage.fetchrange import FetchRange
+
+    r = FetchRange(None, 100, 110, demand=False)  # type: ignore[arg-type]
+    for piece in (b"012", b"3456", b"789"):
+        r.add(piece)
+    out = bytearray(b"." * 8)
+    assert r.copy_into(2, memoryview(out)) == 8 and out == b"23456789"
+    out = bytearray(b"." * 4)
+    assert r.copy_into(8, memoryview(out)) == 2 and out == b"89.."  # as much as arrived
+
+
+def test_readinto_gives_what_read_gives_across_ranges_and_at_the_end():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    data = np.random.default_rng(7).integers(0, 256, 700_000, dtype=np.uint8).tobytes()
+    fs.pipe("/readinto/f", data)
+    fetcher = Fetcher(fs, FetchOptions(range_bytes=256 << 10))
+    try:
+        with fetcher.open("/readinto/f", size=len(data), span=(0, len(data))) as f:
+            got, pos = [], 0
+            for size in (10, 300_000, 1, 262_134, 200_000):  # over range edges; past the end
+                buffer = bytearray(size)
+                n = f.readinto(memoryview(buffer))
+                assert n == min(size, len(data) - pos) and f.tell() == pos + n
+                got.append(bytes(buffer[:n]))
+                pos += n
+            assert f.readinto(memoryview(bytearray(5))) == 0
+        assert b"".join(got) == data
+    finally:
+        fetcher.close()
 
 
 def test_a_pass_first_ranges_go_alone_until_bytes_arrive():

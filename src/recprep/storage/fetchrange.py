@@ -5,6 +5,8 @@ arrived in, kept as they are, and any span of them handed out with one copy at m
 >>> r.add(b"abc"); r.add(b"def")
 >>> r.slice(1, 5), r.slice(3, 6), r.filled
 (b'bcde', b'def', 6)
+>>> out = bytearray(4); r.copy_into(1, memoryview(out)), bytes(out)
+(4, b'bcde')
 """
 
 from __future__ import annotations
@@ -60,3 +62,16 @@ class FetchRange:
             parts.append(memoryview(piece)[:take])
             got += take
         return b"".join(parts)
+
+    def copy_into(self, begin: int, out: memoryview) -> int:
+        """Copy bytes from ``begin`` on (an offset from the range's start; arrived) into
+        ``out``, as many as fit and have arrived, piece by piece: how many were copied."""
+        k = bisect.bisect_right(self.offsets, begin) - 1
+        at, got, want = begin - self.offsets[k], 0, min(len(out), self.filled - begin)
+        while got < want:
+            piece = self.pieces[k]
+            take = min(len(piece) - at, want - got)
+            out[got:got + take] = memoryview(piece)[at:at + take]
+            got += take
+            k, at = k + 1, 0
+        return got

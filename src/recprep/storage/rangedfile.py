@@ -22,8 +22,9 @@ __all__ = ["RangedFile"]
 
 
 class RangedFile:
-    """A read-only file of a :class:`Fetcher` (``read``/``seek``/``tell``): its reads
-    wait for the bytes the fetcher streams in. ``size`` is known without a request."""
+    """A read-only file of a :class:`Fetcher` (``read``/``readinto``/``seek``/``tell``):
+    its reads wait for the bytes the fetcher streams in. ``size`` is known without a
+    request."""
 
     def __init__(self, fetcher: Fetcher, path: str, size: int, etag: str | None,
                  span: tuple[int, int] | None) -> None:
@@ -88,27 +89,51 @@ class RangedFile:
         end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
         return self._read_some(end) if self._pos < end else b""
 
+    def readinto(self, buffer: memoryview) -> int:
+        """Fill ``buffer`` from the position on (fewer bytes at the end of the file): the
+        arrived pieces are copied into it once, not joined into ``bytes`` first."""
+        if self.closed:
+            raise ValueError(f"I/O operation on closed file {self.path}")
+        out = memoryview(buffer).cast("B")
+        end = min(self.size, self._pos + len(out))
+        start = self._pos
+        while self._pos < end:
+            with self._fetcher._lock:
+                r, pos, stop = self._arrived_at(end)
+                r.copy_into(pos - r.start, out[pos - start:stop - start])
+                self._advance(stop)
+        return end - start if end > start else 0
+
     def _read_some(self, end: int) -> bytes:
         """Bytes from the position on (toward ``end``), as many as have arrived of the
         range that holds it (waiting for at least one)."""
-        fetcher, pos = self._fetcher, self._pos
-        with fetcher._lock:
-            r = self._range_at(pos, end)
-            began = None
-            while r.start + r.filled <= pos and not r.done:
-                began = began or time.monotonic()
-                self._arrived.wait()
-            if began is not None:
-                fetcher._count(waited=time.monotonic() - began)
-            if r.start + r.filled <= pos:  # done, and short
-                if r.error is not None:
-                    raise r.error
-                raise ConnectionError(f"{self.path}: the fetch stopped at byte {pos}")
-            stop = min(end, r.start + r.filled)
+        with self._fetcher._lock:
+            r, pos, stop = self._arrived_at(end)
             data = r.slice(pos - r.start, stop - r.start)
-            self._pos = stop
-            self._let_go(stop)
+            self._advance(stop)
             return data
+
+    def _arrived_at(self, end: int) -> tuple[FetchRange, int, int]:
+        """The range holding the position, the position, and how far toward ``end`` its
+        bytes have arrived, waiting for at least one (the fetcher's lock held)."""
+        fetcher, pos = self._fetcher, self._pos
+        r = self._range_at(pos, end)
+        began = None
+        while r.start + r.filled <= pos and not r.done:
+            began = began or time.monotonic()
+            self._arrived.wait()
+        if began is not None:
+            fetcher._count(waited=time.monotonic() - began)
+        if r.start + r.filled <= pos:  # done, and short
+            if r.error is not None:
+                raise r.error
+            raise ConnectionError(f"{self.path}: the fetch stopped at byte {pos}")
+        return r, pos, min(end, r.start + r.filled)
+
+    def _advance(self, stop: int) -> None:
+        """Move the position to ``stop``, letting passed ranges go (lock held)."""
+        self._pos = stop
+        self._let_go(stop)
 
     def _range_at(self, pos: int, end: int) -> FetchRange:
         """The range that holds byte ``pos`` (started now if there is none: a read that
