@@ -374,3 +374,59 @@ def test_arrow_batches_of_big_rows_keep_their_memory_while_held_and_hand_it_back
     again = next(iter(reader.batches(160, format="arrow")))  # a dropped batch's memory
     assert again.column(0).flatten().flatten().buffers()[1].address == first
     assert again.column("f1").to_pylist() == list(range(160))
+
+
+Point = __import__("collections").namedtuple("Point", "xy label")
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: (np.arange(n * 12, dtype=np.float32).reshape(n, 3, 4), np.arange(n)),
+    lambda n: {"img": np.arange(n * 6, dtype=np.uint8).reshape(n, 6), "y": np.ones(n)},
+    lambda n: Point(np.arange(n * 4.0).reshape(n, 2, 2)[:, ::-1], np.arange(n, dtype="i2")),
+])
+def test_a_numeric_batch_of_a_known_layout_is_what_record_batch_makes(make):
+    from recprep._core.arrowcols import numeric_batch
+
+    known: dict = {}
+    first, schema = numeric_batch(make(3), known)
+    assert first.equals(record_batch(make(3))) and schema.equals(first.schema)
+    again, same = numeric_batch(make(5), known)  # wrapped under the layout's schema
+    assert same is schema and again.schema.equals(schema, check_metadata=True)
+    assert again.equals(record_batch(make(5)))
+    assert again.to_pylist() == record_batch(make(5)).to_pylist()
+
+
+def test_a_numeric_batch_of_another_layout_gets_its_own_schema():
+    from recprep._core.arrowcols import numeric_batch
+
+    known: dict = {}
+    _, schema = numeric_batch((np.zeros((2, 3)), np.arange(2)), known)
+    wider, its = numeric_batch((np.zeros((2, 4)), np.arange(2)), known)
+    assert its is not schema and str(its.field("f0").type) == "fixed_size_list<item: double>[4]"
+    assert wider.equals(record_batch((np.zeros((2, 4)), np.arange(2))))
+    with pytest.raises(ArrowMappingError, match="a column name must be a str, got int"):
+        numeric_batch({1: np.arange(2)}, known)  # as record_batch says it
+
+
+@pytest.mark.parametrize("batch", [
+    (np.array([True, False]),), (np.arange(2) + 1j,), (np.arange(2, dtype=">i4"),),
+    ([1, 2],), ((np.arange(2), np.arange(2)),), np.arange(2), (np.zeros((2, 0)),),
+    ("ab",), {},
+])
+def test_other_batches_are_not_numeric_batches(batch):
+    from recprep._core.arrowcols import numeric_batch
+
+    known: dict = {}
+    assert numeric_batch(batch, known) is None
+    assert numeric_batch(batch, known) is None  # and remembered as such
+
+
+def test_numeric_batches_are_cast_to_a_given_schema(tmp_path):
+    convert(str(tmp_path), [(np.full(3, i, np.float64), i) for i in range(600)], 2, "s")
+    schema = pa.schema([("f0", pa.list_(pa.float32(), 3)), ("f1", pa.int32())])
+    got = list(RecordIO(str(tmp_path / "s-*-of-*")).batches(256, format="arrow",
+                                                            schema=schema))
+    assert [b.num_rows for b in got] == [256, 256, 88]
+    assert all(b.schema.equals(schema) for b in got)
+    rows = sorted((r["f1"], r["f0"]) for b in got for r in b.to_pylist())
+    assert rows == [(i, [float(i)] * 3) for i in range(600)]

@@ -21,7 +21,7 @@ from ..errors import ArrowMappingError, MissingDependencyError
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["INSTANCE_KEY", "VALUE_COLUMN", "arrow", "is_arrow", "record_batch"]
+__all__ = ["INSTANCE_KEY", "VALUE_COLUMN", "arrow", "is_arrow", "numeric_batch", "record_batch"]
 
 #: the column of instances that are neither dicts nor tuples
 VALUE_COLUMN = "value"
@@ -72,6 +72,64 @@ def record_batch(batch: Any, first: int = 0) -> pyarrow.RecordBatch:
         names, arrays = got.schema.names, got.columns
     out = pa.RecordBatch.from_arrays(arrays, names=names)
     return out.replace_schema_metadata({INSTANCE_KEY: kind.encode()})
+
+
+def numeric_batch(batch: Any, known: dict[Any, Any], first: int = 0
+                  ) -> tuple[pyarrow.RecordBatch, pyarrow.Schema] | None:
+    """:func:`record_batch` of a flat tuple or dict of numeric numpy columns, and the
+    schema it has; None for any other batch. ``known`` (one dict for the batches of a
+    pass) keeps each layout's schema: a batch of a layout seen before is its columns'
+    buffers wrapped as they are under that very schema — no type looked up or inferred,
+    no metadata replaced (~11 µs a batch of two columns against ~22).
+
+    >>> known = {}
+    >>> batch, schema = numeric_batch((np.zeros((2, 3)), np.arange(2)), known)
+    >>> again, same = numeric_batch((np.ones((2, 3)), np.arange(2)), known)
+    >>> same is schema, again.column(0).type, again.column(1).to_pylist()
+    (True, FixedSizeListType(fixed_size_list<item: double>[3]), [0, 1])
+    """
+    if not isinstance(batch, (tuple, dict)):
+        return None
+    columns = batch.values() if isinstance(batch, dict) else batch
+    try:
+        key = (type(batch), tuple(batch) if isinstance(batch, dict) else None,
+               tuple((c.dtype, c.shape[1:]) for c in columns))
+    except (AttributeError, TypeError):  # a leaf that is no array, a key Arrow refuses
+        return None
+    spec = known.get(key, False)
+    if spec is False:
+        spec = known[key] = _numeric_spec(batch, key[2], first)
+    if spec is None:
+        return None
+    schema, leaves = spec
+    pa = arrow()
+    arrays = []
+    for column, (value_type, levels) in zip(columns, leaves, strict=True):
+        flat = column.reshape(-1) if column.flags.c_contiguous else column.ravel()
+        array = pa.Array.from_buffers(value_type, flat.size, [None, pa.py_buffer(flat)])
+        for list_type in levels:
+            array = pa.FixedSizeListArray.from_arrays(array, type=list_type)
+        arrays.append(array)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema), schema
+
+
+def _numeric_spec(batch: Any, forms: tuple[Any, ...], first: int) -> Any:
+    """What :func:`numeric_batch` needs of a layout: the schema :func:`record_batch`
+    gives its first batch, and each column's value type and fixed-size list types
+    (innermost first); None where the columns aren't all plain
+    numbers of this machine's byte order in a flat tuple or dict."""
+    if not batch or any(
+            dtype.kind not in "iuf" or not dtype.isnative or 0 in shape
+            for dtype, shape in forms):
+        return None
+    made = record_batch(batch, first)
+    leaves = []
+    for field in made.schema:
+        types = [field.type]
+        while hasattr(types[-1], "list_size"):
+            types.append(types[-1].value_type)
+        leaves.append((types[-1], types[-2::-1]))
+    return made.schema, leaves
 
 
 def _field_names(columns: tuple[Any, ...]) -> list[str]:

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._core.arrowcols import arrow, record_batch
+from .._core.arrowcols import arrow, numeric_batch, record_batch
 from .._core.batching import BatchFormat, Columns, collate
 from ..codecs import Codec
 from ..errors import ArrowMappingError, InvalidArgumentError, RecprepError
@@ -166,20 +166,31 @@ def _one_schema(trees: Iterator[Any], schema: Any, given: bool | None = None
     """Record batches of one schema (``schema``, else the first batch's); ``given``
     (default: whether there is a schema): cast to it, safely, not only nulls."""
     given = schema is not None if given is None else given
-    batch_type = arrow().RecordBatch
+    known: dict[Any, Any] = {}  # numeric_batch's layouts
     at = 0
     try:
         for tree in trees:
-            got = tree if type(tree) is batch_type else record_batch(tree, at)
+            got, its = _batch_of(tree, known, at)
             if schema is None:
-                schema = got.schema
-            elif not got.schema.equals(schema, check_metadata=True):  # else: as it is
-                got = conformed(got, schema, at, given)
+                schema = its
+            elif its is not schema and not its.equals(schema, check_metadata=True):
+                got = conformed(got, schema, at, given)  # else: as it is
             at += got.num_rows
             yield got
             del tree, got  # not held while the next batch is made: its memory is reused
     finally:
         trees.close()  # type: ignore[attr-defined]
+
+
+def _batch_of(tree: Any, known: dict[Any, Any], at: int) -> tuple[Any, Any]:
+    """A batch of columns as a record batch (itself, if it is one), and its schema."""
+    if type(tree) is arrow().RecordBatch:
+        return tree, tree.schema
+    made = numeric_batch(tree, known, at)
+    if made is None:
+        got = record_batch(tree, at)
+        return got, got.schema
+    return made
 
 
 def as_format(format: BatchFormat, schema: Any = None
