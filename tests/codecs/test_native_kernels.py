@@ -240,6 +240,38 @@ def test_the_kernels_crc32c_is_google_crc32cs_on_any_bytes():
         assert native.crc32c_value(data) == native.crc32c_value(data, True) == want
 
 
+def test_the_kernels_crc32_is_zlibs_on_any_bytes_offsets_and_seeds():
+    # the carry-less folding path (128 bytes a step, 16, then the tail by table) over
+    # every length class, unaligned starts and continued CRCs; the table path beside it
+    import random
+    import zlib
+
+    from recprep._core.native import crc32
+
+    rng = random.Random(25)
+    data = np.random.default_rng(25).bytes(300_000)
+    sizes = [*range(0, 300), *range(380, 400), 4095, 4096, 4097, 65_536 + 15, 299_000]
+    for size in sizes + [rng.randrange(0, 299_000) for _ in range(300)]:
+        start, seed = rng.randrange(0, 1000), rng.choice([0, rng.getrandbits(32)])
+        piece = memoryview(data)[start:start + size]
+        want = zlib.crc32(piece, seed)
+        assert native.crc32_value(piece, seed) == want, (size, start, seed)
+        assert crc32(piece, seed) == want
+        if size < 5000:
+            assert native.crc32_value(piece, seed, True) == want
+    with native_off():
+        assert crc32(memoryview(data)[7:], crc32(data[:7])) == zlib.crc32(data)
+
+
+def test_crc32_fast_says_whether_the_processor_folds():
+    import platform
+
+    if platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"):
+        pytest.skip("the folding path is x86-64's")
+    flags = set(open("/proc/cpuinfo").read().split())
+    assert native.crc32_fast == int({"avx2", "vpclmulqdq", "pclmulqdq", "sse4_1"} <= flags)
+
+
 def _tfrecords(records: list[bytes]) -> bytes:
     import io
 

@@ -18,14 +18,17 @@ True
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Any
 
 import google_crc32c
 
-__all__ = ["NATIVE_ENV", "crc32c", "kernels", "native_off"]
+__all__ = ["NATIVE_ENV", "crc32", "crc32c", "kernels", "native_off"]
 
 #: set to ``0`` in the environment: recprep doesn't use its C kernels (numpy alone)
 NATIVE_ENV = "RECPREP_NATIVE"
@@ -63,6 +66,33 @@ def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     if native is not None:
         return int(native.crc32c_value(data, False, crc))
     return int(google_crc32c.extend(crc, data if type(data) is bytes else bytes(data)))
+
+
+def _library_crc32() -> Callable[..., int]:
+    """CRC-32 by a library: isal's (PCLMUL/ARM CRC, ~5x CPython's zlib here: see
+    ``benchmarks/RESULTS.md``) where it is installed, else zlib's. Same values."""
+    try:
+        found: Callable[..., int] = importlib.import_module("isal.isal_zlib").crc32
+    except ImportError:
+        return zlib.crc32
+    return found
+
+
+_CRC32 = _library_crc32()
+
+
+def crc32(data: Any, crc: int = 0) -> int:
+    """The CRC-32 (IEEE: zlib's) of ``data`` (continuing ``crc``): by the kernels where
+    they are in use and the processor has AVX2's carry-less multiplication (24 GB/s on
+    the machine of ``benchmarks/``), else by isal (12.6) or zlib.
+
+    >>> crc32(memoryview(b"123456789")) == crc32(b"6789", crc32(b"12345")) == 0xCBF43926
+    True
+    """
+    native = kernels()
+    if native is not None and native.crc32_fast:
+        return int(native.crc32_value(data, crc))
+    return int(_CRC32(data, crc))
 
 
 @contextmanager

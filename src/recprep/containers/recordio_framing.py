@@ -22,15 +22,13 @@ Example
 
 from __future__ import annotations
 
-import importlib
 import struct
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._core.native import crc32c, kernels
+from .._core.native import crc32, crc32c, kernels
 from .._core.records import Records
 from ..errors import CorruptDataError
 from .compression import Buffer
@@ -69,18 +67,6 @@ class Dialect:
             return a, b, c, d
         return b, c, d, a
 
-
-def _fastest_crc32() -> Callable[[Buffer], int]:
-    """CRC-32 (IEEE): isal's (PCLMUL/ARM CRC, ~10x CPython's zlib here: see
-    ``benchmarks/RESULTS.md``) where it is installed, else zlib's. Same values."""
-    try:
-        crc32: Callable[[Buffer], int] = importlib.import_module("isal.isal_zlib").crc32
-    except ImportError:
-        return zlib.crc32
-    return crc32
-
-
-crc32 = _fastest_crc32()
 
 GO = Dialect(
     "recordio",
