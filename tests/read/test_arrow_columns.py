@@ -339,8 +339,10 @@ def _memory(array: np.ndarray) -> object:
     (np.bool_, False), (object, False), (np.complex128, False)])
 def test_arrow_batches_arrays_reuse_memory_only_for_numbers_and_only_once_let_go(
         dtype, reused):
+    from recprep._core import scratch as scratch_module
     from recprep.read.gather import arrow_empty
 
+    scratch_module._local.held = []  # no free buffer of earlier tests to be taken first
     shape = (256, 400)  # past the size scratch buffers start at
     out = arrow_empty(shape, np.dtype(dtype))
     assert (out.shape, out.dtype, out.flags.writeable) == (shape, np.dtype(dtype), True)

@@ -167,10 +167,14 @@ def _one_schema(trees: Iterator[Any], schema: Any, given: bool | None = None
     (default: whether there is a schema): cast to it, safely, not only nulls."""
     given = schema is not None if given is None else given
     known: dict[Any, Any] = {}  # numeric_batch's layouts
+    batch_type = arrow().RecordBatch
     at = 0
     try:
         for tree in trees:
-            got, its = _batch_of(tree, known, at)
+            if type(tree) is batch_type:  # (most batches of small rows: a slice)
+                got, its = tree, tree.schema
+            else:
+                got, its = _batch_of(tree, known, at)
             if schema is None:
                 schema = its
             elif its is not schema and not its.equals(schema, check_metadata=True):
@@ -183,9 +187,7 @@ def _one_schema(trees: Iterator[Any], schema: Any, given: bool | None = None
 
 
 def _batch_of(tree: Any, known: dict[Any, Any], at: int) -> tuple[Any, Any]:
-    """A batch of columns as a record batch (itself, if it is one), and its schema."""
-    if type(tree) is arrow().RecordBatch:
-        return tree, tree.schema
+    """A batch of columns (not a record batch) as a record batch, and its schema."""
     made = numeric_batch(tree, known, at)
     if made is None:
         got = record_batch(tree, at)

@@ -338,8 +338,10 @@ class PassWatch:
     def taken(self, now: float) -> None:
         """The consumer asked for the next block at ``now``: the open one was taken."""
         self._worked += now - self._handed
-        self._taken += self._n - _left(self._items)
-        self._items, self._n, self._handed = None, 0, 0.0
+        if self._items is not None:
+            self._taken += self._n - _left(self._items)
+            self._items, self._n = None, 0
+        self._handed = 0.0
         counter = self._counter
         if counter._listener is not None:
             counter.tell(now)
