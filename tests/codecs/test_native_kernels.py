@@ -272,6 +272,31 @@ def test_crc32_fast_says_whether_the_processor_folds():
     assert native.crc32_fast == int({"avx2", "vpclmulqdq", "pclmulqdq", "sse4_1"} <= flags)
 
 
+@given(st.integers(1, 40), st.integers(0, 300), st.integers(0, 40), st.integers(0, 99),
+       st.sampled_from(["even", "start", "end", "close"]))
+def test_evenly_spaced_is_the_numpy_checks_stride(n, width, gap, first, damage):
+    from recprep.codecs.recprep.columns import _even_stride
+
+    starts = first + np.arange(n, dtype=np.int64) * (width + gap)
+    ends = starts + width
+    if damage == "start" and n > 2:
+        starts[n // 2] += 1
+    elif damage == "end":
+        ends[-1] -= 1
+    elif damage == "close" and n > 1:
+        starts = first + np.arange(n, dtype=np.int64) * max(width - 1, 0)
+        ends = starts + width
+    want = _even_stride(starts, ends, int(starts[0]), int(ends[0] - starts[0]), n)
+    assert native.evenly_spaced(starts, ends) == want
+    if damage == "even":
+        assert want == (width + gap if n > 1 else width)
+
+
+def test_evenly_spaced_refuses_arrays_of_other_lengths():
+    with pytest.raises(ValueError, match="ends: expected 3 int64 values"):
+        native.evenly_spaced(np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64))
+
+
 def _tfrecords(records: list[bytes]) -> bytes:
     import io
 

@@ -477,6 +477,45 @@ done_buf:
 }
 
 
+/* ------------------------------------------------------------------ evenly_spaced */
+
+PyDoc_STRVAR(evenly_spaced_doc,
+"evenly_spaced(starts, ends) -> int\n\n"
+"The stride of the records ``[starts[i], ends[i])`` (int64 arrays of one length) when\n"
+"they are all as wide as the first and evenly spaced (no closer than that width):\n"
+"where a chunk's records are the rows of one strided view. -1 otherwise, and for\n"
+"no records.");
+
+static PyObject *
+evenly_spaced(PyObject *self, PyObject *args)
+{
+    PyObject *s_obj, *e_obj;
+    Py_buffer starts, ends;
+    if (!PyArg_ParseTuple(args, "OO:evenly_spaced", &s_obj, &e_obj))
+        return NULL;
+    if (get_i64(s_obj, &starts, -1, 0, "starts") < 0)
+        return NULL;
+    Py_ssize_t n = starts.len / (Py_ssize_t)sizeof(int64_t);
+    if (get_i64(e_obj, &ends, n, 0, "ends") < 0) {
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    const int64_t *s = (const int64_t *)starts.buf, *e = (const int64_t *)ends.buf;
+    int64_t stride = -1;
+    if (n > 0) {
+        int64_t width = e[0] - s[0];
+        stride = n > 1 ? s[1] - s[0] : width;
+        if (width < 0 || stride < width)
+            stride = -1;
+        for (Py_ssize_t i = 0; stride >= 0 && i < n; i++)
+            if (e[i] - s[i] != width || s[i] != s[0] + (int64_t)i * stride)
+                stride = -1;
+    }
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&starts);
+    return PyLong_FromLongLong(stride);
+}
+
 /* ------------------------------------------------------------------------ CRC-32C */
 
 /* CRC-32C (Castagnoli), as google_crc32c.value computes it: SSE 4.2's instruction where
@@ -1117,6 +1156,7 @@ static PyMethodDef methods[] = {
     {"gather_items", gather_items, METH_VARARGS, gather_items_doc},
     {"crc32c_value", crc32c_value, METH_VARARGS, crc32c_value_doc},
     {"crc32_value", crc32_value, METH_VARARGS, crc32_value_doc},
+    {"evenly_spaced", evenly_spaced, METH_VARARGS, evenly_spaced_doc},
     {"tfrecord_frames", tfrecord_frames, METH_VARARGS, tfrecord_frames_doc},
     {"snappy_framed", snappy_framed, METH_VARARGS, snappy_framed_doc},
     {NULL, NULL, 0, NULL},

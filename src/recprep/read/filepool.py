@@ -127,6 +127,7 @@ class FilePool:
         self.max_open = max(1, default_max_open() if max_open is None else max_open)
         self._open: OrderedDict[int, PooledFile] = OrderedDict()
         self._lock = threading.Lock()
+        self._last: PooledFile | None = None  # the file touched last (the newest)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"fs": self.fs, "max_open": self.max_open, "fetcher": self.fetcher}
@@ -162,7 +163,10 @@ class FilePool:
     def touch(self, file: PooledFile) -> None:
         """``file`` was just used: keep it open, close the least recently used ones
         beyond ``max_open`` (skipping those being read right now)."""
+        if self._last is file:  # the newest already (a chunk's header, then its bytes)
+            return
         with self._lock:
+            self._last = file
             self._open[id(file)] = file
             self._open.move_to_end(id(file))
             excess = len(self._open) - self.max_open
@@ -178,3 +182,5 @@ class FilePool:
     def forget(self, file: PooledFile) -> None:
         with self._lock:
             self._open.pop(id(file), None)
+            if self._last is file:
+                self._last = None

@@ -210,15 +210,33 @@ def _evenly_spaced(u8: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int
     """The records as the rows of one strided view of ``u8`` (nothing copied), if they
     are all as long and evenly spaced; else None."""
     first, width = int(starts[0]), int(ends[0] - starts[0])
-    stride = int(starts[1]) - first if n > 1 else width
-    if stride < width or int(starts[-1]) != first + (n - 1) * stride:
-        return None  # not evenly spaced (checked whole below, when the ends say so)
-    if not (bool((ends - starts == width).all())
-            and bool((starts[1:] - starts[:-1] == stride).all())):
+    native = kernels()
+    if native is not None and _int64s(starts) and _int64s(ends):
+        stride = native.evenly_spaced(starts, ends)  # one pass, where numpy takes 6 calls
+    else:
+        stride = _even_stride(starts, ends, first, width, n)
+    if stride < 0:
         return None
     view = np.ndarray((n, width), np.uint8, u8, first, (stride, 1))
     view.flags.writeable = False
     return view
+
+
+def _even_stride(starts: np.ndarray, ends: np.ndarray, first: int, width: int, n: int
+                 ) -> int:
+    """The stride of records all ``width`` long and evenly spaced from ``first``; -1
+    if they aren't."""
+    stride = int(starts[1]) - first if n > 1 else width
+    if stride < width or int(starts[-1]) != first + (n - 1) * stride:
+        return -1  # not evenly spaced (checked whole below, when the ends say so)
+    if not (bool((ends - starts == width).all())
+            and bool((starts[1:] - starts[:-1] == stride).all())):
+        return -1
+    return stride
+
+
+def _int64s(a: np.ndarray) -> bool:
+    return a.dtype == np.int64 and a.flags.c_contiguous
 
 
 def _cut_walked(native: Any, lay: Layout, buf: PayloadBuffer, starts: np.ndarray,
