@@ -40,35 +40,6 @@ def test_a_buffer_comes_back_once_nothing_refers_to_it():
     assert scratch(BIG - 1000).obj is first  # big enough: reused for less
 
 
-def test_the_least_recently_used_free_buffer_is_taken_and_asked_first(monkeypatch):
-    # a pass's buffers in use are the newest: asking the oldest first finds a free one
-    # at once, where asking busy ones first costs a BufferError each
-    views = [scratch(BIG) for _ in range(4)]
-    held = scratch_module._local.held
-    order = [v.obj for v in views]
-    assert [id(b) for b in held] == [id(b) for b in order]
-    del views[2], views[0]  # the first and third let go
-    asked = []
-    free = scratch_module._free
-    monkeypatch.setattr(scratch_module, "_free", lambda buf: asked.append(buf) or free(buf))
-    got = scratch(BIG)
-    assert got.obj is order[0] and len(asked) == 1 and asked[0] is order[0]
-    assert [id(b) for b in held] == [id(order[1]), id(order[2]), id(order[3]), id(order[0])]
-
-
-def test_taking_a_buffer_keeps_the_others_of_equal_bytes():
-    # bytearrays of equal bytes are equal: the buffer taken leaves the list by place, not
-    # by value (list.remove would drop the busy one before it)
-    a, b = scratch(BIG), scratch(BIG)
-    first, second = a.obj, b.obj
-    del b  # the second free; both hold zeros: equal
-    assert first == second
-    assert scratch(BIG).obj is second
-    held = scratch_module._local.held
-    assert len(held) == 2 and held[0] is first and held[1] is second
-    del a
-
-
 @pytest.mark.parametrize("hold", ["view", "slice", "readonly", "numpy", "arrow"])
 def test_anything_over_a_buffer_keeps_it_out_of_reuse_and_its_bytes_as_they_were(hold):
     a = scratch(BIG)

@@ -75,8 +75,7 @@ def _settle_heap() -> None:
 
 def scratch(size: int) -> memoryview:
     """A writable buffer of ``size`` bytes: the smallest of this thread's buffers that
-    is big enough and that nothing refers to any more (asked of the least recently used
-    first: a pass's buffers in use are the newest), else a fresh one — kept for
+    is big enough and that nothing refers to any more, else a fresh one — kept for
     reuse while this thread keeps fewer than :data:`MAX_BUFFERS` and at most
     :data:`HELD_BYTES` (letting a free one go to make room), else numpy's, unfilled:
     one that won't be used again isn't worth zeroing."""
@@ -88,20 +87,18 @@ def scratch(size: int) -> memoryview:
     if held is None:
         held = _local.held = []
     want = -(-size // STEP) * STEP
-    best, at = None, 0
-    for k, buf in enumerate(held):  # the longest unused first: the likeliest to be free
+    best = None
+    for buf in held:
         have = len(buf)
         if have >= want and (best is None or have < len(best)) and _free(buf):
-            best, at = buf, k
+            best = buf
             if have == want:
                 break
     if best is None:
         if not _room(held, want):
             return memoryview(np.empty(size, np.uint8).data)
         best = bytearray(want)
-    else:
-        del held[at]  # (by place: bytearrays of equal bytes are equal)
-    held.append(best)  # the most recently used last
+        held.append(best)
     return memoryview(best)[:size]
 
 
