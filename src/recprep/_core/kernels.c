@@ -752,7 +752,8 @@ static uint32_t (*crc32_fast)(uint32_t, const uint8_t *, size_t) = NULL;
 CRC32_TARGET static inline __m256i
 fold256(__m256i x, __m256i k, const uint8_t *next)
 {
-    __m256i lo = _mm256_clmulepi64_epi128(x, k, 0x00), hi = _mm256_clmulepi64_epi128(x, k, 0x11);
+    __m256i lo = _mm256_clmulepi64_epi128(x, k, 0x00);
+    __m256i hi = _mm256_clmulepi64_epi128(x, k, 0x11);
     return _mm256_xor_si256(_mm256_xor_si256(lo, hi),
                             _mm256_loadu_si256((const __m256i *)next));
 }
@@ -821,7 +822,7 @@ crc32_init(void)
 }
 
 PyDoc_STRVAR(crc32_value_doc,
-"crc32_value(buf, crc=0, portable=False) -> int\n\n"
+"crc32_value(buf, portable=False, crc=0) -> int\n\n"
 "The CRC-32 of ``buf`` continuing ``crc`` (what ``zlib.crc32(buf, crc)`` gives): by\n"
 "AVX2's carry-less multiplication where the processor has it (the module's\n"
 "``crc32_fast``), else (and with ``portable``) by a table, a byte at a time (slow:\n"
@@ -833,7 +834,7 @@ crc32_value(PyObject *self, PyObject *args)
     PyObject *b_obj;
     unsigned int start = 0;
     int portable = 0;
-    if (!PyArg_ParseTuple(args, "O|Ip:crc32_value", &b_obj, &start, &portable))
+    if (!PyArg_ParseTuple(args, "O|pI:crc32_value", &b_obj, &portable, &start))
         return NULL;
     Py_buffer buf;
     if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)

@@ -91,7 +91,7 @@ def crc32(data: Any, crc: int = 0) -> int:
     """
     native = kernels()
     if native is not None and native.crc32_fast:
-        return int(native.crc32_value(data, crc))
+        return int(native.crc32_value(data, False, crc))
     return int(_CRC32(data, crc))
 
 
