@@ -523,15 +523,22 @@ evenly_spaced(PyObject *self, PyObject *args)
  * (slicing by 8). */
 static uint32_t crc_table[8][256];
 
+/* The table of a reflected CRC's polynomial ``poly``, a byte at a time. */
 static void
-crc_tables_init(void)
+crc_byte_table(uint32_t table[256], uint32_t poly)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-        crc_table[0][i] = c;
+            c = (c >> 1) ^ (poly & (0u - (c & 1u)));
+        table[i] = c;
     }
+}
+
+static void
+crc_tables_init(void)
+{
+    crc_byte_table(crc_table[0], 0x82F63B78u);
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             crc_table[t][i] =
@@ -690,24 +697,34 @@ PyDoc_STRVAR(crc32c_value_doc,
 "``portable``) by tables. With ``crc`` (the CRC-32C of bytes before ``buf``), that of\n"
 "them and ``buf`` together (what ``google_crc32c.extend(crc, buf)`` gives).");
 
+typedef uint32_t (*crc_fn)(uint32_t, const uint8_t *, size_t);
+
+/* What ``name(buf, portable=False, crc=0)`` gives (``format`` parses it): the CRC of
+ * ``buf`` continuing ``crc``, by ``fast`` (when there is one) or, ``portable``, ``slow``. */
 static PyObject *
-crc32c_value(PyObject *self, PyObject *args)
+crc_of_buffer(PyObject *args, const char *format, crc_fn fast, crc_fn slow)
 {
     PyObject *b_obj;
     int portable = 0;
     unsigned int start = 0;
-    if (!PyArg_ParseTuple(args, "O|pI:crc32c_value", &b_obj, &portable, &start))
+    if (!PyArg_ParseTuple(args, format, &b_obj, &portable, &start))
         return NULL;
     Py_buffer buf;
     if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
+    crc_fn run = portable || fast == NULL ? slow : fast;
     uint32_t crc;
     Py_BEGIN_ALLOW_THREADS
-    crc = (portable ? crc32c_sw : crc32c)((uint32_t)start, (const uint8_t *)buf.buf,
-                                          (size_t)buf.len);
+    crc = run((uint32_t)start, (const uint8_t *)buf.buf, (size_t)buf.len);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&buf);
     return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *
+crc32c_value(PyObject *self, PyObject *args)
+{
+    return crc_of_buffer(args, "O|pI:crc32c_value", crc32c, crc32c_sw);
 }
 
 /* ------------------------------------------------------------------------- CRC-32 */
@@ -721,17 +738,6 @@ crc32c_value(PyObject *self, PyObject *args)
  * the last 16 folded to 8, 4 and reduced to 32 bits by Barrett's method. Without the
  * instruction, crc32_value isn't used (``crc32_fast`` says so): isal's SSE version is. */
 static uint32_t crc32_table[256];
-
-static void
-crc32_table_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-        crc32_table[i] = c;
-    }
-}
 
 static uint32_t
 crc32_sw(uint32_t crc, const uint8_t *p, size_t n)
@@ -813,7 +819,7 @@ crc32_vpclmul(uint32_t crc, const uint8_t *p, size_t n)
 static void
 crc32_init(void)
 {
-    crc32_table_init();
+    crc_byte_table(crc32_table, 0xEDB88320u);
 #ifdef RECPREP_CRC_HW
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") &&
         __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("sse4.1"))
@@ -831,22 +837,7 @@ PyDoc_STRVAR(crc32_value_doc,
 static PyObject *
 crc32_value(PyObject *self, PyObject *args)
 {
-    PyObject *b_obj;
-    unsigned int start = 0;
-    int portable = 0;
-    if (!PyArg_ParseTuple(args, "O|pI:crc32_value", &b_obj, &portable, &start))
-        return NULL;
-    Py_buffer buf;
-    if (PyObject_GetBuffer(b_obj, &buf, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    uint32_t crc;
-    uint32_t (*run)(uint32_t, const uint8_t *, size_t) =
-        portable || crc32_fast == NULL ? crc32_sw : crc32_fast;
-    Py_BEGIN_ALLOW_THREADS
-    crc = run((uint32_t)start, (const uint8_t *)buf.buf, (size_t)buf.len);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&buf);
-    return PyLong_FromUnsignedLong(crc);
+    return crc_of_buffer(args, "O|pI:crc32_value", crc32_fast, crc32_sw);
 }
 
 /* -------------------------------------------------------------- tfrecord_frames */
