@@ -4,6 +4,7 @@ shuffled, ranks, threads, a loaded state, damaged chunks skipped, mixed layouts.
 
 from __future__ import annotations
 
+import collections
 import uuid
 import warnings
 
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recprep import RecordIO, convert
-from recprep._core.arrowcols import record_batch
+from recprep._core.arrowcols import numeric_batch, record_batch
 from recprep.batching import Columns, collate
 from recprep.codecs import get_codec
 from recprep.containers import Records
@@ -378,7 +379,7 @@ def test_arrow_batches_of_big_rows_keep_their_memory_while_held_and_hand_it_back
     assert again.column("f1").to_pylist() == list(range(160))
 
 
-Point = __import__("collections").namedtuple("Point", "xy label")
+Point = collections.namedtuple("Point", "xy label")
 
 
 @pytest.mark.parametrize("make", [
@@ -387,8 +388,6 @@ Point = __import__("collections").namedtuple("Point", "xy label")
     lambda n: Point(np.arange(n * 4.0).reshape(n, 2, 2)[:, ::-1], np.arange(n, dtype="i2")),
 ])
 def test_a_numeric_batch_of_a_known_layout_is_what_record_batch_makes(make):
-    from recprep._core.arrowcols import numeric_batch
-
     known: dict = {}
     first, schema = numeric_batch(make(3), known)
     assert first.equals(record_batch(make(3))) and schema.equals(first.schema)
@@ -399,8 +398,6 @@ def test_a_numeric_batch_of_a_known_layout_is_what_record_batch_makes(make):
 
 
 def test_a_numeric_batch_of_another_layout_gets_its_own_schema():
-    from recprep._core.arrowcols import numeric_batch
-
     known: dict = {}
     _, schema = numeric_batch((np.zeros((2, 3)), np.arange(2)), known)
     wider, its = numeric_batch((np.zeros((2, 4)), np.arange(2)), known)
@@ -416,8 +413,6 @@ def test_a_numeric_batch_of_another_layout_gets_its_own_schema():
     ("ab",), {},
 ])
 def test_other_batches_are_not_numeric_batches(batch):
-    from recprep._core.arrowcols import numeric_batch
-
     known: dict = {}
     assert numeric_batch(batch, known) is None
     assert numeric_batch(batch, known) is None  # and remembered as such

@@ -116,8 +116,8 @@ def numeric_batch(batch: Any, known: dict[Any, Any], first: int = 0
 def _numeric_spec(batch: Any, forms: tuple[Any, ...], first: int) -> Any:
     """What :func:`numeric_batch` needs of a layout: the schema :func:`record_batch`
     gives its first batch, and each column's value type and fixed-size list types
-    (innermost first); None where the columns aren't all plain
-    numbers of this machine's byte order in a flat tuple or dict."""
+    (innermost first); None where the columns aren't all plain numbers of this
+    machine's byte order in a flat tuple or dict."""
     if not batch or any(
             dtype.kind not in "iuf" or not dtype.isnative or 0 in shape
             for dtype, shape in forms):
