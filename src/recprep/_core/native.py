@@ -5,7 +5,9 @@ record: cutting a RecordIO payload into its records, walking TFRecord frames wit
 CRC-32Cs of each checked, checking records against a ``"recprep"`` layout while finding
 where each value sits, and copying values out into their columns. One more is a library's
 but costs a copy: decoding a snappy framing stream (a RecordIO chunk's payload) straight
-into the bytes returned, each frame's CRC-32C checked in the same pass.
+into the bytes returned, each frame's CRC-32C checked in the same pass. And the CRC-32 of
+a RecordIO chunk (zlib's, for which processors have no instruction) is folded by AVX2's
+carry-less multiplication where the processor has it (:func:`crc32`).
 ``recprep._core._kernels`` (``kernels.c``) runs them in one pass each, without the GIL.
 It is built when recprep is installed where a C compiler is (a wheel built there has
 it); an install without one still works, through numpy alone, and gives the same results
