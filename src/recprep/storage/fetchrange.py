@@ -12,7 +12,8 @@ arrived in, kept as they are, and any span of them handed out with one copy at m
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from .rangedfile import RangedFile
@@ -47,31 +48,28 @@ class FetchRange:
     def slice(self, begin: int, stop: int) -> bytes:
         """Bytes ``[begin, stop)`` of the range (offsets from its start; arrived), one
         copy at most: none when they are one whole piece."""
-        k = bisect.bisect_right(self.offsets, begin) - 1
-        first, at = self.pieces[k], begin - self.offsets[k]
-        if at + (stop - begin) <= len(first):
-            if at == 0 and stop - begin == len(first):
-                return first
-            return first[at:at + stop - begin]
-        parts = [memoryview(first)[at:]]
-        got = len(first) - at
-        while got < stop - begin:
-            k += 1
-            piece = self.pieces[k]
-            take = min(len(piece), stop - begin - got)
-            parts.append(memoryview(piece)[:take])
-            got += take
-        return b"".join(parts)
+        views = list(self._views(begin, stop))
+        if len(views) == 1:
+            first = cast(bytes, views[0].obj)  # its piece
+            return first if len(views[0]) == len(first) else bytes(views[0])
+        return b"".join(views)
 
     def copy_into(self, begin: int, out: memoryview) -> int:
         """Copy bytes from ``begin`` on (an offset from the range's start; arrived) into
         ``out``, as many as fit and have arrived, piece by piece: how many were copied."""
-        k = bisect.bisect_right(self.offsets, begin) - 1
-        at, got, want = begin - self.offsets[k], 0, min(len(out), self.filled - begin)
-        while got < want:
-            piece = self.pieces[k]
-            take = min(len(piece) - at, want - got)
-            out[got:got + take] = memoryview(piece)[at:at + take]
-            got += take
-            k, at = k + 1, 0
+        got = 0
+        for view in self._views(begin, begin + min(len(out), self.filled - begin)):
+            out[got:got + len(view)] = view
+            got += len(view)
         return got
+
+    def _views(self, begin: int, stop: int) -> Iterator[memoryview]:
+        """Views of the pieces that hold bytes ``[begin, stop)`` (arrived), in order."""
+        k = bisect.bisect_right(self.offsets, begin) - 1
+        at = begin - self.offsets[k]
+        while begin < stop:
+            piece = self.pieces[k]
+            take = min(len(piece) - at, stop - begin)
+            yield memoryview(piece)[at:at + take]
+            begin += take
+            k, at = k + 1, 0
