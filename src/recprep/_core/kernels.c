@@ -668,7 +668,9 @@ crc32c_hw(uint32_t crc, const uint8_t *p, size_t n)
 }
 #endif
 
-static uint32_t (*crc32c)(uint32_t, const uint8_t *, size_t) = crc32c_sw;
+typedef uint32_t (*crc_fn)(uint32_t, const uint8_t *, size_t);
+
+static crc_fn crc32c = crc32c_sw;
 
 static void
 crc_init(void)
@@ -696,8 +698,6 @@ PyDoc_STRVAR(crc32c_value_doc,
 "checks frames with it: by the processor's instruction where it has one, or (and with\n"
 "``portable``) by tables. With ``crc`` (the CRC-32C of bytes before ``buf``), that of\n"
 "them and ``buf`` together (what ``google_crc32c.extend(crc, buf)`` gives).");
-
-typedef uint32_t (*crc_fn)(uint32_t, const uint8_t *, size_t);
 
 /* What ``name(buf, portable=False, crc=0)`` gives (``format`` parses it): the CRC of
  * ``buf`` continuing ``crc``, by ``fast`` (when there is one) or, ``portable``, ``slow``. */
@@ -748,7 +748,7 @@ crc32_sw(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc;
 }
 
-static uint32_t (*crc32_fast)(uint32_t, const uint8_t *, size_t) = NULL;
+static crc_fn crc32_fast = NULL;
 
 #ifdef RECPREP_CRC_HW
 #include <immintrin.h>
